@@ -1,0 +1,121 @@
+"""crashgate's reference durable-workflow engine, on SQLite, with nothing beyond the standard library.
+
+>>> from engine import FakeClock, SqliteStore, Worker, reference_workflow, LocalModel, GeneratedDocuments
+>>> store = SqliteStore(":memory:")
+>>> wf = reference_workflow(LocalModel(), GeneratedDocuments())
+>>> store.submit("doc-1", {"source": "doc-1"}, now=0.0).state
+'pending'
+>>> Worker(store, wf, clock=FakeClock(0.0), threaded=False).run_once().state
+'delivered'
+"""
+
+from ._clock import Clock, FakeClock, SystemClock
+from ._errors import (
+    BadRequest,
+    ConnectionFailed,
+    EngineError,
+    IdempotencyConflict,
+    IllegalAction,
+    IllegalTransition,
+    InvalidInput,
+    LeaseLost,
+    ParseFailed,
+    PoisonError,
+    RateLimited,
+    RetryableError,
+    SchemaMismatch,
+    ServerError,
+    StepError,
+    StepTimeout,
+    StoreBusy,
+    UnknownJob,
+    ValidationFailed,
+)
+from ._http import HttpSender
+from ._human import RESOLUTIONS, cancel, requeue, resolve
+from ._outbox import SendReport, Sender, send_outbox
+from ._queries import format_status, status
+from ._reference import (
+    REFERENCE_STATES,
+    Documents,
+    GeneratedDocuments,
+    LocalModel,
+    Model,
+    ModelReply,
+    reference_workflow,
+)
+from ._replay import ReplayResult, replay
+from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
+from ._store import Claim, Job, Memo, OutboxRow, SqliteStore, open_store
+from ._worker import RunResult, StepContext, Worker
+from ._workflow import CANCELLED, NEEDS_HUMAN, PENDING, NeedsHuman, Step, StepOutput, Workflow
+
+__all__ = [
+    "ATTEMPTS_MAX",
+    "BACKOFF_S_MAX",
+    "BadRequest",
+    "CANCELLED",
+    "Claim",
+    "Clock",
+    "ConnectionFailed",
+    "Documents",
+    "EngineError",
+    "FakeClock",
+    "GeneratedDocuments",
+    "HttpSender",
+    "IdempotencyConflict",
+    "IllegalAction",
+    "IllegalTransition",
+    "InvalidInput",
+    "Job",
+    "LeaseLost",
+    "LocalModel",
+    "Memo",
+    "Model",
+    "ModelReply",
+    "NEEDS_HUMAN",
+    "NeedsHuman",
+    "OutboxRow",
+    "PENDING",
+    "ParseFailed",
+    "PoisonError",
+    "REFERENCE_STATES",
+    "RESOLUTIONS",
+    "RateLimited",
+    "ReplayResult",
+    "RetryableError",
+    "RunResult",
+    "SchemaMismatch",
+    "SendReport",
+    "Sender",
+    "ServerError",
+    "SqliteStore",
+    "Step",
+    "StepContext",
+    "StepError",
+    "StepOutput",
+    "StepTimeout",
+    "StoreBusy",
+    "SystemClock",
+    "UnknownJob",
+    "ValidationFailed",
+    "Worker",
+    "Workflow",
+    "backoff_s",
+    "cancel",
+    "classify",
+    "default_workflow",
+    "format_status",
+    "open_store",
+    "reference_workflow",
+    "replay",
+    "requeue",
+    "resolve",
+    "send_outbox",
+    "status",
+]
+
+
+def default_workflow() -> Workflow:
+    """The reference workflow on the offline model and generated documents (what the CLI uses)."""
+    return reference_workflow(LocalModel(), GeneratedDocuments())

@@ -1,0 +1,154 @@
+"""Every error the engine raises on purpose, in one place.
+
+Operating errors (bad input, a lost lease, an illegal human action) are typed exceptions whose
+messages name the input and the fix. Step functions signal *how* they failed with the step errors
+below: a retryable failure is tried again with full-jitter backoff, a poison failure never is.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EngineError",
+    "InvalidInput",
+    "IdempotencyConflict",
+    "UnknownJob",
+    "IllegalTransition",
+    "IllegalAction",
+    "SchemaMismatch",
+    "LeaseLost",
+    "StoreBusy",
+    "StepError",
+    "RetryableError",
+    "StepTimeout",
+    "ConnectionFailed",
+    "RateLimited",
+    "ServerError",
+    "PoisonError",
+    "BadRequest",
+    "ValidationFailed",
+    "ParseFailed",
+]
+
+
+class EngineError(Exception):
+    """Base class of the operating errors the engine raises."""
+
+
+class InvalidInput(EngineError, ValueError):
+    """An argument the caller passed is malformed; nothing was stored."""
+
+
+class IdempotencyConflict(EngineError):
+    """A job id was submitted again with a different payload."""
+
+    def __init__(self, job_id: str, stored: str, offered: str) -> None:
+        self.job_id = job_id
+        super().__init__(
+            f"job {job_id!r} already exists with a different payload "
+            f"(stored {_clip(stored)}, offered {_clip(offered)}); job ids are idempotency keys: "
+            "submit the same payload to get the existing job, or use a new id for new work"
+        )
+
+
+class UnknownJob(EngineError, LookupError):
+    """No job has this id."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job with id {job_id!r}; `python -m engine status` lists the jobs by state")
+
+
+class IllegalTransition(EngineError):
+    """A move that is not an edge of the workflow's state table: a bug where it is raised."""
+
+    def __init__(self, from_state: str, to_state: str, allowed: tuple[str, ...]) -> None:
+        self.from_state = from_state
+        self.to_state = to_state
+        options = ", ".join(allowed) if allowed else "nothing (terminal state)"
+        super().__init__(
+            f"illegal transition {from_state!r} -> {to_state!r}; from {from_state!r} the table allows: {options}"
+        )
+
+
+class IllegalAction(EngineError):
+    """A human operation asked of a job whose state does not allow it; nothing changed."""
+
+    def __init__(self, job_id: str, action: str, state: str, allowed_states: tuple[str, ...]) -> None:
+        self.job_id = job_id
+        self.action = action
+        self.state = state
+        super().__init__(
+            f"job {job_id!r} is in state {state!r}; {action} needs one of: {', '.join(allowed_states)}"
+        )
+
+
+class SchemaMismatch(EngineError):
+    """The database belongs to something else or to a newer engine; it was not modified."""
+
+
+class LeaseLost(EngineError):
+    """This worker's lease was taken over (fencing token changed); it must stop and write nothing."""
+
+
+class StoreBusy(EngineError):
+    """The database stayed locked past the busy timeout (another process holds its write lock).
+
+    Nothing was written; the caller backs off and tries again later. A worker treats it as "no
+    progress this iteration", never as a crash.
+    """
+
+
+class StepError(Exception):
+    """Base class of the failures a step reports. ``retryable`` decides what the engine does."""
+
+    retryable = False
+
+
+class RetryableError(StepError):
+    """A transient failure: the same call may succeed later (timeouts, 429, 5xx, connection errors)."""
+
+    retryable = True
+
+
+class StepTimeout(RetryableError):
+    """The call did not answer within its timeout."""
+
+
+class ConnectionFailed(RetryableError):
+    """The connection to a dependency failed before an answer arrived."""
+
+
+class RateLimited(RetryableError):
+    """HTTP 429. ``retry_after_s`` (from the Retry-After header) is honoured as a minimum delay."""
+
+    def __init__(self, message: str = "429 Too Many Requests", retry_after_s: float | None = None) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class ServerError(RetryableError):
+    """HTTP 5xx from a dependency."""
+
+    def __init__(self, message: str = "500 Internal Server Error", status: int = 500) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class PoisonError(StepError):
+    """A failure that will recur on every attempt: the job goes to its failed state after one call."""
+
+
+class BadRequest(PoisonError):
+    """HTTP 400: the request itself is wrong."""
+
+
+class ValidationFailed(PoisonError):
+    """The input or the answer does not satisfy its schema."""
+
+
+class ParseFailed(PoisonError):
+    """The answer could not be parsed."""
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

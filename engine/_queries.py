@@ -1,0 +1,93 @@
+"""The four operating queries: where is everything, what is stuck, what is failing, what costs.
+
+Alert on the *oldest job in a non-terminal state*, not on throughput: a state whose count and age
+both rise is a stalled stage. At low volume, alert on any row in a failed state.
+
+>>> from engine import SqliteStore
+>>> status(SqliteStore(":memory:"), now=0.0, settled_states={"delivered"})["states"]
+[]
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["status", "format_status", "STATUS_QUERIES"]
+
+COST_WINDOW_S = 24 * 3600
+STUCK_ROWS_MAX = 50
+ERROR_ROWS_MAX = 20
+
+WHERE_IS_EVERYTHING = (
+    "SELECT state, COUNT(*) AS jobs, AVG(:now - created) AS age_s_avg, MAX(:now - created) AS age_s_max "
+    "FROM job GROUP BY state ORDER BY state"
+)
+WHAT_IS_STUCK = (
+    "SELECT id, state, lease_owner, :now - lease_until AS expired_s FROM job "
+    "WHERE lease_until IS NOT NULL AND lease_until < :now ORDER BY lease_until LIMIT :limit"
+)
+WHAT_IS_FAILING = (
+    "SELECT state, last_error, COUNT(*) AS jobs FROM job WHERE last_error IS NOT NULL "
+    "GROUP BY state, last_error ORDER BY jobs DESC, state LIMIT :limit"
+)
+WHICH_STEP_COSTS = (
+    "SELECT step, COUNT(*) AS results, SUM(cost) AS cost_usd, AVG(cost) AS cost_usd_avg FROM step_result "
+    "WHERE at >= :since GROUP BY step ORDER BY cost_usd DESC, step"
+)
+# Jobs that should still move on their own: neither finished nor parked for a human.
+OLDEST_OPEN = (
+    "SELECT id, state, :now - created AS age_s FROM job "
+    "WHERE state NOT IN (SELECT value FROM json_each(:settled)) ORDER BY created LIMIT 1"
+)
+STATUS_QUERIES = {
+    "where is everything": WHERE_IS_EVERYTHING,
+    "what is stuck": WHAT_IS_STUCK,
+    "what is failing": WHAT_IS_FAILING,
+    "which step costs the money": WHICH_STEP_COSTS,
+}
+
+
+def status(store: Any, *, now: float, settled_states: frozenset[str] | set[str]) -> dict[str, Any]:
+    """Run the four queries, and find the oldest job not in one of ``settled_states``, as data."""
+    conn = store.conn
+    params = {"now": now, "limit": STUCK_ROWS_MAX, "since": now - COST_WINDOW_S}
+    oldest = conn.execute(OLDEST_OPEN, {"now": now, "settled": json.dumps(sorted(settled_states))}).fetchone()
+    return {
+        "states": [dict(r) for r in conn.execute(WHERE_IS_EVERYTHING, params)],
+        "stuck": [dict(r) for r in conn.execute(WHAT_IS_STUCK, params)],
+        "failing": [dict(r) for r in conn.execute(WHAT_IS_FAILING, {**params, "limit": ERROR_ROWS_MAX})],
+        "cost": [dict(r) for r in conn.execute(WHICH_STEP_COSTS, params)],
+        "oldest_open": dict(oldest) if oldest else None,
+    }
+
+
+def format_status(report: dict[str, Any]) -> str:
+    """The status report as text a person reads in a terminal."""
+    out = ["where is everything (jobs per state, average and oldest age)"]
+    if not report["states"]:
+        out.append("  (no jobs)")
+    for row in report["states"]:
+        out.append(f"  {row['state']:<16} {row['jobs']:>7}  avg {_age(row['age_s_avg'])}  max {_age(row['age_s_max'])}")
+    out.append("what is stuck (leases expired, not yet taken over)")
+    out += [f"  {r['id']:<24} {r['state']:<14} owner {r['lease_owner']}  expired {_age(r['expired_s'])} ago" for r in report["stuck"]] or ["  nothing"]
+    out.append("what is failing (last_error, grouped)")
+    out += [f"  {r['jobs']:>6} x {r['state']:<14} {r['last_error']}" for r in report["failing"]] or ["  nothing"]
+    out.append("which step costs the money (last 24 h)")
+    out += [f"  {r['step']:<12} {r['results']:>7} results  ${r['cost_usd']:.4f}  avg ${r['cost_usd_avg']:.6f}" for r in report["cost"]] or ["  nothing yet"]
+    oldest = report["oldest_open"]
+    out.append(
+        "oldest job still in flight (alert on this): "
+        + (f"{oldest['id']} ({oldest['state']}, {_age(oldest['age_s'])} old)" if oldest else "none")
+    )
+    return "\n".join(out)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"

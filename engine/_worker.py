@@ -1,0 +1,345 @@
+"""The worker: claim a job, run its steps, commit each result once.
+
+One call of :meth:`Worker.run_once` claims one ready job (or one whose lease expired) and drives it
+through as many steps as it can. For each step it looks up the memo first: a step whose result was
+committed is never run again. Otherwise it runs the step with a timeout shorter than the lease,
+renewing the lease while the step runs, and then commits the memo row, the step's outbox rows and
+the state advance in ONE fenced transaction. Kill the worker anywhere: before that commit the step
+re-runs (one wasted call); after it, the memo is found and the step is skipped.
+
+>>> from engine import FakeClock, SqliteStore, Step, Workflow
+>>> wf = Workflow("hello", [Step("greet", lambda ctx: {"hi": ctx.payload["name"]})])
+>>> store = SqliteStore(":memory:")
+>>> _ = store.submit("j1", {"name": "ada"}, now=0.0)
+>>> Worker(store, wf, clock=FakeClock(0.0), threaded=False).run_once().outcome
+'done'
+>>> store.get("j1").state, store.get("j1").result
+('greet_done', {'hi': 'ada'})
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ._clock import Clock, SystemClock
+from ._errors import InvalidInput, LeaseLost, StepTimeout, StoreBusy
+from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
+from ._store import Claim, dumps
+from ._workflow import NEEDS_HUMAN, NeedsHuman, Step, StepOutput, Workflow
+
+__all__ = ["Worker", "StepContext", "RunResult"]
+
+LEASE_S_DEFAULT = 120.0
+# A heartbeat writes only when less than this fraction of the lease is left: a step may call
+# ``ctx.heartbeat()`` as often as it likes without a commit each time.
+HEARTBEAT_RENEW_FRACTION = 2 / 3
+
+
+class StepContext:
+    """What a step function sees: the job, the outputs of earlier steps, the time, a heartbeat."""
+
+    def __init__(
+        self,
+        worker: "Worker",
+        claim: Claim,
+        step: Step,
+        payload: Any,
+        inputs: dict[str, Any],
+        deadline: float,
+    ) -> None:
+        self.job_id = claim.job_id
+        self.step = step.name
+        self.payload = payload
+        self.inputs = inputs
+        self.attempt = claim.attempts + 1
+        self.worker_id = worker.worker_id
+        self.token = claim.token
+        self.deadline = deadline
+        self._worker = worker
+        self._claim = claim
+        self._state = step.working_state
+        self._lease_until = claim.lease_until
+
+    def now(self) -> float:
+        return self._worker.clock.now()
+
+    @property
+    def lease_until(self) -> float:
+        return self._lease_until
+
+    def heartbeat(self) -> None:
+        """Renew the lease; raise :class:`LeaseLost` if another worker took the job over.
+
+        Renewal stops at the step's deadline, so a hung step eventually frees its job.
+        """
+        worker = self._worker
+        now = worker.clock.now()
+        if now >= self.deadline:
+            return
+        if self._lease_until - now > worker.lease_s * HEARTBEAT_RENEW_FRACTION:
+            return
+        until = min(now + worker.lease_s, self.deadline + worker.lease_s)
+        with worker._db_lock:
+            renewed = worker.store.heartbeat(self._claim, state=self._state, until=until, now=now)
+        if not renewed:
+            raise LeaseLost(f"job {self.job_id!r}: lease token {self.token} was taken over during step {self.step!r}")
+        self._lease_until = until
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one :meth:`Worker.run_once` did.
+
+    ``outcome`` is one of: ``idle`` (nothing due), ``busy`` (database locked; try later), ``done``
+    (the job reached its final state), ``advanced`` (progress, job released for later),
+    ``retry`` (a retryable failure, backoff scheduled), ``failed`` (a failed state),
+    ``needs_human``, ``lease_lost`` (another worker took over; nothing written).
+    """
+
+    outcome: str
+    job_id: str | None = None
+    state: str | None = None
+    steps_run: int = 0
+    steps_skipped: int = 0
+
+
+class Worker:
+    """A worker process's engine loop. One per process; its store is never shared across fork.
+
+    ``threaded=True`` (the default) runs each step in a helper thread so a hung call is abandoned
+    at its timeout while the lease is renewed automatically; ``threaded=False`` runs steps inline
+    (deterministic: what the chaos harness uses) and relies on steps calling ``ctx.heartbeat()``.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        workflow: Workflow,
+        *,
+        worker_id: str = "worker",
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        lease_s: float = LEASE_S_DEFAULT,
+        step_timeout_s: float | None = None,
+        attempts_max: int = ATTEMPTS_MAX,
+        backoff_s_max: float = BACKOFF_S_MAX,
+        threaded: bool = True,
+    ) -> None:
+        if lease_s <= 0:
+            raise InvalidInput(f"lease_s={lease_s!r} must be > 0")
+        timeout = step_timeout_s if step_timeout_s is not None else lease_s * 0.75
+        for step in workflow.steps:
+            step_timeout = step.timeout_s if step.timeout_s is not None else timeout
+            if not 0 < step_timeout < lease_s:
+                raise InvalidInput(
+                    f"step {step.name!r} timeout {step_timeout}s must be > 0 and shorter than the lease "
+                    f"({lease_s}s), or a call could outlive the lease and run twice; lower the timeout or raise lease_s"
+                )
+        if attempts_max < 1:
+            raise InvalidInput(f"attempts_max={attempts_max!r} must be >= 1")
+        self.store = store
+        self.workflow = workflow
+        self.worker_id = worker_id
+        self.clock: Clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self.lease_s = float(lease_s)
+        self.step_timeout_s = float(timeout)
+        self.attempts_max = attempts_max
+        self.backoff_s_max = backoff_s_max
+        self.threaded = threaded
+        self.heartbeat_every_s = self.lease_s / 3
+        self._db_lock = threading.Lock()
+        self._starts = {
+            state: workflow.next_step(state).working_state  # type: ignore[union-attr]
+            for state in workflow.ready_states
+        }
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run_once(self) -> RunResult:
+        """Claim one job and drive it as far as it goes; see the module docstring."""
+        try:
+            claim = self.store.claim(self.worker_id, now=self.clock.now(), lease_s=self.lease_s, starts=self._starts)
+        except StoreBusy:
+            return RunResult("busy")
+        if claim is None:
+            return RunResult("idle")
+        ran = skipped = 0
+        outcome = "lease_lost"
+        for _ in range(len(self.workflow.steps)):  # a job passes each step at most once per claim
+            step = self.workflow.step_for_working(claim.state)
+            if step is None:
+                return self._quarantine(claim, f"state {claim.state!r} is not a working state of workflow {self.workflow.name!r}")
+            if claim.attempts >= self.attempts_max:
+                outcome = self._give_up(claim, step)
+                break
+            try:
+                outcome, nxt, was_run = self._advance(claim, step)
+            except StoreBusy:
+                return RunResult("busy", claim.job_id, claim.state, ran, skipped)
+            ran += was_run
+            skipped += not was_run and outcome in ("advanced", "done")
+            if nxt is None:
+                break
+            claim = nxt
+        state = self._peek_state(claim.job_id)
+        return RunResult(outcome, claim.job_id, state, ran, skipped)
+
+    def run(self, *, idle_sleep_s: float = 0.2, iterations_max: int | None = None, stop: threading.Event | None = None) -> int:
+        """Loop :meth:`run_once` until ``stop`` is set (or ``iterations_max``); returns jobs touched."""
+        touched = 0
+        iteration = 0
+        while (stop is None or not stop.is_set()) and (iterations_max is None or iteration < iterations_max):
+            iteration += 1
+            result = self.run_once()
+            if result.outcome in ("idle", "busy"):
+                self.clock.sleep(idle_sleep_s * (0.5 + self.rng.random()))
+            else:
+                touched += 1
+        return touched
+
+    # -- one step -------------------------------------------------------------------------------
+    def _advance(self, claim: Claim, step: Step) -> tuple[str, Claim | None, bool]:
+        """Run (or skip via memo) one step and commit. Returns (outcome, claim to continue, ran)."""
+        memo = self.store.memo(claim.job_id, step.name)
+        if memo is not None:
+            committed = self._commit(claim, step, StepOutput(memo.output, memo.cost_usd), write_memo=False)
+            return committed[0], committed[1], False
+        try:
+            payload = json.loads(claim.payload_json)
+        except ValueError as exc:
+            return self._park(claim, step, step.failed_state or NEEDS_HUMAN, f"damaged payload: {exc}", None), None, False
+        now = self.clock.now()
+        timeout = step.timeout_s if step.timeout_s is not None else self.step_timeout_s
+        ctx = StepContext(self, claim, step, payload, self.store.memos(claim.job_id), deadline=now + timeout)
+        try:
+            raw = self._call(step, ctx, timeout)
+        except LeaseLost:
+            return "lease_lost", None, True
+        except Exception as exc:  # a step's failure is data, not a crash of the worker
+            return self._failed(claim, step, exc), None, True
+        if isinstance(raw, NeedsHuman):
+            if not step.review:
+                raise InvalidInput(f"step {step.name!r} returned NeedsHuman but is not a review step; declare Step(review=True)")
+            return self._park(claim, step, NEEDS_HUMAN, f"{step.name}: needs review: {raw.reason}", None), None, True
+        output = raw if isinstance(raw, StepOutput) else StepOutput(raw)
+        committed = self._commit(claim, step, output, write_memo=True)
+        return committed[0], committed[1], True
+
+    def _call(self, step: Step, ctx: StepContext, timeout_s: float) -> Any:
+        if not self.threaded:
+            return step.fn(ctx)
+        box: dict[str, Any] = {}
+        finished = threading.Event()
+
+        def target() -> None:
+            try:
+                box["value"] = step.fn(ctx)
+            except BaseException as exc:  # handed to the worker thread below
+                box["error"] = exc
+            finally:
+                finished.set()
+
+        thread = threading.Thread(target=target, name=f"step-{step.name}-{ctx.job_id}", daemon=True)
+        thread.start()
+        started = time.monotonic()
+        while not finished.wait(min(self.heartbeat_every_s, timeout_s) / 4):
+            if time.monotonic() - started >= timeout_s:
+                # The thread is abandoned: it may finish its call, but it can write nothing,
+                # because every write goes through this worker and is fenced by the lease token.
+                raise StepTimeout(f"step {step.name!r} exceeded its {timeout_s}s timeout")
+            ctx.heartbeat()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def _commit(self, claim: Claim, step: Step, output: StepOutput, *, write_memo: bool) -> tuple[str, Claim | None]:
+        undeclared = set(output.effects) - set(step.effects)
+        if undeclared:
+            raise InvalidInput(
+                f"step {step.name!r} emitted effects {sorted(undeclared)} it does not declare; "
+                f"add them to Step(effects=...) (declared: {list(step.effects)})"
+            )
+        output_json = dumps(output.output, what=f"output of step {step.name!r}")
+        effects = {kind: dumps(p, what=f"effect {kind!r} of step {step.name!r}") for kind, p in output.effects.items()}
+        now = self.clock.now()
+        nxt = self.workflow.next_step(step.done_state)
+        self.workflow.check(step.working_state, step.done_state)
+        if nxt is not None:
+            self.workflow.check(step.done_state, nxt.working_state)
+        final = step.done_state == self.workflow.final_state
+        with self._db_lock:
+            ok = self.store.complete(
+                claim,
+                step=step.name,
+                from_state=step.working_state,
+                done_state=step.done_state,
+                output_json=output_json,
+                cost_usd=float(output.cost_usd),
+                effects=effects,
+                next_state=None if nxt is None else nxt.working_state,
+                release_at=None if final else now,
+                lease_until=now + self.lease_s,
+                result_json=output_json if final else None,
+                write_memo=write_memo,
+                now=now,
+            )
+        if not ok:
+            return "lease_lost", None
+        if nxt is None:
+            return ("done" if final else "advanced"), None
+        return "advanced", replace(claim, state=nxt.working_state, attempts=0, lease_until=now + self.lease_s)
+
+    # -- leaving a step without a result ---------------------------------------------------------
+    def _failed(self, claim: Claim, step: Step, exc: BaseException) -> str:
+        retryable, retry_after_s = classify(exc, step.retry_on)
+        error = f"{step.name}: {type(exc).__name__}: {exc}"
+        attempts = claim.attempts + 1
+        bad_state = step.failed_state or NEEDS_HUMAN
+        if not retryable:
+            return self._park(claim, step, bad_state, error, None, attempts=attempts)
+        if attempts >= self.attempts_max:
+            return self._park(claim, step, bad_state, f"gave up after {attempts} attempts: {error}", None, attempts=attempts)
+        delay_s = backoff_s(attempts, self.rng, self.backoff_s_max)
+        if retry_after_s is not None:
+            delay_s = max(delay_s, float(retry_after_s))
+        before = self.workflow.before(step)
+        return self._park(claim, step, before, error, self.clock.now() + delay_s, attempts=attempts)
+
+    def _give_up(self, claim: Claim, step: Step) -> str:
+        error = (
+            f"{step.name}: lease expired {claim.attempts} times during this step (a worker died or hung "
+            "each time); parked so it cannot take more workers down"
+        )
+        return self._park(claim, step, step.failed_state or NEEDS_HUMAN, error, None, attempts=claim.attempts)
+
+    def _park(self, claim: Claim, step: Step, to_state: str, error: str | None, next_run_at: float | None, *, attempts: int | None = None) -> str:
+        self.workflow.check(step.working_state, to_state)
+        with self._db_lock:
+            ok = self.store.park(
+                claim,
+                from_state=step.working_state,
+                to_state=to_state,
+                attempts=claim.attempts if attempts is None else attempts,
+                error=error,
+                next_run_at=next_run_at,
+                now=self.clock.now(),
+            )
+        if not ok:
+            return "lease_lost"
+        if to_state == NEEDS_HUMAN:
+            return "needs_human"
+        return "retry" if next_run_at is not None else "failed"
+
+    def _quarantine(self, claim: Claim, why: str) -> RunResult:
+        raise InvalidInput(f"job {claim.job_id!r}: {why}")
+
+    def _peek_state(self, job_id: str) -> str | None:
+        try:
+            return self.store.get(job_id).state
+        except Exception:  # reporting only; the job's fate is already committed
+            return None

@@ -1,0 +1,43 @@
+"""Shared fixtures: a real SQLite file per test, a fake clock, a seeded RNG."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine import FakeClock, GeneratedDocuments, LocalModel, SqliteStore, Worker, reference_workflow
+
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def db_path(tmp_path) -> str:
+    return str(tmp_path / "engine.db")
+
+
+@pytest.fixture
+def store(db_path):
+    s = SqliteStore(db_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def workflow():
+    return reference_workflow(LocalModel(), GeneratedDocuments())
+
+
+@pytest.fixture
+def make_worker(store, workflow, clock):
+    def make(worker_id: str = "w1", *, wf=None, st=None, **options):
+        options.setdefault("threaded", False)
+        options.setdefault("rng", random.Random(7))
+        return Worker(st or store, wf or workflow, worker_id=worker_id, clock=clock, **options)
+
+    return make

@@ -1,0 +1,61 @@
+"""The outbox delivers every committed effect at least once with a stable idempotency key."""
+
+import pytest
+
+from engine import send_outbox
+
+
+class Receiver:
+    def __init__(self, fail_times=0):
+        self.requests = []
+        self.fail_times = fail_times
+
+    def send(self, key, kind, payload):
+        if self.fail_times:
+            self.fail_times -= 1
+            raise ConnectionError("receiver down")
+        self.requests.append((key, kind, payload))
+
+
+@pytest.fixture
+def delivered_job(store, clock, make_worker):
+    store.submit("doc-1", {"source": "doc-1"}, now=clock.now())
+    make_worker().run_once()
+    return "doc-1"
+
+
+def test_a_committed_effect_is_delivered_once_with_a_stable_key(store, clock, delivered_job):
+    receiver = Receiver()
+    assert send_outbox(store, receiver, clock=clock).sent == 1
+    assert send_outbox(store, receiver, clock=clock).sent == 0
+    assert [r[0] for r in receiver.requests] == ["doc-1:delivery"]
+
+
+def test_a_crash_between_send_and_mark_re_sends_the_same_key(store, clock, delivered_job):
+    receiver = Receiver()
+
+    class CrashAfterSend:
+        def send(self, key, kind, payload):
+            receiver.send(key, kind, payload)
+            raise SystemExit("killed after delivering, before marking")
+
+    with pytest.raises(SystemExit):
+        send_outbox(store, CrashAfterSend(), clock=clock)
+    assert store.conn.execute("SELECT sent_at FROM outbox").fetchone()[0] is None
+    send_outbox(store, receiver, clock=clock)
+    assert [r[0] for r in receiver.requests] == ["doc-1:delivery", "doc-1:delivery"]
+    assert store.conn.execute("SELECT sent_at FROM outbox").fetchone()[0] is not None
+
+
+def test_a_failed_send_is_retried_later_with_backoff_and_never_marked(store, clock, delivered_job):
+    receiver = Receiver(fail_times=1)
+    report = send_outbox(store, receiver, clock=clock)
+    assert (report.sent, report.failed) == (0, 1)
+    row = store.conn.execute("SELECT sent_at, attempts, next_attempt_at, last_error FROM outbox").fetchone()
+    assert row["sent_at"] is None
+    assert row["attempts"] == 1
+    assert 1.0 <= row["next_attempt_at"] - clock.now() <= 2.0
+    assert "receiver down" in row["last_error"]
+    assert send_outbox(store, receiver, clock=clock).sent == 0
+    clock.advance(2)
+    assert send_outbox(store, receiver, clock=clock).sent == 1

@@ -1,0 +1,174 @@
+"""run_once: memo before every step, one transaction per completion, retry vs poison."""
+
+import random
+import statistics
+
+import pytest
+
+from engine import (
+    BadRequest,
+    ConnectionFailed,
+    NeedsHuman,
+    ParseFailed,
+    RateLimited,
+    ServerError,
+    Step,
+    StepOutput,
+    StepTimeout,
+    ValidationFailed,
+    Workflow,
+    backoff_s,
+)
+
+
+class Flaky:
+    """A step that fails with the given exceptions in order, then succeeds; counts its calls."""
+
+    def __init__(self, *failures):
+        self.failures = list(failures)
+        self.calls = 0
+
+    def __call__(self, ctx):
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return StepOutput({"n": self.calls}, cost_usd=0.01)
+
+
+def one_step(fn, **step_options):
+    return Workflow("one", [Step("work", fn, **step_options)])
+
+
+def test_the_reference_workflow_runs_to_delivered_in_one_claim(store, clock, make_worker):
+    store.submit("doc-1", {"source": "doc-1"}, now=clock.now())
+    result = make_worker().run_once()
+    assert (result.outcome, result.state, result.steps_run) == ("done", "delivered", 4)
+    assert sorted(store.memos("doc-1")) == ["deliver", "extract", "fetch", "verify"]
+    rows = store.conn.execute("SELECT job_id, kind, sent_at FROM outbox").fetchall()
+    assert [tuple(r) for r in rows] == [("doc-1", "delivery", None)]
+    job = store.get("doc-1")
+    assert job.result == {"key": "doc-1:delivery"}
+    assert job.lease_owner is None
+    assert job.next_run_at is None
+
+
+def test_idle_when_nothing_is_due(store, clock, make_worker):
+    assert make_worker().run_once().outcome == "idle"
+
+
+def test_a_step_with_a_memo_row_is_skipped_on_resume(store, clock, make_worker):
+    flaky = Flaky()
+    wf = one_step(flaky)
+    store.submit("j", {}, now=clock.now())
+    store.conn.execute("INSERT INTO step_result VALUES ('j', 'work', '{\"n\": 41}', 2.5, 0)")
+    result = make_worker(wf=wf).run_once()
+    assert (result.outcome, result.steps_run, result.steps_skipped) == ("done", 0, 1)
+    assert flaky.calls == 0
+    assert store.get("j").result == {"n": 41}
+
+
+@pytest.mark.parametrize("poison", [BadRequest("400"), ValidationFailed("schema"), ParseFailed("json"), KeyError("bug")])
+def test_a_poison_failure_is_called_once_and_goes_to_the_failed_state(store, clock, make_worker, poison):
+    flaky = Flaky(poison, poison, poison)
+    store.submit("j", {}, now=clock.now())
+    result = make_worker(wf=one_step(flaky)).run_once()
+    assert result.outcome == "failed"
+    assert flaky.calls == 1
+    clock.advance(3600)
+    assert make_worker(wf=one_step(flaky)).run_once().outcome == "idle"
+    job = store.get("j")
+    assert job.state == "failed_work"
+    assert type(poison).__name__ in job.last_error
+
+
+@pytest.mark.parametrize("transient", [StepTimeout("t"), ConnectionFailed("c"), RateLimited("429"), ServerError("503", 503)])
+def test_a_retryable_failure_is_retried_with_backoff_then_succeeds(store, clock, make_worker, transient):
+    flaky = Flaky(transient, transient)
+    wf = one_step(flaky)
+    store.submit("j", {}, now=clock.now())
+    worker = make_worker(wf=wf)
+    assert worker.run_once().outcome == "retry"
+    job = store.get("j")
+    assert job.state == "pending"
+    assert 1.0 <= job.next_run_at - clock.now() <= 2.0
+    assert worker.run_once().outcome == "idle"  # not before its backoff
+    clock.advance(2.0)
+    assert worker.run_once().outcome == "retry"
+    clock.advance(4.0)
+    assert worker.run_once().outcome == "done"
+    assert flaky.calls == 3
+
+
+def test_retries_stop_after_five_attempts_in_the_failed_state(store, clock, make_worker):
+    flaky = Flaky(*[ServerError("503", 503)] * 10)
+    store.submit("j", {}, now=clock.now())
+    worker = make_worker(wf=one_step(flaky))
+    outcomes = []
+    for _ in range(10):
+        outcomes.append(worker.run_once().outcome)
+        clock.advance(40)
+    assert outcomes[:5] == ["retry"] * 4 + ["failed"]
+    assert flaky.calls == 5
+    assert store.get("j").state == "failed_work"
+    assert store.get("j").last_error.startswith("gave up after 5 attempts")
+
+
+def test_a_429_retry_after_is_honoured_as_a_minimum_delay(store, clock, make_worker):
+    store.submit("j", {}, now=clock.now())
+    make_worker(wf=one_step(Flaky(RateLimited("429", retry_after_s=90)))).run_once()
+    assert store.get("j").next_run_at >= clock.now() + 90
+
+
+def test_an_exception_a_step_declares_retryable_is_retried(store, clock, make_worker):
+    store.submit("j", {}, now=clock.now())
+    result = make_worker(wf=one_step(Flaky(OSError("disk")), retry_on=(OSError,))).run_once()
+    assert result.outcome == "retry"
+
+
+def test_backoff_is_full_jitter_within_bounds_and_spread():
+    rng = random.Random(1)
+    for attempt, ceiling in [(1, 2), (2, 4), (3, 8), (5, 32), (9, 32)]:
+        delays = [backoff_s(attempt, rng) for _ in range(500)]
+        assert min(delays) >= 1.0
+        assert max(delays) <= ceiling
+        assert statistics.pstdev(delays) > (ceiling - 1) / 5  # spread out, not all equal
+        assert len({round(d, 3) for d in delays}) > 400
+
+
+def test_a_review_step_that_cannot_pass_parks_the_job_in_needs_human(store, clock, make_worker):
+    wf = Workflow("r", [Step("check", lambda ctx: NeedsHuman("blurry scan", cost_usd=0.2), review=True)])
+    store.submit("j", {}, now=clock.now())
+    assert make_worker(wf=wf).run_once().outcome == "needs_human"
+    job = store.get("j")
+    assert job.state == "needs_human"
+    assert "blurry scan" in job.last_error
+    assert store.memos("j") == {}
+
+
+def test_a_poison_failure_in_a_review_step_goes_to_needs_human(store, clock, make_worker):
+    wf = Workflow("r", [Step("check", Flaky(BadRequest("400")), review=True)])
+    store.submit("j", {}, now=clock.now())
+    assert make_worker(wf=wf).run_once().outcome == "needs_human"
+
+
+def test_a_job_whose_worker_dies_every_time_is_parked_after_five_attempts(store, clock, make_worker):
+    def dies(ctx):
+        raise SystemExit("simulated death")  # not an Exception: escapes like a crash would
+
+    wf = one_step(dies)
+    store.submit("j", {}, now=clock.now())
+    for _ in range(5):
+        with pytest.raises(SystemExit):
+            make_worker(wf=wf, lease_s=10, step_timeout_s=5).run_once()
+        clock.advance(11)
+    result = make_worker(wf=wf, lease_s=10, step_timeout_s=5).run_once()
+    assert result.outcome == "failed"
+    assert "lease expired 5 times" in store.get("j").last_error
+
+
+def test_an_undeclared_effect_is_a_clear_programming_error(store, clock, make_worker):
+    wf = one_step(lambda ctx: StepOutput({}, effects={"email": {}}))
+    store.submit("j", {}, now=clock.now())
+    with pytest.raises(Exception, match="does not declare"):
+        make_worker(wf=wf).run_once()
+    assert store.memos("j") == {}
