@@ -1,4 +1,4 @@
-"""crashgate's reference durable-workflow engine, on SQLite, with nothing beyond the standard library.
+"""crashgate's reference durable-workflow engine, on SQLite (standard library only) or PostgreSQL.
 
 >>> from engine import FakeClock, SqliteStore, Worker, reference_workflow, LocalModel, GeneratedDocuments
 >>> store = SqliteStore(":memory:")
@@ -34,6 +34,7 @@ from ._errors import (
 from ._http import HttpSender
 from ._human import RESOLUTIONS, cancel, requeue, resolve
 from ._outbox import SendReport, Sender, send_outbox
+from ._postgres import PostgresStore
 from ._queries import format_status, status
 from ._reference import (
     REFERENCE_STATES,
@@ -79,6 +80,7 @@ __all__ = [
     "PENDING",
     "ParseFailed",
     "PoisonError",
+    "PostgresStore",
     "REFERENCE_STATES",
     "RESOLUTIONS",
     "RateLimited",

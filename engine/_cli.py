@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--workflow", default="engine:default_workflow", help=WORKFLOW_HELP)
         if db:
-            p.add_argument("--db", required=True, help="database path or sqlite:///path")
+            p.add_argument("--db", required=True, help="database path, sqlite:///path or postgresql://user@host/db")
         return p
 
     p = command("states", "print the workflow's state table", db=False)

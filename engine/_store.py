@@ -528,9 +528,15 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def open_store(url: str, **options: Any) -> SqliteStore:
-    """Open the store a database URL names: a plain path or ``sqlite:///path``."""
+def open_store(url: str, **options: Any) -> Any:
+    """Open the store a URL names: SQLite for a path or ``sqlite:///path``, PostgreSQL for ``postgresql://``."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from ._postgres import PostgresStore  # imported here: psycopg is an optional dependency
+
+        return PostgresStore(url, **options)
     if "://" in url and not url.startswith("sqlite:///"):
         scheme = url.split("://", 1)[0]
-        raise InvalidInput(f"database url {url!r}: scheme {scheme!r} is not supported; use a file path or sqlite:///path")
+        raise InvalidInput(
+            f"database url {url!r}: scheme {scheme!r} is not supported; use a file path, sqlite:///path or postgresql://..."
+        )
     return SqliteStore(url, **options)

@@ -41,3 +41,7 @@ def make_worker(store, workflow, clock):
         return Worker(st or store, wf or workflow, worker_id=worker_id, clock=clock, **options)
 
     return make
+
+
+# The throwaway PostgreSQL server (a session fixture) and a fresh database per test (pg_url).
+from pg_fixtures import pg_server, pg_url  # noqa: E402,F401  (tests/ is on sys.path via this conftest)

@@ -1,40 +1,13 @@
-"""A foreign or newer database is refused untouched; the CLI exits 2 with one clear line."""
+"""SQLite-only settings, URL dispatch and the command line (exit 2 with one clear line on operating errors).
 
-import hashlib
-import sqlite3
+The schema-refusal tests run on both backends in tests/contract/test_schema.py."""
+
 import subprocess
 import sys
 
 import pytest
 
-from engine import SchemaMismatch, SqliteStore, open_store, InvalidInput
-
-
-def digest(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
-
-
-def test_a_database_of_another_application_is_refused_and_not_modified(tmp_path):
-    path = str(tmp_path / "other.db")
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE invoices (id INTEGER)")
-    conn.commit()
-    conn.close()
-    before = digest(path)
-    with pytest.raises(SchemaMismatch, match="not created by crashgate.*invoices"):
-        SqliteStore(path)
-    assert digest(path) == before
-
-
-def test_a_database_from_a_newer_engine_is_refused_and_not_modified(db_path):
-    SqliteStore(db_path).close()
-    conn = sqlite3.connect(db_path)
-    conn.execute("PRAGMA user_version = 99")
-    conn.close()
-    before = digest(db_path)
-    with pytest.raises(SchemaMismatch, match="schema version 99.*upgrade crashgate"):
-        SqliteStore(db_path)
-    assert digest(db_path) == before
+from engine import InvalidInput, SqliteStore, open_store
 
 
 def test_wal_and_the_synchronous_level_are_set(db_path):
@@ -77,3 +50,12 @@ def test_cli_work_then_replay_shows_no_difference(tmp_path):
     assert "same output as stored" in out.stdout
     out = run_cli("replay", "--db", db, "doc-1", "summarise")
     assert out.returncode == 2 and "no step 'summarise'" in out.stderr
+
+
+def test_status_cli_prints_the_four_sections(tmp_path):
+    db = str(tmp_path / "ex.db")
+    out = subprocess.run([sys.executable, "-m", "engine", "example", "--db", db, "--jobs", "5"], capture_output=True, text=True, check=True)
+    assert "5 effects delivered" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "engine", "status", "--db", db], capture_output=True, text=True, check=True)
+    for section in ("where is everything", "what is stuck", "what is failing", "which step costs the money", "oldest job"):
+        assert section in out.stdout

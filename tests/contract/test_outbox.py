@@ -4,6 +4,8 @@ import pytest
 
 from engine import send_outbox
 
+from .conftest import rows
+
 
 class Receiver:
     def __init__(self, fail_times=0):
@@ -51,7 +53,7 @@ def test_a_failed_send_is_retried_later_with_backoff_and_never_marked(store, clo
     receiver = Receiver(fail_times=1)
     report = send_outbox(store, receiver, clock=clock)
     assert (report.sent, report.failed) == (0, 1)
-    row = store.conn.execute("SELECT sent_at, attempts, next_attempt_at, last_error FROM outbox").fetchone()
+    [row] = rows(store, "SELECT sent_at, attempts, next_attempt_at, last_error FROM outbox")
     assert row["sent_at"] is None
     assert row["attempts"] == 1
     assert 1.0 <= row["next_attempt_at"] - clock.now() <= 2.0

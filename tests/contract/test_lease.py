@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from engine import FakeClock, InvalidInput, LeaseLost, SqliteStore, Step, StepOutput, Workflow
+from engine import InvalidInput, Step, Workflow
 
 
 def starts(workflow):
@@ -20,22 +20,22 @@ def test_a_claim_moves_the_job_into_its_first_working_state_and_takes_a_lease(st
     assert (job.lease_owner, job.lease_until, job.lease_token) == ("w1", clock.now() + 60, 1)
 
 
-def test_two_connections_racing_for_one_job_get_it_once(db_path, store, workflow, clock):
+def test_two_connections_racing_for_one_job_get_it_once(open_db, store, workflow, clock):
     store.submit("doc-1", {"source": "a"}, now=clock.now())
-    other = SqliteStore(db_path)
+    other = open_db()
     first = store.claim("w1", now=clock.now(), lease_s=60, starts=starts(workflow))
     second = other.claim("w2", now=clock.now(), lease_s=60, starts=starts(workflow))
     assert first is not None
     assert second is None
 
 
-def test_an_expired_lease_is_taken_over_with_a_new_token_and_counts_an_attempt(db_path, store, workflow, clock):
+def test_an_expired_lease_is_taken_over_with_a_new_token_and_counts_an_attempt(open_db, store, workflow, clock):
     store.submit("doc-1", {"source": "a"}, now=clock.now())
     first = store.claim("w1", now=clock.now(), lease_s=60, starts=starts(workflow))
     clock.advance(59)
     assert store.claim("w2", now=clock.now(), lease_s=60, starts=starts(workflow)) is None
     clock.advance(2)
-    second = SqliteStore(db_path).claim("w2", now=clock.now(), lease_s=60, starts=starts(workflow))
+    second = open_db().claim("w2", now=clock.now(), lease_s=60, starts=starts(workflow))
     assert second.job_id == "doc-1"
     assert second.state == "fetching"  # it resumes the step the dead worker was in
     assert second.token == first.token + 1
@@ -61,10 +61,10 @@ def test_a_zombie_whose_lease_was_taken_over_commits_nothing(store, workflow, cl
     assert store.park(zombie, from_state="fetching", to_state="pending", attempts=1, error="x", next_run_at=0, now=clock.now()) is False
 
 
-def test_the_claim_query_reads_one_index_entry_whatever_the_backlog(store):
+def test_the_claim_query_reads_one_index_entry_whatever_the_backlog(store, backend):
     plan = store.claim_plan()
     assert "job_due" in plan
-    assert "SCAN job" not in plan.replace("USING INDEX", "")
+    assert not backend.claim_scans_everything(plan), plan
 
 
 def test_a_step_heartbeat_keeps_the_lease_while_a_long_step_runs(store, clock, make_worker):
@@ -81,14 +81,14 @@ def test_a_step_heartbeat_keeps_the_lease_while_a_long_step_runs(store, clock, m
     assert result.outcome == "done"
 
 
-def test_a_heartbeat_after_a_takeover_raises_lease_lost_and_the_zombie_stops(db_path, store, clock, make_worker):
+def test_a_heartbeat_after_a_takeover_raises_lease_lost_and_the_zombie_stops(open_db, store, clock, make_worker):
     calls = []
 
     def slow(ctx):
         calls.append(ctx.worker_id)
         if ctx.worker_id == "w1":
             clock.advance(100)  # frozen past the 60 s lease: w2 takes over meanwhile
-            thief = make_worker("w2", wf=wf, st=SqliteStore(db_path), lease_s=60)
+            thief = make_worker("w2", wf=wf, st=open_db(), lease_s=60)
             assert thief.run_once().outcome == "done"
             ctx.heartbeat()
         return {"by": ctx.worker_id}

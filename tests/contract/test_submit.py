@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine import IdempotencyConflict, InvalidInput, SqliteStore
+from engine import IdempotencyConflict, InvalidInput
 
 
 def test_submitting_the_same_id_and_payload_twice_returns_the_existing_job(store, clock):
@@ -45,7 +45,7 @@ def test_bulk_submit_is_one_transaction_all_or_nothing(store, clock):
     assert len(store.jobs()) == 101
 
 
-def test_submit_is_seen_by_another_connection(db_path, store, clock):
+def test_submit_is_seen_by_another_connection(open_db, store, clock):
     store.submit("doc-1", {"source": "a"}, now=clock.now())
-    other = SqliteStore(db_path)
+    other = open_db()
     assert other.get("doc-1").state == "pending"

@@ -1,8 +1,5 @@
 """The four operating queries answer where, what is stuck, what is failing and what costs."""
 
-import subprocess
-import sys
-
 from engine import BadRequest, Step, StepOutput, Workflow, format_status, status
 
 
@@ -47,12 +44,3 @@ def test_cost_outside_the_24_hour_window_is_not_counted(store, clock, make_worke
     make_worker(wf=wf).run_once()
     report = status(store, now=clock.now(), settled_states=wf.terminal_states)
     assert [(r["step"], r["results"], r["cost_usd"]) for r in report["cost"]] == [("pay", 1, 1.5)]
-
-
-def test_status_cli_prints_the_four_sections(tmp_path):
-    db = str(tmp_path / "ex.db")
-    out = subprocess.run([sys.executable, "-m", "engine", "example", "--db", db, "--jobs", "5"], capture_output=True, text=True, check=True)
-    assert "5 effects delivered" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "engine", "status", "--db", db], capture_output=True, text=True, check=True)
-    for section in ("where is everything", "what is stuck", "what is failing", "which step costs the money", "oldest job"):
-        assert section in out.stdout
