@@ -1,0 +1,275 @@
+"""The adapter protocol: how the harness drives an engine, and the reference engine's adapter.
+
+To gate your own engine, implement :class:`Adapter` (usually by subclassing
+:class:`ReferenceAdapter` and overriding what differs) and name it as ``module:attribute``:
+
+    python -m chaos matrix --target mypkg.crash:adapter
+
+An adapter opens a database, submits, runs one worker iteration and one outbox-sender pass, names
+the state table and the code whose lines are crash points, and shows the harness what is in the
+database (:class:`Snapshot`), including every state change, recorded by an audit trigger the
+harness installs so that the check does not trust the engine's own code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import engine
+from engine import IdempotencyConflict, SqliteStore, Worker, Workflow, reference_workflow, send_outbox
+
+from ._world import World
+
+__all__ = ["Adapter", "Session", "Snapshot", "ReferenceAdapter", "load_adapter", "REFERENCE_TARGET"]
+
+REFERENCE_TARGET = "chaos:reference_adapter"
+
+# Installed on the database under test by the harness, not by the engine: every state change and
+# every change to a memo row is recorded as it commits, whatever the engine's code believes.
+AUDIT_SQL = (
+    "CREATE TABLE IF NOT EXISTS chaos_transition (seq INTEGER PRIMARY KEY, job_id TEXT, from_state TEXT, to_state TEXT)",
+    "CREATE TABLE IF NOT EXISTS chaos_memo_change (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, what TEXT)",
+    """CREATE TRIGGER IF NOT EXISTS chaos_job_insert AFTER INSERT ON job BEGIN
+        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (NEW.id, NULL, NEW.state); END""",
+    """CREATE TRIGGER IF NOT EXISTS chaos_job_state AFTER UPDATE OF state ON job
+        WHEN OLD.state IS NOT NEW.state BEGIN
+        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (NEW.id, OLD.state, NEW.state); END""",
+    """CREATE TRIGGER IF NOT EXISTS chaos_job_delete AFTER DELETE ON job BEGIN
+        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (OLD.id, OLD.state, NULL); END""",
+    """CREATE TRIGGER IF NOT EXISTS chaos_memo_update AFTER UPDATE ON step_result BEGIN
+        INSERT INTO chaos_memo_change (job_id, step, what) VALUES (OLD.job_id, OLD.step, 'updated'); END""",
+    """CREATE TRIGGER IF NOT EXISTS chaos_memo_delete AFTER DELETE ON step_result BEGIN
+        INSERT INTO chaos_memo_change (job_id, step, what) VALUES (OLD.job_id, OLD.step, 'deleted'); END""",
+)
+
+
+@dataclass(frozen=True)
+class JobView:
+    state: str
+    payload: str
+    lease_owner: str | None
+    lease_until: float | None
+    next_run_at: float | None
+
+
+@dataclass(frozen=True)
+class OutboxView:
+    id: int
+    job_id: str
+    kind: str
+    sent_at: float | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.job_id}:{self.kind}"
+
+
+@dataclass
+class Snapshot:
+    """What the harness sees in the engine's database, read on a connection of its own."""
+
+    jobs: dict[str, JobView] = field(default_factory=dict)
+    transitions: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    memos: dict[tuple[str, str], str] = field(default_factory=dict)
+    memo_changes: list[tuple[str, str, str]] = field(default_factory=list)
+    outbox: list[OutboxView] = field(default_factory=list)
+
+
+class Session(Protocol):
+    """One process's connection to the engine under test."""
+
+    def submit(self, job_id: str, payload: Any) -> None: ...
+
+    def run_once(self) -> str: ...
+
+    def send_outbox(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class Adapter(Protocol):
+    """What the harness needs from an engine. See :class:`ReferenceAdapter` for the reference."""
+
+    name: str
+    lease_s: float
+    conflict_errors: tuple[type[BaseException], ...]
+
+    def states(self) -> Mapping[str, Sequence[str]]: ...
+
+    def settled_states(self) -> frozenset[str]: ...
+
+    def final_effects(self) -> Mapping[str, Sequence[str]]: ...
+
+    def step_states(self) -> Mapping[str, tuple[str, str]]: ...
+
+    def trace_paths(self) -> list[str]: ...
+
+    def targets(self) -> dict[str, Callable[..., Any]]: ...
+
+    def create(self, db_path: str) -> None: ...
+
+    def open(self, db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> Session: ...
+
+    def inspect(self, db_path: str) -> Snapshot: ...
+
+    def probe(self, db_path: str) -> Callable[[str, str, str, int, float], tuple[bool, bool]]: ...
+
+
+class Probe:
+    """Reads the engine's committed state on a connection of its own (one per process)."""
+
+    def __init__(self, db_path: str) -> None:
+        self.db_path = db_path
+        self._conns: dict[int, sqlite3.Connection] = {}
+
+    def __call__(self, job_id: str, step: str, worker_id: str, token: int, now: float) -> tuple[bool, bool]:
+        conn = self._conns.get(os.getpid())
+        if conn is None:
+            conn = self._conns[os.getpid()] = sqlite3.connect(self.db_path, timeout=30)
+        memo = conn.execute("SELECT 1 FROM step_result WHERE job_id = ? AND step = ?", (job_id, step)).fetchone()
+        lease = conn.execute("SELECT lease_owner, lease_until, lease_token FROM job WHERE id = ?", (job_id,)).fetchone()
+        valid = lease is not None and lease[0] == worker_id and lease[2] == token and (lease[1] or 0) > now
+        return memo is not None, bool(valid)
+
+    def close(self) -> None:
+        conn = self._conns.pop(os.getpid(), None)
+        if conn is not None:
+            conn.close()
+
+
+class ReferenceSession:
+    """The reference engine as the harness drives it: inline steps, the world's services."""
+
+    def __init__(self, adapter: "ReferenceAdapter", db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> None:
+        self.store = adapter.make_store(db_path)
+        self.workflow = adapter.workflow(world)
+        self.world = world
+        self.clock = clock
+        self.rng = rng
+        self.worker = adapter.make_worker(self.store, self.workflow, worker_id=worker_id, clock=clock, rng=rng)
+        self._send_outbox = adapter.send_outbox_fn()
+
+    def submit(self, job_id: str, payload: Any) -> None:
+        self.store.submit(job_id, payload, now=self.clock.now())
+
+    def run_once(self) -> str:
+        return self.worker.run_once().outcome
+
+    def send_outbox(self) -> int:
+        return self._send_outbox(self.store, self.world.sender, clock=self.clock, rng=self.rng).sent
+
+    def requeue(self, job_id: str) -> None:
+        engine.requeue(self.store, self.workflow, job_id, now=self.clock.now())
+
+    def resolve(self, job_id: str, action: str) -> None:
+        engine.resolve(self.store, self.workflow, job_id, action, now=self.clock.now())
+
+    def cancel(self, job_id: str) -> None:
+        engine.cancel(self.store, self.workflow, job_id, now=self.clock.now())
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class ReferenceAdapter:
+    """The reference engine (``engine/``) running the reference workflow against the world.
+
+    Subclass it to test a variant: override :meth:`make_worker`, :meth:`make_store`,
+    :meth:`workflow` or :meth:`send_outbox_fn`, and add your module to :meth:`trace_paths`.
+    """
+
+    name = "reference"
+    lease_s = 120.0
+    conflict_errors: tuple[type[BaseException], ...] = (IdempotencyConflict,)
+    human_errors: tuple[type[BaseException], ...] = (engine.IllegalAction, engine.UnknownJob)
+
+    def __init__(self) -> None:
+        self._table: Workflow | None = None
+
+    # -- the engine's pieces (override these in a variant) ---------------------------------------
+    def workflow(self, world: World) -> Workflow:
+        return reference_workflow(world.model, world.documents)
+
+    def make_store(self, db_path: str) -> SqliteStore:
+        return SqliteStore(db_path)
+
+    def make_worker(self, store: Any, workflow: Workflow, *, worker_id: str, clock: Any, rng: random.Random) -> Worker:
+        return Worker(store, workflow, worker_id=worker_id, clock=clock, rng=rng, lease_s=self.lease_s, threaded=False)
+
+    def send_outbox_fn(self) -> Callable[..., Any]:
+        return send_outbox
+
+    # -- what the harness asks -------------------------------------------------------------------
+    def _shape(self) -> Workflow:
+        if self._table is None:
+            self._table = reference_workflow(engine.LocalModel(), engine.GeneratedDocuments())
+        return self._table
+
+    def states(self) -> Mapping[str, Sequence[str]]:
+        return self._shape().table
+
+    def settled_states(self) -> frozenset[str]:
+        wf = self._shape()
+        return wf.terminal_states | wf.parked_states
+
+    def final_effects(self) -> Mapping[str, Sequence[str]]:
+        wf = self._shape()
+        return {wf.final_state: tuple(kind for step in wf.steps for kind in step.effects)}
+
+    def step_states(self) -> Mapping[str, tuple[str, str]]:
+        """step name -> (working state, done state)."""
+        return {s.name: (s.working_state, s.done_state) for s in self._shape().steps}
+
+    def trace_paths(self) -> list[str]:
+        return [os.path.dirname(os.path.abspath(engine.__file__))]
+
+    def targets(self) -> dict[str, Callable[..., Any]]:
+        return {"worker": Worker.run_once, "sender": send_outbox}
+
+    def create(self, db_path: str) -> None:
+        store = self.make_store(db_path)
+        for statement in AUDIT_SQL:
+            store.conn.execute(statement)
+        store.close()
+
+    def open(self, db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> ReferenceSession:
+        return ReferenceSession(self, db_path, world, worker_id=worker_id, clock=clock, rng=rng)
+
+    def inspect(self, db_path: str) -> Snapshot:
+        conn = sqlite3.connect(db_path, timeout=30)
+        try:
+            snap = Snapshot()
+            for r in conn.execute("SELECT id, state, payload, lease_owner, lease_until, next_run_at FROM job"):
+                snap.jobs[r[0]] = JobView(r[1], r[2], r[3], r[4], r[5])
+            snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
+            snap.memos = {(r[0], r[1]): r[2] for r in conn.execute("SELECT job_id, step, output FROM step_result")}
+            snap.memo_changes = [tuple(r) for r in conn.execute("SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq")]  # type: ignore[misc]
+            snap.outbox = [OutboxView(*r) for r in conn.execute("SELECT id, job_id, kind, sent_at FROM outbox ORDER BY id")]
+            return snap
+        finally:
+            conn.close()
+
+    def probe(self, db_path: str) -> Probe:
+        """At the moment of a paid call: is that step's memo committed; does the caller hold the lease?"""
+        return Probe(db_path)
+
+
+def load_adapter(spec: str) -> Any:
+    """Import ``module:attribute`` and return the adapter it names (calling a class or factory)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"target {spec!r} must look like MODULE:ATTR, e.g. {REFERENCE_TARGET}")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot load target {spec!r}: {exc}") from exc
+    adapter = target() if callable(target) and not hasattr(target, "inspect") or isinstance(target, type) else target
+    for needed in ("states", "open", "inspect", "create", "trace_paths", "targets"):
+        if not hasattr(adapter, needed):
+            raise ValueError(f"target {spec!r} is not an adapter: it has no {needed!r} (see chaos.Adapter)")
+    return adapter

@@ -1,0 +1,230 @@
+"""The crash matrix: every point of every scenario family, killed, recovered and checked.
+
+>>> report = run_matrix(families=["sender"], mode="inprocess")   # doctest: +SKIP
+>>> report.violations
+0
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import Any, Iterable
+
+from ._adapter import REFERENCE_TARGET, load_adapter
+from ._families import reference_scenarios
+from ._points import Point
+from ._scenario import Family, Outcome, Scenario, prepare, run_point
+
+__all__ = ["MatrixReport", "PointResult", "run_matrix", "replay_command", "DEFAULT_SEED"]
+
+DEFAULT_SEED = 0
+CHUNK_POINTS = 64
+
+
+@dataclass
+class PointResult:
+    family: str
+    point: Point
+    source: str
+    outcome: Outcome
+    replay: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}::{self.point.id}"
+
+
+@dataclass
+class MatrixReport:
+    target: str
+    mode: str
+    seed: int
+    results: list[PointResult] = field(default_factory=list)
+    baselines: dict[str, Outcome] = field(default_factory=dict)
+    lessons: dict[str, str] = field(default_factory=dict)
+    executable: dict[str, set[int]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def points(self) -> int:
+        return len(self.results)
+
+    @property
+    def violations(self) -> int:
+        return sum(1 for r in self.results if not r.outcome.held) + sum(1 for b in self.baselines.values() if not b.held)
+
+    @property
+    def wasted_calls(self) -> int:
+        return sum(r.outcome.wasted_calls for r in self.results)
+
+    def exercised(self) -> dict[str, set[int]]:
+        seen: dict[str, set[int]] = {}
+        for r in self.results:
+            if r.outcome.exit == "killed":
+                seen.setdefault(r.point.file, set()).add(r.point.line)
+        return seen
+
+    def coverage(self) -> dict[str, Any]:
+        """Crash coverage: lines killed at least once / executable lines of the functions reached."""
+        exercised = self.exercised()
+        total = sum(len(lines) for lines in self.executable.values())
+        hit = sum(len(lines & exercised.get(f, set())) for f, lines in self.executable.items())
+        missed = {
+            _short(f): sorted(lines - exercised.get(f, set()))
+            for f, lines in sorted(self.executable.items())
+            if lines - exercised.get(f, set())
+        }
+        return {"lines": total, "exercised": hit, "percent": round(100.0 * hit / total, 1) if total else 100.0, "missed": missed}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "mode": self.mode,
+            "seed": self.seed,
+            "points": self.points,
+            "violations": self.violations,
+            "wasted_calls": self.wasted_calls,
+            "seconds": round(self.seconds, 3),
+            "coverage": self.coverage(),
+            "families": {
+                name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations]}
+                for name, base in self.baselines.items()
+            },
+            "results": [
+                {
+                    "id": r.id,
+                    "family": r.family,
+                    "file": _short(r.point.file),
+                    "line": r.point.line,
+                    "hit": r.point.hit,
+                    "function": r.point.function,
+                    "source": r.source,
+                    "exit": r.outcome.exit,
+                    "held": r.outcome.held,
+                    "violations": [{"invariant": v.invariant, "detail": v.detail} for v in r.outcome.violations],
+                    "wasted_calls": r.outcome.wasted_calls,
+                    "zombie_calls": r.outcome.zombie_calls,
+                    "replay": r.replay,
+                    "seconds": round(r.outcome.seconds, 5),
+                }
+                for r in self.results
+            ],
+        }
+
+
+def replay_command(target: str, mode: str, seed: int, point_id: str, deep: bool = True) -> str:
+    """The one command that re-runs exactly one scenario."""
+    parts = ["python", "-m", "chaos", "matrix", "--target", target, "--mode", mode, "--seed", str(seed), "--point", point_id]
+    if not deep:
+        parts.append("--shallow")
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+# Families prepared in the parent, inherited by pool workers through fork.
+_SHARED: dict[str, Any] = {}
+
+
+def _run_chunk(names_and_indexes: list[tuple[str, int]]) -> list[tuple[str, int, Outcome]]:
+    adapter, families, workdir, seed, mode, deep = (
+        _SHARED["adapter"], _SHARED["families"], _SHARED["workdir"], _SHARED["seed"], _SHARED["mode"], _SHARED["deep"],
+    )
+    out = []
+    scratch = tempfile.mkdtemp(dir=workdir)
+    for name, index in names_and_indexes:
+        family: Family = families[name]
+        out.append((name, index, run_point(adapter, family, family.points[index], scratch, seed=seed, mode=mode, deep=deep)))
+    return out
+
+
+def run_matrix(
+    target: str = REFERENCE_TARGET,
+    *,
+    mode: str = "fork",
+    seed: int = DEFAULT_SEED,
+    deep: bool = True,
+    families: Iterable[str] | None = None,
+    point: str | None = None,
+    sample: int | None = None,
+    jobs: int = 1,
+    scenarios: list[Scenario] | None = None,
+    workdir: str | None = None,
+) -> MatrixReport:
+    """Run the matrix for ``target`` (``module:attr`` or an adapter object).
+
+    ``point`` (``family::id``) runs one scenario; ``sample`` runs a seeded sample of N points;
+    ``jobs`` > 1 spreads points over that many processes.
+    """
+    started = time.perf_counter()
+    adapter = load_adapter(target) if isinstance(target, str) else target
+    target_name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__name__}"
+    all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
+    wanted = set(families) if families is not None else None
+    only_family, _, only_point = (point or "").partition("::")
+    if point and not only_point:
+        raise ValueError(f"point {point!r} must look like FAMILY::POINT, e.g. clean::_worker.run_once:L120#1")
+    chosen = [s for s in all_scenarios if (wanted is None or s.name in wanted) and (not point or s.name == only_family)]
+    if not chosen:
+        names = ", ".join(s.name for s in all_scenarios)
+        raise ValueError(f"no scenario family matches {sorted(wanted or {only_family})}; families: {names}")
+    workdir = workdir or scratch_dir()
+    report = MatrixReport(target_name, mode, seed)
+    prepared: dict[str, Family] = {}
+    work: list[tuple[str, int]] = []
+    for scenario in chosen:
+        family = prepare(adapter, scenario, workdir, seed=seed, deep=deep)
+        prepared[scenario.name] = family
+        report.baselines[scenario.name] = family.baseline
+        report.lessons[scenario.name] = scenario.lesson
+        for f, lines in family.executable.items():
+            report.executable.setdefault(f, set()).update(lines)
+        for index, p in enumerate(family.points):
+            if not point or p.id == only_point:
+                work.append((scenario.name, index))
+    if point and not work:
+        raise ValueError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
+    if sample is not None and sample < len(work):
+        import random
+
+        work = sorted(random.Random(seed).sample(work, sample))
+    _SHARED.update(adapter=adapter, families=prepared, workdir=workdir, seed=seed, mode=mode, deep=deep)
+    chunks = [work[i : i + CHUNK_POINTS] for i in range(0, len(work), CHUNK_POINTS)]
+    if jobs > 1 and len(chunks) > 1:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
+            done = [item for chunk in pool.map(_run_chunk, chunks) for item in chunk]
+    else:
+        done = [item for chunk in chunks for item in _run_chunk(chunk)]
+    for name, index, outcome in done:
+        p = prepared[name].points[index]
+        report.results.append(
+            PointResult(name, p, _source(p.file, p.line), outcome, replay_command(target_name, mode, seed, f"{name}::{p.id}", deep))
+        )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def scratch_dir() -> str:
+    """A fresh directory for scenario databases: on tmpfs (/dev/shm) when there is one.
+
+    A process crash leaves a file in the same state on any file system (the page cache survives
+    the process), so tmpfs changes nothing that fork mode simulates, and spares every scenario
+    the fsyncs of a checkpoint. ``CRASHGATE_WORKDIR`` overrides the location.
+    """
+    base = os.environ.get("CRASHGATE_WORKDIR") or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    return tempfile.mkdtemp(prefix="crashgate-", dir=base)
+
+
+def _source(path: str, line: int) -> str:
+    import linecache
+
+    return linecache.getline(path, line).strip()
+
+
+def _short(path: str) -> str:
+    cwd = os.getcwd()
+    return os.path.relpath(path, cwd) if path.startswith(cwd) else path

@@ -1,0 +1,152 @@
+"""Crash points: ``(file, line, n-th hit)`` for each executable statement a worker iteration reaches.
+
+A clean run of the iteration is recorded with a line tracer; every line event in the traced code
+becomes a point, and a line reached twice (a loop, a retry) gives two points. "Executable
+statement" is coverage.py's notion, read with its parser, so crash coverage means what line
+coverage means in a coverage report.
+
+>>> point = Point("/src/engine/_worker.py", 57, 2, "run_once")
+>>> point.id
+'_worker.run_once:L57#2'
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from types import CodeType, FrameType
+from typing import Any, Callable, Iterable
+
+from coverage.parser import PythonParser
+
+__all__ = ["Point", "Recorder", "Killer", "statement_lines", "function_lines"]
+
+
+@dataclass(frozen=True, order=True)
+class Point:
+    file: str
+    line: int
+    hit: int
+    function: str = field(compare=False)
+
+    @property
+    def id(self) -> str:
+        stem = os.path.splitext(os.path.basename(self.file))[0]
+        return f"{stem}.{self.function}:L{self.line}#{self.hit}"
+
+
+@lru_cache(maxsize=None)
+def statement_lines(path: str) -> frozenset[int]:
+    """The executable statement lines of a source file, as coverage.py counts them."""
+    parser = PythonParser(filename=path)
+    parser.parse_source()
+    return frozenset(parser.statements)
+
+
+def function_lines(code: CodeType) -> frozenset[int]:
+    """The statement lines a function's own bytecode (and its nested functions') can execute.
+
+    The ``def`` line itself is left out: it runs when the function is *defined*, not when it is
+    called, so no kill inside the call can land on it.
+    """
+    lines: set[int] = set()
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        own = {line for _, _, line in current.co_lines() if line is not None}
+        if current.co_name != "<lambda>" and len(own) > 1:
+            own.discard(current.co_firstlineno)
+        lines |= own
+        stack.extend(c for c in current.co_consts if isinstance(c, CodeType))
+    return frozenset(lines & statement_lines(code.co_filename))
+
+
+class _Scope:
+    """Decides, once per code object, whether its lines are crash points."""
+
+    def __init__(self, paths: Iterable[str], only: Iterable[CodeType] | None) -> None:
+        self.prefixes = tuple(os.path.abspath(p) + (os.sep if os.path.isdir(p) else "") for p in paths)
+        self.only = None if only is None else frozenset(only)
+        self._cache: dict[CodeType, bool] = {}
+
+    def __call__(self, code: CodeType) -> bool:
+        inside = self._cache.get(code)
+        if inside is None:
+            if self.only is not None:
+                inside = code in self.only
+            else:
+                inside = os.path.abspath(code.co_filename).startswith(self.prefixes)
+            self._cache[code] = inside
+        return inside
+
+
+class Recorder:
+    """Records every line event in scope, in order, during a ``with`` block (restores the tracer)."""
+
+    def __init__(self, paths: Iterable[str], only: Iterable[CodeType] | None = None) -> None:
+        self.scope = _Scope(paths, only)
+        self.points: list[Point] = []
+        self.codes: set[CodeType] = set()
+        self._counts: Counter[tuple[str, int]] = Counter()
+        self._previous: Any = None
+
+    def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if self.scope(frame.f_code):
+            self.codes.add(frame.f_code)
+            return self._local
+        return None
+
+    def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            code = frame.f_code
+            key = (code.co_filename, frame.f_lineno)
+            self._counts[key] += 1
+            self.points.append(Point(code.co_filename, frame.f_lineno, self._counts[key], code.co_name))
+        return self._local
+
+    def __enter__(self) -> "Recorder":
+        self._previous = sys.gettrace()
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.settrace(self._previous)
+
+
+class Killer:
+    """Calls ``on_hit`` just before the chosen point's line executes (then stops tracing)."""
+
+    def __init__(self, paths: Iterable[str], point: Point, on_hit: Callable[[], None], only: Iterable[CodeType] | None = None) -> None:
+        self.scope = _Scope(paths, only)
+        self.target = (point.file, point.line)
+        self.hit = point.hit
+        self.on_hit = on_hit
+        self.reached = False
+        self._count = 0
+        self._previous: Any = None
+
+    def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if self.scope(frame.f_code):
+            return self._local
+        return None
+
+    def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno == self.target[1] and frame.f_code.co_filename == self.target[0]:
+            self._count += 1
+            if self._count == self.hit:
+                self.reached = True
+                sys.settrace(self._previous)
+                frame.f_trace = None
+                self.on_hit()
+        return self._local
+
+    def __enter__(self) -> "Killer":
+        self._previous = sys.gettrace()
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.settrace(self._previous)

@@ -1,0 +1,345 @@
+"""A scenario: a fresh database, jobs, a worker killed at one crash point, a recovery, the checks.
+
+``fork`` mode (the default, the faithful one) runs the doomed worker in a forked child that opens
+its own connections and dies by SIGKILL at the point: no ``finally``, no ``atexit``, no
+context-manager exit. ``inprocess`` mode abandons the worker by raising an exception at the point
+and drops its connection without committing: much cheaper, but ``finally`` blocks and ``with``
+exits still run, so code that is only correct if they run looks correct. It is a weaker
+approximation, documented as such.
+
+After the kill the parent takes over: it checks the invariants that must hold at every moment,
+moves the fake clock past the dead worker's lease, runs a fresh worker and the outbox sender until
+nothing is due (moving time past every backoff), and checks the whole catalog at rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from engine import FakeClock
+
+from ._invariants import Evidence, Violation, check, idempotent_submit, wasted_calls, zombie_calls
+from ._points import Killer, Point, Recorder
+from ._world import Fault, World
+
+__all__ = ["Scenario", "Outcome", "Family", "prepare", "run_point", "record", "MODES"]
+
+MODES = ("fork", "inprocess")
+T0 = 1_700_000_000.0
+RECOVERY_ROUNDS_MAX = 40
+ITERATIONS_PER_ROUND_MAX = 50
+BACKOFF_JUMP_S = 33.0
+EXIT_NOT_REACHED = 3
+EXIT_ERROR = 4
+
+
+class Abandon(BaseException):
+    """Raised at the crash point in ``inprocess`` mode. A BaseException, so step-failure
+    handling (``except Exception``) cannot swallow it, as it could not swallow a SIGKILL."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A family of crash points: what happens before the doomed iteration, and what it runs.
+
+    ``setup`` is a list of actions run cleanly first: ``"run"`` (one worker iteration),
+    ``"send"`` (one outbox pass), ``"advance:<s>"`` (move the clock), ``"claim:<worker>"`` (a
+    worker claims the next job and dies holding its lease). ``phase`` is ``"worker"`` or
+    ``"sender"``. ``faults`` are armed for the doomed iteration; ``second_worker`` lets a slow call
+    run another worker while it lasts.
+    """
+
+    name: str
+    lesson: str
+    jobs: tuple[str, ...] = ("doc-1",)
+    setup: tuple[str, ...] = ()
+    phase: str = "worker"
+    faults: tuple[Fault, ...] = ()
+    second_worker: bool = False
+
+
+@dataclass
+class Family:
+    """A scenario prepared once: its template files and the points of its doomed iteration."""
+
+    scenario: Scenario
+    template: str
+    clock_after_setup: float
+    submitted: dict[str, str]
+    points: list[Point]
+    executable: dict[str, frozenset[int]]
+    baseline: "Outcome"
+
+
+@dataclass
+class Outcome:
+    """What one scenario (one point, or the clean baseline) ended with."""
+
+    point: str
+    exit: str
+    violations: list[Violation] = field(default_factory=list)
+    wasted_calls: int = 0
+    zombie_calls: int = 0
+    final_states: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    applied: int = 0
+    deliveries: int = 0
+    seconds: float = 0.0
+
+    @property
+    def held(self) -> bool:
+        return not self.violations
+
+    def signature(self) -> tuple[Any, ...]:
+        """What two kill modes must agree on at the same point."""
+        return (
+            tuple(sorted(self.final_states.items())),
+            tuple(sorted(self.calls.items())),
+            self.applied,
+            self.deliveries,
+            tuple(sorted({v.invariant for v in self.violations})),
+        )
+
+
+class _Run:
+    """The files, clock, world and seeds of one scenario run, in its own directory."""
+
+    def __init__(self, adapter: Any, directory: str, clock_at: float, seed: int, scenario: Scenario) -> None:
+        self.adapter = adapter
+        self.dir = directory
+        self.db = os.path.join(directory, "engine.db")
+        self.clock = FakeClock(clock_at)
+        self.world = World(directory, self.clock, lease_s=adapter.lease_s)
+        self.world.probe = adapter.probe(self.db)
+        self.seed = seed
+        self.scenario = scenario
+        self.sessions: list[Any] = []
+
+    def session(self, worker_id: str) -> Any:
+        rng = random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}")
+        session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
+        self.sessions.append(session)
+        return session
+
+    def close(self) -> None:
+        """Close every connection this process opened for the run (a dead child's are gone)."""
+        for session in self.sessions:
+            _close_quietly(session)
+        self.sessions.clear()
+        self.world.close()
+
+    def evidence(self, submitted: dict[str, str], interruptions: Counter) -> Evidence:
+        a = self.adapter
+        return Evidence(
+            table=a.states(),
+            step_states=a.step_states(),
+            settled_states=a.settled_states(),
+            final_effects=a.final_effects(),
+            snapshot=a.inspect(self.db),
+            calls=self.world.calls(),
+            deliveries=self.world.deliveries(),
+            submitted=submitted,
+            interruptions=interruptions,
+        )
+
+
+def _doomed(run: _Run) -> Callable[[], Any]:
+    """The iteration that will be killed, with the scenario's faults armed."""
+    scenario = run.scenario
+    for fault in scenario.faults:
+        run.world.arm(fault)
+    session = run.session("w-doomed")
+    if scenario.second_worker:
+        run.world.during_slow = lambda: run.session("w-second").run_once()
+    return session.run_once if scenario.phase == "worker" else session.send_outbox
+
+
+def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
+    """Build the scenario's template, then record the points of its doomed iteration."""
+    template = os.path.join(workdir, "template-" + scenario.name)
+    os.makedirs(template, exist_ok=True)
+    run = _Run(adapter, template, T0, seed, scenario)
+    adapter.create(run.db)
+    session = run.session("w-setup")
+    submitted = {}
+    for job_id in scenario.jobs:
+        payload = {"source": job_id}
+        session.submit(job_id, payload)
+        submitted[job_id] = json.dumps(payload, sort_keys=True)
+    for action in scenario.setup:
+        _setup_action(run, session, action)
+    run.close()
+    clock_after_setup = run.clock.now()
+    family = Family(scenario, template, clock_after_setup, submitted, [], {}, Outcome("baseline", "clean"))
+    family.points, family.executable, family.baseline = record(adapter, family, workdir, seed=seed, deep=deep)
+    return family
+
+
+def _setup_action(run: _Run, session: Any, action: str) -> None:
+    verb, _, arg = action.partition(":")
+    if verb == "run":
+        session.run_once()
+    elif verb == "send":
+        session.send_outbox()
+    elif verb == "advance":
+        run.clock.advance(float(arg))
+    elif verb == "claim":
+        doomed = run.session(arg or "w-dead")
+        doomed.worker.store.claim(
+            doomed.worker.worker_id, now=run.clock.now(), lease_s=run.adapter.lease_s, starts=doomed.worker._starts
+        )
+        doomed.close()
+    else:
+        raise ValueError(f"setup action {action!r}: use run, send, advance:<s> or claim:<worker>")
+
+
+def _copy(family: Family, directory: str) -> None:
+    """A fresh copy of the template in a new directory (a WAL file is copied, never the -shm)."""
+    if os.path.exists(directory):
+        shutil.rmtree(directory)
+    os.makedirs(directory)
+    for name in ("engine.db", "engine.db-wal", "world.db", "world.db-wal"):
+        source = os.path.join(family.template, name)
+        if os.path.exists(source):
+            shutil.copyfile(source, os.path.join(directory, name))
+
+
+def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> tuple[list[Point], dict[str, frozenset[int]], Outcome]:
+    """Run the doomed iteration cleanly under a line recorder; return its points and its baseline."""
+    from ._points import function_lines
+
+    directory = os.path.join(workdir, "baseline-" + family.scenario.name)
+    _copy(family, directory)
+    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    iteration = _doomed(run)
+    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
+    started = time.perf_counter()
+    with Recorder(adapter.trace_paths(), only) as recorder:
+        iteration()
+    executable: dict[str, set[int]] = {}
+    for code in recorder.codes:
+        executable.setdefault(code.co_filename, set()).update(function_lines(code))
+    outcome = _recover_and_check(run, family.submitted, Counter(), "baseline", "clean")
+    outcome.seconds = time.perf_counter() - started
+    return recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, outcome
+
+
+def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
+    """Kill the doomed iteration at ``point``, recover, and check every invariant."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not one of: {', '.join(MODES)}")
+    started = time.perf_counter()
+    directory = os.path.join(workdir, "point")
+    _copy(family, directory)
+    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
+    exit_kind = _kill_fork(run, point, only) if mode == "fork" else _kill_inprocess(run, point, only)
+    interruptions = _interruptions(run)
+    after_kill = check(run.evidence(family.submitted, interruptions), at_rest=False)
+    outcome = _recover_and_check(run, family.submitted, interruptions, point.id, exit_kind)
+    seen = {str(v) for v in outcome.violations}
+    outcome.violations = [v for v in after_kill if str(v) not in seen] + outcome.violations
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def _kill_fork(run: _Run, point: Point, only: Any) -> str:
+    pid = os.fork()
+    if pid == 0:  # the doomed worker: never returns into the caller
+        code = EXIT_ERROR
+        try:
+            iteration = _doomed(run)
+            with Killer(run.adapter.trace_paths(), point, lambda: os.kill(os.getpid(), signal.SIGKILL), only):
+                iteration()
+            code = EXIT_NOT_REACHED
+        except BaseException:  # anything the doomed worker raises is reported as an error exit
+            code = EXIT_ERROR
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        return "killed"
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_NOT_REACHED:
+        return "not-reached"
+    return "error"
+
+
+def _kill_inprocess(run: _Run, point: Point, only: Any) -> str:
+    iteration = _doomed(run)
+
+    def abandon() -> None:
+        raise Abandon(point.id)
+
+    killer = Killer(run.adapter.trace_paths(), point, abandon, only)
+    try:
+        with killer:
+            iteration()
+    except Abandon:
+        pass
+    except Exception:
+        return "error"
+    finally:
+        # Drop every connection the doomed worker held without committing.
+        getattr(iteration, "__self__", None) and _close_quietly(iteration.__self__)  # type: ignore[attr-defined]
+    return "killed" if killer.reached else "not-reached"
+
+
+def _close_quietly(session: Any) -> None:
+    try:
+        session.close()
+    except Exception:  # an abandoned connection may be mid-statement; closing rolls it back
+        pass
+
+
+def _interruptions(run: _Run) -> Counter:
+    """Steps that were in flight when the worker died: each may be paid for once more."""
+    working = {w: step for step, (w, _) in run.adapter.step_states().items()}
+    snapshot = run.adapter.inspect(run.db)
+    return Counter((job_id, working[job.state]) for job_id, job in snapshot.jobs.items() if job.state in working)
+
+
+def _recover_and_check(run: _Run, submitted: dict[str, str], interruptions: Counter, point_id: str, exit_kind: str) -> Outcome:
+    """Stop the faults, let time pass every lease and backoff, drain, then check everything."""
+    run.world.disarm()
+    run.world.during_slow = None
+    run.clock.advance(run.adapter.lease_s + 1)
+    session = run.session("w-recover")
+    settled = run.adapter.settled_states()
+    for _ in range(RECOVERY_ROUNDS_MAX):
+        for _ in range(ITERATIONS_PER_ROUND_MAX):
+            if session.run_once() == "idle":
+                break
+        while session.send_outbox():
+            pass
+        snapshot = run.adapter.inspect(run.db)
+        waiting = [j for j in snapshot.jobs.values() if j.state not in settled or j.lease_owner is not None]
+        if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
+            break
+        # Jump past the latest lease or backoff still pending (at least past any outbox backoff).
+        due = max((t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None), default=0.0)
+        run.clock.advance(max(BACKOFF_JUMP_S, due - run.clock.now() + 1))
+    evidence = run.evidence(submitted, interruptions)
+    violations = check(evidence, at_rest=True)
+    violations += idempotent_submit(session, lambda: run.adapter.inspect(run.db), submitted, run.adapter.conflict_errors)
+    calls = Counter(f"{c.job_id}:{c.step}" for c in evidence.calls)
+    outcome = Outcome(
+        point=point_id,
+        exit=exit_kind,
+        violations=violations,
+        wasted_calls=wasted_calls(evidence),
+        zombie_calls=len(zombie_calls(evidence)),
+        final_states={j: v.state for j, v in evidence.snapshot.jobs.items()},
+        calls=dict(calls),
+        applied=sum(1 for d in evidence.deliveries if d.applied),
+        deliveries=len(evidence.deliveries),
+    )
+    run.close()
+    return outcome
