@@ -129,13 +129,15 @@ INSERT_JOBS = (
     "FROM unnest(%(ids)s::text[], %(payloads)s::text[]) AS t(i, p) "
     "ON CONFLICT (id) DO NOTHING"
 )
-# The subquery locks the most overdue claimable row, skipping rows other transactions hold, and
-# the outer UPDATE re-checks that it is still due: one statement, no window between pick and lease.
+# The subquery locks the most overdue claimable row, skipping rows other transactions hold (and,
+# under READ COMMITTED, re-checking "still due" on the row's newest version as it locks it); the
+# outer UPDATE leases that row by primary key while the lock is held: no window between pick and
+# lease. A second "still due" test in the outer WHERE would be redundant, and it tempts the planner
+# to walk job_due instead of the primary key.
 CLAIM = (
     "UPDATE job SET lease_owner = %(owner)s, lease_until = %(until)s, next_run_at = %(until)s, "
     "lease_token = lease_token + 1, updated = %(now)s "
     "WHERE id = (SELECT id FROM job WHERE next_run_at <= %(now)s ORDER BY next_run_at LIMIT 1 FOR UPDATE SKIP LOCKED) "
-    "AND next_run_at <= %(now)s "
     "RETURNING id, state, payload, attempts, lease_token"
 )
 CLAIM_PLAN = (
