@@ -19,9 +19,8 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 from ._errors import IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, UnknownJob
 
@@ -238,29 +237,9 @@ class SqliteStore:
     def close(self) -> None:
         self.conn.close()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> "_WriteTransaction":
         """The one write path: BEGIN IMMEDIATE, commit on success, roll back on any exception."""
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise StoreBusy(
-                    f"database {self.path!r} stayed locked for {self.busy_timeout_s}s; another process holds its write lock"
-                ) from exc
-            raise
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        try:
-            self.conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            self.conn.execute("ROLLBACK")
-            if _is_busy(exc):
-                raise StoreBusy(f"database {self.path!r} stayed locked at commit") from exc
-            raise
+        return _WriteTransaction(self)
 
     def _ensure_schema(self) -> None:
         app_id, version, tables = self._schema_facts()
@@ -477,6 +456,45 @@ class SqliteStore:
     def mark_send_failed(self, row_id: int, *, error: str, next_at: float) -> None:
         with self._write() as conn:
             conn.execute(MARK_SEND_FAILED, {"id": row_id, "error": _clip_error(error), "next_at": next_at})
+
+
+class _WriteTransaction:
+    """``with store._write() as conn``: BEGIN IMMEDIATE, then COMMIT, or ROLLBACK on any exception.
+
+    A plain class rather than a ``@contextmanager`` generator: every step completion passes
+    through here, and a generator-based context manager costs several times more per use.
+    """
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self._store
+        try:
+            store.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise StoreBusy(
+                    f"database {store.path!r} stayed locked for {store.busy_timeout_s}s; another process holds its write lock"
+                ) from exc
+            raise
+        return store.conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        store = self._store
+        if exc_type is not None:
+            store.conn.execute("ROLLBACK")
+            return False  # the exception propagates
+        try:
+            store.conn.execute("COMMIT")
+        except sqlite3.OperationalError as commit_exc:
+            store.conn.execute("ROLLBACK")
+            if _is_busy(commit_exc):
+                raise StoreBusy(f"database {store.path!r} stayed locked at commit") from commit_exc
+            raise
+        return False
 
 
 def _job(row: sqlite3.Row) -> Job:

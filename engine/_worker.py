@@ -20,10 +20,12 @@ re-runs (one wasted call); after it, the memo is found and the step is skipped.
 from __future__ import annotations
 
 import json
+import queue
 import random
 import threading
 import time
-from dataclasses import dataclass, replace
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 from ._clock import Clock, SystemClock
@@ -38,6 +40,57 @@ LEASE_S_DEFAULT = 120.0
 # A heartbeat writes only when less than this fraction of the lease is left: a step may call
 # ``ctx.heartbeat()`` as often as it likes without a commit each time.
 HEARTBEAT_RENEW_FRACTION = 2 / 3
+# The threaded runner wakes 4 times per heartbeat interval (or per timeout, if shorter) to check the
+# timeout and heartbeat. As the timeout is shorter than the lease, a step reaches it in fewer than
+# 12 waits; this bound only stops the loop if the monotonic clock itself stalls.
+WAITS_MAX = 10_000
+
+
+class _StepThread:
+    """One long-lived helper thread that runs a worker's steps, one at a time.
+
+    Starting a thread per step cost more than the whole rest of a trivial step (a thread start is
+    a GIL hand-off plus an OS thread), so the worker keeps one and hands it each call through a
+    queue. A step that outlives its timeout takes its thread with it: the worker abandons the
+    thread (it exits when the call returns) and starts a fresh one for the next step.
+    """
+
+    def __init__(self, worker_id: str) -> None:
+        self._calls: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=f"steps-{worker_id}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            call = self._calls.get()
+            if call is None:
+                return
+            fn, ctx = call
+            try:
+                result: tuple[str, Any] = ("value", fn(ctx))
+            except BaseException as exc:  # handed to the worker thread, which re-raises it
+                result = ("error", exc)
+            del fn, ctx, call  # hold no reference to a finished step's context while idle
+            self._results.put(result)
+            del result
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, fn: Any, ctx: Any) -> None:
+        self._calls.put((fn, ctx))
+
+    def result(self, wait_s: float) -> tuple[str, Any] | None:
+        """The finished call's ``(kind, value)``, or None if it is still running after ``wait_s``."""
+        try:
+            return self._results.get(timeout=wait_s)
+        except queue.Empty:
+            return None
+
+    def stop(self) -> None:
+        """Let the thread exit once its current call (if any) returns."""
+        self._calls.put(None)
 
 
 class StepContext:
@@ -154,6 +207,7 @@ class Worker:
         self.threaded = threaded
         self.heartbeat_every_s = self.lease_s / 3
         self._db_lock = threading.Lock()
+        self._runner: _StepThread | None = None
         self._starts = {
             state: workflow.next_step(state).working_state  # type: ignore[union-attr]
             for state in workflow.ready_states
@@ -186,7 +240,9 @@ class Worker:
             if nxt is None:
                 break
             claim = nxt
-        state = self._peek_state(claim.job_id)
+        # "done" means this worker's own fenced commit just moved the job to the final state, so it
+        # need not read the row back; every other outcome reports what the database says now.
+        state = self.workflow.final_state if outcome == "done" else self._peek_state(claim.job_id)
         return RunResult(outcome, claim.job_id, state, ran, skipped)
 
     def run(self, *, idle_sleep_s: float = 0.2, iterations_max: int | None = None, stop: threading.Event | None = None) -> int:
@@ -233,29 +289,29 @@ class Worker:
     def _call(self, step: Step, ctx: StepContext, timeout_s: float) -> Any:
         if not self.threaded:
             return step.fn(ctx)
-        box: dict[str, Any] = {}
-        finished = threading.Event()
-
-        def target() -> None:
-            try:
-                box["value"] = step.fn(ctx)
-            except BaseException as exc:  # handed to the worker thread below
-                box["error"] = exc
-            finally:
-                finished.set()
-
-        thread = threading.Thread(target=target, name=f"step-{step.name}-{ctx.job_id}", daemon=True)
-        thread.start()
+        runner = self._runner
+        if runner is None or not runner.alive():  # first call, after a timeout, or after a fork
+            runner = self._runner = _StepThread(self.worker_id)
+            weakref.finalize(self, runner.stop)
+        runner.submit(step.fn, ctx)
         started = time.monotonic()
-        while not finished.wait(min(self.heartbeat_every_s, timeout_s) / 4):
+        wait_s = min(self.heartbeat_every_s, timeout_s) / 4
+        for _ in range(WAITS_MAX):
+            done = runner.result(wait_s)
+            if done is not None:
+                kind, value = done
+                if kind == "error":
+                    raise value
+                return value
             if time.monotonic() - started >= timeout_s:
                 # The thread is abandoned: it may finish its call, but it can write nothing,
                 # because every write goes through this worker and is fenced by the lease token.
+                # The next step gets a new thread; this one exits once its call returns.
+                self._runner = None
+                runner.stop()
                 raise StepTimeout(f"step {step.name!r} exceeded its {timeout_s}s timeout")
             ctx.heartbeat()
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
+        raise AssertionError(f"step {step.name!r}: waited {WAITS_MAX} times without reaching its timeout")
 
     def _commit(self, claim: Claim, step: Step, output: StepOutput, *, write_memo: bool) -> tuple[str, Claim | None]:
         undeclared = set(output.effects) - set(step.effects)
@@ -292,7 +348,8 @@ class Worker:
             return "lease_lost", None
         if nxt is None:
             return ("done" if final else "advanced"), None
-        return "advanced", replace(claim, state=nxt.working_state, attempts=0, lease_until=now + self.lease_s)
+        # Built directly: dataclasses.replace is several times slower, and this runs on every step.
+        return "advanced", Claim(claim.job_id, nxt.working_state, claim.payload_json, 0, claim.token, now + self.lease_s)
 
     # -- leaving a step without a result ---------------------------------------------------------
     def _failed(self, claim: Claim, step: Step, exc: BaseException) -> str:
