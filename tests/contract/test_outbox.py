@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine import send_outbox
+from engine import Step, StepOutput, Workflow, send_outbox
 
 from .conftest import rows
 
@@ -61,3 +61,15 @@ def test_a_failed_send_is_retried_later_with_backoff_and_never_marked(store, clo
     assert send_outbox(store, receiver, clock=clock).sent == 0
     clock.advance(2)
     assert send_outbox(store, receiver, clock=clock).sent == 1
+
+
+def test_one_outbox_row_per_job_and_kind_even_if_two_steps_emit_it(store, clock, make_worker):
+    def emit(text):
+        return lambda ctx: StepOutput({}, effects={"email": {"text": text}})
+
+    wf = Workflow("twice", [Step("a", emit("first"), effects=("email",)), Step("b", emit("second"), effects=("email",))])
+    store.submit("j", {}, now=clock.now())
+    assert make_worker(wf=wf).run_once().outcome == "done"
+    receiver = Receiver()
+    assert send_outbox(store, receiver, clock=clock).sent == 1
+    assert receiver.requests == [("j:email", "email", {"text": "first"})]

@@ -63,6 +63,22 @@ def test_a_step_with_a_memo_row_is_skipped_on_resume(store, clock, make_worker):
     assert store.get("j").result == {"n": 41}
 
 
+def test_a_second_memo_row_for_a_step_fails_loudly_and_rolls_the_whole_commit_back(store, clock, workflow):
+    store.submit("j", {"source": "j"}, now=clock.now())
+    starts = {s: workflow.next_step(s).working_state for s in workflow.ready_states}
+    claim = store.claim("w1", now=clock.now(), lease_s=60, starts=starts)
+    store.conn.execute("INSERT INTO step_result VALUES ('j', 'fetch', '{}', 0, 0)")
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):  # sqlite3.IntegrityError / psycopg UniqueViolation
+        store.complete(
+            claim, step="fetch", from_state="fetching", done_state="fetched", output_json='{"text":"x"}', cost_usd=1.0,
+            effects={"delivery": "{}"}, next_state="extracting", release_at=None, lease_until=clock.now() + 60,
+            result_json=None, write_memo=True, now=clock.now(),
+        )
+    assert store.get("j").state == "fetching"
+    assert store.memos("j") == {"fetch": {}}
+    assert store.conn.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 0
+
+
 @pytest.mark.parametrize("poison", [BadRequest("400"), ValidationFailed("schema"), ParseFailed("json"), KeyError("bug")])
 def test_a_poison_failure_is_called_once_and_goes_to_the_failed_state(store, clock, make_worker, poison):
     flaky = Flaky(poison, poison, poison)
