@@ -1,0 +1,48 @@
+"""The physical limit: raw sqlite3 compare-and-swap commits, one single-row UPDATE per transaction.
+
+Every crashgate state change is such a transaction (plus the rows it carries), so this is the rate
+no engine on the same file and the same ``synchronous`` setting can beat per commit.
+
+>>> with temp_dir() as d:
+...     cas_commits_per_s(d, commits=50, synchronous="NORMAL") > 0
+True
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+
+from ._measure import temp_dir
+
+__all__ = ["cas_commits_per_s", "ROWS"]
+
+ROWS = 1_000  # the CAS walks over this many rows, so it is not one hot page forever
+
+CREATE = "CREATE TABLE t (id INTEGER PRIMARY KEY, state INTEGER NOT NULL)"
+INSERT = "INSERT INTO t (id, state) VALUES (?, 0)"
+CAS = "UPDATE t SET state = :to WHERE id = :id AND state = :from"
+
+
+def cas_commits_per_s(directory: str, *, commits: int, synchronous: str) -> float:
+    """Commits per second of ``BEGIN IMMEDIATE; UPDATE ... WHERE state = :from; COMMIT`` on WAL."""
+    path = os.path.join(directory, f"limit-{synchronous.lower()}-{time.monotonic_ns()}.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")  # one of two constants
+        conn.execute(CREATE)
+        conn.execute("BEGIN")
+        conn.executemany(INSERT, [(i,) for i in range(ROWS)])
+        conn.execute("COMMIT")
+        started = time.perf_counter()
+        for i in range(commits):
+            conn.execute("BEGIN IMMEDIATE")
+            changed = conn.execute(CAS, {"id": i % ROWS, "from": i // ROWS, "to": i // ROWS + 1}).rowcount
+            conn.execute("COMMIT")
+            if changed != 1:
+                raise AssertionError(f"CAS {i} changed {changed} rows; the benchmark table is corrupt")
+        return commits / (time.perf_counter() - started)
+    finally:
+        conn.close()

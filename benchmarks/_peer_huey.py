@@ -1,0 +1,95 @@
+"""huey's SqliteHuey: the four steps as a chained pipeline of tasks, and as one task per job.
+
+The worker side is the loop huey's consumer runs for each task (``dequeue`` then ``execute``),
+driven directly so no polling sleep is measured. Results are stored (huey's default), which is
+what passes each step's output to the next task of the pipeline. huey's own ``fsync`` option
+offers only FULL or OFF, so a storage subclass sets the requested ``synchronous`` level on each
+connection instead; the journal is WAL, huey's default.
+
+Runs in its own process (see :mod:`benchmarks._isolated`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from typing import Any
+
+from . import _steps
+
+__all__ = ["measure", "NOTE_CHAINED", "NOTE_ONE_STEP"]
+
+NOTE_CHAINED = "fetch.s().then(...) x4; dequeue+execute loop; sync set per connection"
+NOTE_ONE_STEP = "one task per job doing all 4 steps; no per-step checkpoint"
+LOOP_MAX_PER_JOB = 10
+
+
+def measure(jobs: int, runs: int, synchronous: str, chained: bool) -> dict[str, Any]:
+    """Jobs per second (submit -> last task done), one figure per run."""
+    from huey import SqliteHuey
+    from huey.storage import SqliteStorage
+
+    class Storage(SqliteStorage):
+        def _create_connection(self) -> Any:
+            conn = super()._create_connection()
+            conn.execute(f"PRAGMA synchronous={synchronous}")  # NORMAL or FULL, set by the caller
+            return conn
+
+    logging.getLogger("huey").setLevel(logging.CRITICAL)  # a failed task fails the run below
+    directory = tempfile.mkdtemp(prefix="crashgate-bench-huey-")
+    huey = SqliteHuey("bench", filename=os.path.join(directory, "huey.db"), storage_class=Storage)
+    delivered: list[str] = []
+
+    # A task's return value is handed to the next task of the pipeline; huey spreads a tuple into
+    # positional and a dict into keyword arguments, so each step passes a [job_id, output] list.
+    @huey.task()
+    def fetch(job_id: str) -> list[Any]:
+        return [job_id, _steps.fetch(job_id)]
+
+    @huey.task()
+    def extract(previous: list[Any]) -> list[Any]:
+        return [previous[0], _steps.extract(previous[1])]
+
+    @huey.task()
+    def verify(previous: list[Any]) -> list[Any]:
+        return [previous[0], _steps.verify(previous[1])]
+
+    @huey.task()
+    def deliver(previous: list[Any]) -> str:
+        out = _steps.deliver(previous[0], previous[1])
+        delivered.append(out["key"])
+        return out["key"]
+
+    @huey.task()
+    def one_step(job_id: str) -> str:
+        out = _steps.one_step(job_id)
+        delivered.append(out["key"])
+        return out["key"]
+
+    sync = huey.storage.conn.execute("PRAGMA synchronous").fetchone()[0]
+    rates = []
+    for run in range(runs):
+        delivered.clear()
+        ids = [f"doc-{run}-{i}" for i in range(jobs)]
+        started = time.perf_counter()
+        for job_id in ids:
+            if chained:
+                huey.enqueue(fetch.s(job_id).then(extract).then(verify).then(deliver))
+            else:
+                one_step(job_id)
+        _drain(huey, jobs)
+        rates.append(jobs / (time.perf_counter() - started))
+        if sorted(delivered) != sorted(f"{job_id}:delivery" for job_id in ids):
+            raise AssertionError(f"huey delivered {len(delivered)} of {jobs} jobs")
+    return {"rates": rates, "synchronous": sync}
+
+
+def _drain(huey: Any, jobs: int) -> None:
+    for _ in range(LOOP_MAX_PER_JOB * jobs + 10):
+        task = huey.dequeue()
+        if task is None:
+            return
+        huey.execute(task)
+    raise AssertionError("huey queue not drained")

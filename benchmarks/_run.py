@@ -1,0 +1,204 @@
+"""Collect every row of the table, in an order that keeps same-run comparisons fair.
+
+The crashgate configurations are interleaved run by run (run 1 of each, then run 2 of each, ...),
+so a burst of load from another process on the machine hits all of them alike; the peers then run
+in their own processes; every ratio is computed from medians taken in this one invocation.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from ._crashgate import STEPS, end_to_end, steps_us_per_job
+from ._harness import harness_rows
+from ._isolated import IsolatedFailure, call_isolated
+from ._limit import cas_commits_per_s
+from ._measure import Row, Sizes, median, ratio, skipped, temp_dir
+from ._scaling import ScalingDb, worker_rss_mib
+
+__all__ = ["collect", "Report", "HEADLINE", "SYNC_LEVELS"]
+
+SYNC_LEVELS = ("NORMAL", "FULL")
+HEADLINE = "crashgate.1w.inline.normal"  # the crashgate figure every peer is compared with
+PEER_TIMEOUT_S = 900.0
+
+
+@dataclass
+class Report:
+    rows: list[Row]
+    messages: list[str]  # one-line notes printed under the table (e.g. the harness skip line)
+
+
+@dataclass(frozen=True)
+class _Config:
+    workers: int
+    threaded: bool
+    sync: str
+
+    @property
+    def key(self) -> str:
+        return f"crashgate.{self.workers}w.{'threaded' if self.threaded else 'inline'}.{self.sync.lower()}"
+
+    @property
+    def label(self) -> str:
+        mode = "step thread (default)" if self.threaded else "steps inline"
+        return f"crashgate {self.workers} worker{'s' if self.workers > 1 else ''}, {mode}, {self.sync}"
+
+
+CONFIGS = tuple(_Config(w, t, s) for s in SYNC_LEVELS for w in (1, 2) for t in (False, True))
+
+
+def collect(sizes: Sizes, *, peers: bool = True, progress: Callable[[str], None] | None = None) -> Report:
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    rows: list[Row] = []
+    messages: list[str] = []
+    with temp_dir() as directory:
+        say("limit: raw CAS commits")
+        rows += _limit_rows(directory, sizes)
+        say("crashgate: end to end")
+        rows += _crashgate_rows(directory, sizes, say)
+        if peers:
+            say("peers")
+            rows += _peer_rows(sizes, by_key(rows), say)
+        say("scaling")
+        rows += _scaling_rows(directory, sizes)
+    say("harness")
+    harness, message = harness_rows(sizes.quick)
+    rows += harness
+    if message:
+        messages.append(message)
+    return Report(rows, messages)
+
+
+def by_key(rows: list[Row]) -> dict[str, Row]:
+    return {row.key: row for row in rows}
+
+
+def _limit_rows(directory: str, sizes: Sizes) -> list[Row]:
+    rows = []
+    for sync in SYNC_LEVELS:
+        commits = sizes.cas_commits if sync == "NORMAL" else sizes.cas_commits_full
+        runs = [cas_commits_per_s(directory, commits=commits, synchronous=sync) for _ in range(sizes.runs)]
+        rows.append(
+            Row(f"limit.cas.{sync.lower()}", f"limit: raw sqlite3 CAS UPDATE+COMMIT, WAL, {sync}", median(runs),
+                "commits/s", note="1 row per transaction", runs=runs)
+        )
+    return rows
+
+
+def _crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str], None]) -> list[Row]:
+    results: dict[_Config, list] = {config: [] for config in CONFIGS}
+    steps_us = []
+    for run in range(sizes.runs):
+        say(f"  run {run + 1}/{sizes.runs}")
+        steps_us.append(steps_us_per_job(max(sizes.jobs // 4, 5)))
+        for config in CONFIGS:
+            jobs = sizes.jobs if config.sync == "NORMAL" else sizes.jobs_full
+            results[config].append(
+                end_to_end(directory, jobs=jobs, synchronous=config.sync, workers=config.workers, threaded=config.threaded)
+            )
+    step_work_us = median(steps_us)
+    rows = []
+    for config, runs in results.items():
+        rates = [r.jobs_per_s for r in runs]
+        rate = median(rates)
+        note = "per step: wall time / 4 minus the steps' own work" if config.workers == 1 else "per step: system wall time / 4, minus step work"
+        rows.append(
+            Row(config.key, config.label, rate, "jobs/s", us_per_step=(1e6 / rate - step_work_us) / STEPS,
+                commits_per_job=median([r.commits / r.jobs for r in runs]), note=note, runs=rates)
+        )
+    rows.append(Row("crashgate.step_work_us", "the 4 reference steps' own work, called directly", step_work_us,
+                    "us/job", note="subtracted above"))
+    rss = max(r.worker_rss_mib for config, runs in results.items() if config.workers > 1 for r in runs)
+    rows.append(Row("crashgate.worker_rss_mib", "peak RSS of a worker process (2-worker runs)", rss, "MiB",
+                    note="resource.getrusage ru_maxrss"))
+    keyed = by_key(rows)
+    for sync in SYNC_LEVELS:
+        limit_key = f"crashgate.1w.inline.{sync.lower()}"
+        row = keyed[limit_key]
+        rows.append(Row(f"ratio.threaded_vs_inline.{sync.lower()}", f"step thread / inline, 1 worker, {sync}",
+                        ratio(keyed[f"crashgate.1w.threaded.{sync.lower()}"].value, row.value), "x"))
+    return rows
+
+
+def _peer_rows(sizes: Sizes, crashgate: dict[str, Row], say: Callable[[str], None]) -> list[Row]:
+    from . import _peer_dbos, _peer_huey, _peer_litequeue, _peer_persistqueue
+
+    peers = [
+        ("peers.dbos", "DBOS Transact, 4-step workflow", "dbos", "benchmarks._peer_dbos", {}, sizes.dbos_jobs, _peer_dbos.NOTE),
+        ("peers.huey.chained", "huey SqliteHuey, 4 chained tasks", "huey", "benchmarks._peer_huey", {"chained": True},
+         sizes.peer_jobs, _peer_huey.NOTE_CHAINED),
+        ("peers.huey.one_step", "huey SqliteHuey, 1-step tasks", "huey", "benchmarks._peer_huey", {"chained": False},
+         sizes.peer_jobs, _peer_huey.NOTE_ONE_STEP),
+        ("peers.persistqueue", "persist-queue SQLiteAckQueue", "persistqueue", "benchmarks._peer_persistqueue", {},
+         sizes.peer_jobs, _peer_persistqueue.NOTE),
+        ("peers.litequeue", "litequeue", "litequeue", "benchmarks._peer_litequeue", {}, sizes.peer_jobs, _peer_litequeue.NOTE),
+    ]
+    headline = crashgate[HEADLINE]
+    threaded = crashgate["crashgate.1w.threaded.normal"]
+    rows = []
+    for key, label, package, module, extra, jobs, note in peers:
+        say(f"  {label}")
+        label = f"{label}, NORMAL"
+        if importlib.util.find_spec(package) is None:
+            rows.append(skipped(key, label, "jobs/s", f"{package} not installed: pip install -e '.[bench]'"))
+            continue
+        try:
+            out = call_isolated(module, "measure", {"jobs": jobs, "runs": sizes.runs, "synchronous": "NORMAL", **extra},
+                                timeout_s=PEER_TIMEOUT_S)
+        except IsolatedFailure as exc:
+            rows.append(skipped(key, label, "jobs/s", f"failed: {exc}"))
+            continue
+        rate = median(out["rates"])
+        rows.append(Row(key, label, rate, "jobs/s", note=note, runs=out["rates"]))
+        short = key.removeprefix("peers.")
+        rows.append(Row(f"ratio.crashgate_vs_{short}", f"crashgate (1 worker, inline) / {label}",
+                        ratio(headline.value, rate), "x"))
+        if short == "dbos":
+            rows.append(Row("ratio.crashgate_threaded_vs_dbos", f"crashgate (1 worker, step thread) / {label}",
+                            ratio(threaded.value, rate), "x"))
+    return rows
+
+
+def _scaling_rows(directory: str, sizes: Sizes) -> list[Row]:
+    small, large = sizes.backlog_small, sizes.backlog_large
+    dbs = {
+        "backlog_small": ScalingDb.create(directory, "small", backlog=small, finished=0),
+        "backlog_large": ScalingDb.create(directory, "large", backlog=large, finished=0),
+        "finished": ScalingDb.create(directory, "finished", backlog=small, finished=sizes.finished),
+    }
+    labels = {
+        "backlog_small": f"backlog {small:,} queued",
+        "backlog_large": f"backlog {large:,} queued",
+        "finished": f"backlog {small:,} + {sizes.finished:,} finished",
+    }
+    claims: dict[str, list[float]] = {name: [] for name in dbs}
+    rates: dict[str, list[float]] = {name: [] for name in dbs}
+    try:
+        for _ in range(sizes.runs):
+            for name, db in dbs.items():
+                m = db.measure(claims=sizes.claims, jobs=sizes.scaling_jobs)
+                claims[name].append(m.claim_us)
+                rates[name].append(m.jobs_per_s)
+    finally:
+        for db in dbs.values():
+            db.close()
+    rows = []
+    for name in dbs:
+        rows.append(Row(f"scaling.claim_us.{name}", f"claim, {labels[name]}", median(claims[name]), "us",
+                        note="one claim transaction, median", runs=claims[name]))
+        rows.append(Row(f"scaling.jobs.{name}", f"throughput, {labels[name]}", median(rates[name]), "jobs/s",
+                        note="run_once, steps inline", runs=rates[name]))
+    base = median(rates["backlog_small"])
+    rows.append(Row("ratio.scaling.backlog_large", f"throughput {large:,} / {small:,} backlog", ratio(median(rates["backlog_large"]), base), "x",
+                    note="target >= 0.90"))
+    rows.append(Row("ratio.scaling.finished", f"throughput with {sizes.finished:,} finished / without", ratio(median(rates["finished"]), base), "x",
+                    note="target >= 0.90"))
+    rss = call_isolated("benchmarks._scaling", "worker_rss_mib", {"path": dbs["backlog_large"].path, "jobs": sizes.scaling_jobs},
+                        timeout_s=PEER_TIMEOUT_S)
+    rows.append(Row("scaling.worker_rss_mib", f"peak RSS of a worker, {large:,} backlog", rss, "MiB",
+                    note=f"fresh process, {sizes.scaling_jobs} jobs"))
+    return rows
