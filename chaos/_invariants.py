@@ -19,8 +19,9 @@ from ._world import Call, Delivery
 
 __all__ = ["Evidence", "Violation", "INVARIANTS", "ALWAYS", "AT_REST", "check", "wasted_calls", "zombie_calls"]
 
-# Faults after which one more paid call for the same step is expected, not wasteful.
-INTERRUPTING_FAULTS = frozenset({"timeout", "connection", "rate_limit", "server_error", "bad_request", "parse", "verify_fail"})
+# Transient faults: after each, one more paid call for the same step is expected, not wasteful.
+# Poison faults (bad_request, parse) earn no retry: nothing will differ next time.
+INTERRUPTING_FAULTS = frozenset({"timeout", "connection", "rate_limit", "server_error"})
 
 
 @dataclass(frozen=True)

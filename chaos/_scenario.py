@@ -287,8 +287,11 @@ def _kill_inprocess(run: _Run, point: Point, only: Any) -> str:
     except Exception:
         return "error"
     finally:
-        # Drop every connection the doomed worker held without committing.
-        getattr(iteration, "__self__", None) and _close_quietly(iteration.__self__)  # type: ignore[attr-defined]
+        # Drop every connection the doomed process held (a second worker's too) without
+        # committing: closing a connection rolls back whatever transaction it had open.
+        for session in run.sessions:
+            _close_quietly(session)
+        run.sessions.clear()
     return "killed" if killer.reached else "not-reached"
 
 
@@ -313,12 +316,18 @@ def _recover_and_check(run: _Run, submitted: dict[str, str], interruptions: Coun
     run.clock.advance(run.adapter.lease_s + 1)
     session = run.session("w-recover")
     settled = run.adapter.settled_states()
+    crashes: list[Violation] = []
     for _ in range(RECOVERY_ROUNDS_MAX):
-        for _ in range(ITERATIONS_PER_ROUND_MAX):
-            if session.run_once() == "idle":
-                break
-        while session.send_outbox():
-            pass
+        try:
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                if session.run_once() in ("idle", "busy"):
+                    break
+            while session.send_outbox():
+                pass
+        except Exception as exc:  # the engine's loop must survive recovery; report, then go on
+            crashes.append(Violation("drains", f"the recovering worker raised {type(exc).__name__}: {exc}"))
+            _close_quietly(session)
+            session = run.session(f"w-recover{len(crashes)}")
         snapshot = run.adapter.inspect(run.db)
         waiting = [j for j in snapshot.jobs.values() if j.state not in settled or j.lease_owner is not None]
         if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
@@ -327,7 +336,7 @@ def _recover_and_check(run: _Run, submitted: dict[str, str], interruptions: Coun
         due = max((t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None), default=0.0)
         run.clock.advance(max(BACKOFF_JUMP_S, due - run.clock.now() + 1))
     evidence = run.evidence(submitted, interruptions)
-    violations = check(evidence, at_rest=True)
+    violations = crashes[:1] + check(evidence, at_rest=True)
     violations += idempotent_submit(session, lambda: run.adapter.inspect(run.db), submitted, run.adapter.conflict_errors)
     calls = Counter(f"{c.job_id}:{c.step}" for c in evidence.calls)
     outcome = Outcome(

@@ -219,8 +219,9 @@ class World:
             self.clock.advance(step_s)
             spent += step_s
             if hook is not None and spent > self.lease_s:
-                hook, self.during_slow = None, None
-                hook()
+                self.during_slow = None
+                run_second, hook = hook, None
+                run_second()
             ctx.heartbeat()
 
 

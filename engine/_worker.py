@@ -46,6 +46,37 @@ HEARTBEAT_RENEW_FRACTION = 2 / 3
 WAITS_MAX = 10_000
 
 
+class _ClaimInputs:
+    """The outputs of earlier steps that the steps of one claim receive as ``ctx.inputs``.
+
+    The first step of a claim reads them from the store. If there were none (a job claimed fresh
+    at its first step: the common case), the later steps of the same claim are given the JSON this
+    worker itself committed instead of reading it back: while the claim's lease holds, only this
+    worker can add memo rows for the job (each memo insert is part of a completion fenced by its
+    token), and memo rows never change. Each step still gets freshly parsed objects, exactly as a
+    read would give. After a memo was skipped, or if earlier memos existed, every step reads.
+    """
+
+    __slots__ = ("_texts",)
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] | None = None  # None: read from the store
+
+    def load(self, store: Any, job_id: str) -> dict[str, Any]:
+        if self._texts is None:
+            inputs = store.memos(job_id)
+            self._texts = None if inputs else {}
+            return inputs
+        return {name: json.loads(text) for name, text in self._texts.items()}
+
+    def committed(self, step: str, output_json: str) -> None:
+        if self._texts is not None:
+            self._texts[step] = output_json
+
+    def forget(self) -> None:
+        self._texts = None
+
+
 class _StepThread:
     """One long-lived helper thread that runs a worker's steps, one at a time.
 
@@ -169,6 +200,9 @@ class Worker:
     (deterministic: what the chaos harness uses) and relies on steps calling ``ctx.heartbeat()``.
     """
 
+    # What steps receive; a subclass may extend it (the harness swaps it to plant bugs).
+    context_class = StepContext
+
     def __init__(
         self,
         store: Any,
@@ -224,6 +258,7 @@ class Worker:
             return RunResult("idle")
         ran = skipped = 0
         outcome = "lease_lost"
+        inputs = _ClaimInputs()
         for _ in range(len(self.workflow.steps)):  # a job passes each step at most once per claim
             step = self.workflow.step_for_working(claim.state)
             if step is None:
@@ -232,7 +267,7 @@ class Worker:
                 outcome = self._give_up(claim, step)
                 break
             try:
-                outcome, nxt, was_run = self._advance(claim, step)
+                outcome, nxt, was_run = self._advance(claim, step, inputs)
             except StoreBusy:
                 return RunResult("busy", claim.job_id, claim.state, ran, skipped)
             ran += was_run
@@ -259,10 +294,12 @@ class Worker:
         return touched
 
     # -- one step -------------------------------------------------------------------------------
-    def _advance(self, claim: Claim, step: Step) -> tuple[str, Claim | None, bool]:
+    def _advance(self, claim: Claim, step: Step, inputs: _ClaimInputs | None = None) -> tuple[str, Claim | None, bool]:
         """Run (or skip via memo) one step and commit. Returns (outcome, claim to continue, ran)."""
+        inputs = inputs or _ClaimInputs()
         memo = self.store.memo(claim.job_id, step.name)
         if memo is not None:
+            inputs.forget()
             committed = self._commit(claim, step, StepOutput(memo.output, memo.cost_usd), write_memo=False)
             return committed[0], committed[1], False
         try:
@@ -271,7 +308,7 @@ class Worker:
             return self._park(claim, step, step.failed_state or NEEDS_HUMAN, f"damaged payload: {exc}", None), None, False
         now = self.clock.now()
         timeout = step.timeout_s if step.timeout_s is not None else self.step_timeout_s
-        ctx = StepContext(self, claim, step, payload, self.store.memos(claim.job_id), deadline=now + timeout)
+        ctx = self.context_class(self, claim, step, payload, inputs.load(self.store, claim.job_id), deadline=now + timeout)
         try:
             raw = self._call(step, ctx, timeout)
         except LeaseLost:
@@ -283,7 +320,7 @@ class Worker:
                 raise InvalidInput(f"step {step.name!r} returned NeedsHuman but is not a review step; declare Step(review=True)")
             return self._park(claim, step, NEEDS_HUMAN, f"{step.name}: needs review: {raw.reason}", None), None, True
         output = raw if isinstance(raw, StepOutput) else StepOutput(raw)
-        committed = self._commit(claim, step, output, write_memo=True)
+        committed = self._commit(claim, step, output, write_memo=True, inputs=inputs)
         return committed[0], committed[1], True
 
     def _call(self, step: Step, ctx: StepContext, timeout_s: float) -> Any:
@@ -313,8 +350,10 @@ class Worker:
             ctx.heartbeat()
         raise AssertionError(f"step {step.name!r}: waited {WAITS_MAX} times without reaching its timeout")
 
-    def _commit(self, claim: Claim, step: Step, output: StepOutput, *, write_memo: bool) -> tuple[str, Claim | None]:
-        undeclared = set(output.effects) - set(step.effects)
+    def _commit(
+        self, claim: Claim, step: Step, output: StepOutput, *, write_memo: bool, inputs: _ClaimInputs | None = None
+    ) -> tuple[str, Claim | None]:
+        undeclared = set(output.effects) - set(step.effects) if output.effects else ()
         if undeclared:
             raise InvalidInput(
                 f"step {step.name!r} emitted effects {sorted(undeclared)} it does not declare; "
@@ -346,6 +385,8 @@ class Worker:
             )
         if not ok:
             return "lease_lost", None
+        if inputs is not None:
+            inputs.committed(step.name, output_json)
         if nxt is None:
             return ("done" if final else "advanced"), None
         # Built directly: dataclasses.replace is several times slower, and this runs on every step.

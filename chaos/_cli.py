@@ -1,0 +1,116 @@
+"""``python -m chaos``: the harness's command line, a thin layer over the library.
+
+``matrix`` kills a worker at every crash point and checks the invariants; it exits 1 on any
+violation, printing for each the invariant, what was seen, and the one command that replays it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+from ._adapter import REFERENCE_TARGET
+from ._matrix import DEFAULT_SEED, MatrixReport, run_matrix
+from ._scenario import MODES
+
+__all__ = ["main", "COMMANDS", "format_report"]
+
+COMMANDS = ("matrix",)
+SOURCE_CHARS_MAX = 60
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m chaos", description="Crash-test a durable workflow engine.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("matrix", help="kill a worker at every crash point and check the invariants")
+    m.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
+    m.add_argument("--mode", choices=MODES, default="fork", help="fork: real SIGKILL in a child (default); inprocess: faster, weaker")
+    m.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of every RNG in the run (default 0)")
+    m.add_argument("--point", help="run one scenario, as printed in a replay command: FAMILY::POINT")
+    m.add_argument("--sample", type=int, help="run a seeded sample of N points instead of all")
+    m.add_argument("--family", action="append", help="run only this scenario family (repeatable)")
+    m.add_argument("--shallow", action="store_true", help="only the target functions' own lines, not what they call")
+    m.add_argument("-n", "--jobs", type=int, default=1, help="processes to spread points over (default 1)")
+    m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    m.add_argument("--quiet", action="store_true", help="print only violations and the summary")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "matrix":
+        try:
+            report = run_matrix(
+                args.target,
+                mode=args.mode,
+                seed=args.seed,
+                deep=not args.shallow,
+                families=args.family,
+                point=args.point,
+                sample=args.sample,
+                jobs=args.jobs,
+            )
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if args.json:
+            print(json.dumps(report.to_json(), indent=2))
+        else:
+            print(format_report(report, quiet=args.quiet))
+        return 1 if report.violations else 0
+    return 2
+
+
+def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
+    """The matrix as a person reads it: a row per point, then violations, coverage and a summary."""
+    out: list[str] = []
+    if not quiet:
+        out.append(f"{'point':<52} {'source':<{SOURCE_CHARS_MAX}} {'outcome':<9} wasted")
+        for r in report.results:
+            outcome = "held" if r.outcome.held else "VIOLATED"
+            if r.outcome.exit != "killed":
+                outcome = r.outcome.exit
+            out.append(f"{r.id:<52} {r.source[:SOURCE_CHARS_MAX]:<{SOURCE_CHARS_MAX}} {outcome:<9} {r.outcome.wasted_calls}")
+        out.append("")
+    for name, base in report.baselines.items():
+        for v in base.violations:
+            out.append(f"VIOLATION {v.invariant} in family {name!r} without any crash: {v.detail}")
+            out.append(f"  lesson: {report.lessons[name]}")
+    for r in report.results:
+        for v in r.outcome.violations:
+            out.append(f"VIOLATION {v.invariant} at {r.id} ({_short(r.point.file)}:{r.point.line}: {r.source})")
+            out.append(f"  seen: {v.detail}")
+            out.append(f"  lesson: {report.lessons[r.family]}")
+            out.append(f"  replay: {r.replay}")
+    cov = report.coverage()
+    out.append(f"crash coverage: {cov['exercised']}/{cov['lines']} executable lines of the functions reached ({cov['percent']}%)")
+    for path, lines in cov["missed"].items():
+        out.append(f"  not reached by any scenario: {path}: {_ranges(lines)}")
+    held = sum(1 for r in report.results if r.outcome.held)
+    out.append(
+        f"{report.points} points in {len(report.baselines)} families ({report.mode} mode, seed {report.seed}): "
+        f"{held} held, {report.points - held} violated, {report.wasted_calls} wasted calls, {report.seconds:.1f}s"
+    )
+    return "\n".join(out)
+
+
+def _ranges(lines: list[int]) -> str:
+    spans: list[str] = []
+    start = prev = None
+    for line in lines + [None]:  # type: ignore[list-item]
+        if start is None:
+            start = prev = line
+        elif line is not None and line == prev + 1:  # type: ignore[operator]
+            prev = line
+        else:
+            spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = line
+    return ", ".join(spans)
+
+
+def _short(path: str) -> str:
+    cwd = os.getcwd()
+    return os.path.relpath(path, cwd) if path.startswith(cwd) else path

@@ -1,0 +1,228 @@
+"""Planted bugs: variants of the reference engine, each broken in one way people really break it.
+
+Each variant is an adapter the harness can target (``tests.quality.variants:SplitMemo`` ...). Its
+docstring says what the bug is, what goes wrong in production, and which invariant catches it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from chaos import ReferenceAdapter
+from engine import StepContext, StepOutput, StepTimeout, Step, Worker, Workflow, reference_workflow
+from engine._outbox import SendReport
+from engine._store import INSERT_MEMO, INSERT_OUTBOX, SqliteStore
+
+HERE = os.path.abspath(__file__)
+INSERT_MEMO_OR_IGNORE = INSERT_MEMO.replace("INSERT INTO", "INSERT OR IGNORE INTO")
+
+
+class _Variant(ReferenceAdapter):
+    """A reference adapter whose planted code (this file) is traced for crash points too."""
+
+    catches: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
+
+    def trace_paths(self) -> list[str]:
+        return super().trace_paths() + [HERE]
+
+
+def _memo_and_outbox(store: SqliteStore, conn: Any, claim: Any, step: str, output_json: str, cost_usd: float, effects: Any, now: float, sql: str = INSERT_MEMO) -> None:
+    conn.execute(sql, {"id": claim.job_id, "step": step, "output": output_json, "cost": cost_usd, "now": now})
+    for kind, payload_json in effects.items():
+        conn.execute(INSERT_OUTBOX, {"id": claim.job_id, "kind": kind, "payload": payload_json, "now": now})
+
+
+# -- 1 -------------------------------------------------------------------------------------------
+class _AdvanceThenMemoStore(SqliteStore):
+    def complete(self, claim: Any, **kw: Any) -> bool:
+        memo = dict(kw)
+        if not super().complete(claim, **{**kw, "effects": {}, "write_memo": False}):
+            return False
+        with self._write() as conn:  # BUG: a second transaction
+            if memo["write_memo"]:
+                _memo_and_outbox(self, conn, claim, memo["step"], memo["output_json"], memo["cost_usd"], memo["effects"], memo["now"])
+        return True
+
+
+class SplitMemo(_Variant):
+    """The memo committed separately from (after) the state advance.
+
+    The state says "extracted" but the result is written by a second transaction. A crash between
+    the two leaves a job that claims a step is done with nothing to show for it; the next step
+    reads an input that does not exist. Caught by **progress-recorded**.
+    """
+
+    catches = ("progress-recorded",)
+    families = ("clean",)
+
+    def make_store(self, db_path: str) -> SqliteStore:
+        return _AdvanceThenMemoStore(db_path)
+
+
+# -- 2 -------------------------------------------------------------------------------------------
+class EffectInStep(_Variant):
+    """The effect sent from inside the step instead of through the outbox.
+
+    The delivery happens before the step's commit. A crash before the commit, or a failure of the
+    commit, leaves an effect in the world for a result the engine never recorded (and the step
+    re-runs and sends again). Caught by **outbox-at-least-once** (an effect arrived without a
+    committed outbox row).
+    """
+
+    catches = ("outbox-at-least-once",)
+    families = ("clean",)
+
+    def workflow(self, world: Any) -> Workflow:
+        reference = reference_workflow(world.model, world.documents)
+
+        def deliver_directly(ctx: Any) -> StepOutput:
+            delivery = {"job": ctx.job_id, "fields": ctx.inputs["extract"]["fields"]}
+            world.sender.send(f"{ctx.job_id}:delivery", "delivery", delivery)  # BUG: not via the outbox
+            return StepOutput({"key": f"{ctx.job_id}:delivery"})
+
+        steps = list(reference.steps[:-1]) + [
+            Step("deliver", deliver_directly, working="delivering", done="delivered", failed="failed_deliver")
+        ]
+        return Workflow("reference", steps)
+
+
+# -- 3 -------------------------------------------------------------------------------------------
+def _mark_then_send(store: Any, sender: Any, *, clock: Any, rng: Any = None, batch_max: int = 100, **_: Any) -> SendReport:
+    rows = store.due_outbox(now=clock.now(), limit=batch_max)
+    store.mark_sent([row.id for row in rows], now=clock.now())  # BUG: marked before it is sent
+    for row in rows:
+        sender.send(row.key, row.kind, row.payload)
+    return SendReport(len(rows), 0)
+
+
+class MarkBeforeSend(_Variant):
+    """The outbox row marked sent before it is sent.
+
+    A crash between the mark and the send loses the effect for good: the row says "sent", so no
+    sender will ever pick it up again. Caught by **outbox-at-least-once** (marked sent, never
+    delivered).
+    """
+
+    catches = ("outbox-at-least-once",)
+    families = ("sender",)
+
+    def send_outbox_fn(self) -> Any:
+        return _mark_then_send
+
+
+# -- 4 -------------------------------------------------------------------------------------------
+class _NoHeartbeatContext(StepContext):
+    def heartbeat(self) -> None:
+        return None  # BUG: the lease is never renewed while the step runs
+
+
+class _NoHeartbeatWorker(Worker):
+    context_class = _NoHeartbeatContext
+
+
+class NoHeartbeat(_Variant):
+    """No heartbeat while a step runs longer than the lease, with a second worker around.
+
+    The lease lapses mid-call; the second worker takes the job over and pays for the same step
+    again, though nothing failed. Caught by **bounded-spend**.
+    """
+
+    catches = ("bounded-spend",)
+    families = ("lost-lease",)
+
+    def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
+        return _NoHeartbeatWorker(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
+
+
+# -- 5 -------------------------------------------------------------------------------------------
+class _CheckpointFirstStore(SqliteStore):
+    """An engine design that checkpoints each step's memo (and its outbox rows) in a transaction of
+    its own, then advances the state: safe *only* because the memo is looked up on resume."""
+
+    def complete(self, claim: Any, **kw: Any) -> bool:
+        if kw["write_memo"]:
+            with self._write() as conn:
+                _memo_and_outbox(self, conn, claim, kw["step"], kw["output_json"], kw["cost_usd"], kw["effects"], kw["now"], INSERT_MEMO_OR_IGNORE)
+        return super().complete(claim, **{**kw, "effects": {}, "write_memo": False})
+
+    def memo(self, job_id: str, step: str) -> Any:
+        return None  # BUG: the memo is never looked up before a step runs
+
+
+class SkipMemoLookup(_Variant):
+    """The memo lookup skipped on resume.
+
+    The reference engine commits memo and state advance together, so there the lookup is a second
+    line of defence. This variant shows what it buys as soon as the two are written separately
+    (a common design: checkpoint the step's output, then move the workflow on): a crash between
+    them makes the resumed worker pay for a result that is already committed. Caught by
+    **no-spend-after-memo**.
+    """
+
+    catches = ("no-spend-after-memo",)
+    families = ("clean",)
+
+    def make_store(self, db_path: str) -> SqliteStore:
+        return _CheckpointFirstStore(db_path)
+
+
+# -- 6 -------------------------------------------------------------------------------------------
+class _RetryEverythingWorker(Worker):
+    def _failed(self, claim: Any, step: Any, exc: BaseException) -> str:
+        return super()._failed(claim, step, StepTimeout(str(exc)))  # BUG: every failure looks transient
+
+
+class RetryPoison(_Variant):
+    """A poison error (400, parse failure) retried like a transient one.
+
+    Nothing will differ next time: each retry is another paid call for a guaranteed failure, five
+    times over. Caught by **bounded-spend**.
+    """
+
+    catches = ("bounded-spend",)
+    families = ("extract-400",)
+
+    def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
+        return _RetryEverythingWorker(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
+
+
+# -- fork mode only ------------------------------------------------------------------------------
+UNMARK = "UPDATE outbox SET sent_at = NULL WHERE id = ?"
+
+
+def _reserve_then_send(store: Any, sender: Any, *, clock: Any, rng: Any = None, batch_max: int = 100, **_: Any) -> SendReport:
+    sent = 0
+    for row in store.due_outbox(now=clock.now(), limit=batch_max):
+        delivered = False
+        try:
+            store.mark_sent([row.id], now=clock.now())  # reserve the row so no other sender takes it
+            sender.send(row.key, row.kind, row.payload)
+            delivered = True
+            sent += 1
+        finally:
+            if not delivered:  # BUG: "finally always runs" -- not when the process is killed
+                with store._write() as conn:
+                    conn.execute(UNMARK, (row.id,))
+    return SendReport(sent, 0)
+
+
+class ReleaseInFinally(_Variant):
+    """An outbox row reserved by marking it sent, and un-marked in a ``finally`` if the send fails.
+
+    The author trusted ``finally`` to always run. It does when an exception unwinds the stack, so
+    the in-process kill mode (which abandons the worker by raising) sees nothing wrong. A SIGKILL
+    runs no ``finally``: killed between the mark and the send, the row stays "sent" and the effect
+    is never delivered. Caught by **outbox-at-least-once** in fork mode only: why fork is the
+    default.
+    """
+
+    catches = ("outbox-at-least-once",)
+    families = ("sender",)
+
+    def send_outbox_fn(self) -> Any:
+        return _reserve_then_send
+
+
+PLANTED = (SplitMemo, EffectInStep, MarkBeforeSend, NoHeartbeat, SkipMemoLookup, RetryPoison)
