@@ -77,10 +77,13 @@ SCHEMA = (
 )
 
 SELECT_JOB = "SELECT * FROM job WHERE id = ?"
+SELECT_PAYLOAD = "SELECT payload FROM job WHERE id = ?"
 INSERT_JOB = (
     "INSERT INTO job (id, workflow, state, payload, attempts, next_run_at, created, updated) "
     "VALUES (:id, :workflow, 'pending', :payload, 0, :now, :now, :now)"
 )
+# Submit: insert unless the id exists, and hand back the row as stored (no second read).
+INSERT_NEW_JOB = INSERT_JOB + " ON CONFLICT (id) DO NOTHING RETURNING *"
 # One statement picks and leases the most overdue claimable job, so no other writer can slip in
 # between a SELECT and its UPDATE. It runs inside BEGIN IMMEDIATE with the follow-up CAS.
 CLAIM = (
@@ -292,17 +295,22 @@ class SqliteStore:
     def submit_many(self, items: Iterable[tuple[str, Any]], *, now: float) -> list[Job]:
         """Submit many jobs in one transaction: all are stored, or (on any error) none."""
         rows = [(_check_job_id(job_id), _payload_json(job_id, payload)) for job_id, payload in items]
+        created: list[Job | None] = []
         with self._write() as conn:
             for job_id, payload_json in rows:
-                existing = conn.execute("SELECT payload FROM job WHERE id = ?", (job_id,)).fetchone()
-                if existing is None:
-                    conn.execute(
-                        INSERT_JOB,
-                        {"id": job_id, "workflow": self.workflow, "payload": payload_json, "now": now},
-                    )
-                elif existing[0] != payload_json:
-                    raise IdempotencyConflict(job_id, existing[0], payload_json)
-        return [self.get(job_id) for job_id, _ in rows]
+                # A new id is inserted and its row comes back as stored; an existing id inserts
+                # nothing, and its stored payload must be the one offered.
+                row = conn.execute(
+                    INSERT_NEW_JOB, {"id": job_id, "workflow": self.workflow, "payload": payload_json, "now": now}
+                ).fetchone()
+                if row is None:
+                    existing = conn.execute(SELECT_PAYLOAD, (job_id,)).fetchone()
+                    if existing is None:
+                        raise AssertionError(f"job {job_id!r} neither inserted nor found under the write lock")
+                    if existing[0] != payload_json:
+                        raise IdempotencyConflict(job_id, existing[0], payload_json)
+                created.append(None if row is None else _job(row))
+        return [job if job is not None else self.get(job_id) for job, (job_id, _) in zip(created, rows)]
 
     def get(self, job_id: str) -> Job:
         row = self.conn.execute(SELECT_JOB, (job_id,)).fetchone()
@@ -451,7 +459,7 @@ class SqliteStore:
         if not ids:
             return 0
         with self._write() as conn:
-            return sum(conn.execute(MARK_SENT, {"now": now, "id": i}).rowcount for i in ids)
+            return conn.executemany(MARK_SENT, [{"now": now, "id": i} for i in ids]).rowcount
 
     def mark_send_failed(self, row_id: int, *, error: str, next_at: float) -> None:
         with self._write() as conn:
