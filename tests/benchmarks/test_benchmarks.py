@@ -1,0 +1,151 @@
+"""The benchmark command runs end to end at tiny sizes and reports every figure in a stable shape.
+
+These are smoke and shape tests: they never assert a speed, so a slow or busy machine cannot fail
+them. What they do assert is what a script comparing two runs relies on: the keys, the units, the
+skip reasons, and the number of commits per job (a property of the engine, not of the machine).
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+import subprocess
+import sys
+import types
+
+import pytest
+
+from benchmarks import Row, Sizes, harness_rows
+from benchmarks import _run
+from benchmarks._harness import SKIPPED
+
+QUICK_TIMEOUT_S = 300  # generous: CI machines are shared; the quick run normally takes seconds
+
+LIMIT_KEYS = ("limit.cas.normal", "limit.cas.full")
+CRASHGATE_KEYS = tuple(
+    f"crashgate.{w}w.{mode}.{sync}" for sync in ("normal", "full") for w in (1, 2) for mode in ("inline", "threaded")
+)
+SCALING_KEYS = (
+    "scaling.claim_us.backlog_small",
+    "scaling.claim_us.backlog_large",
+    "scaling.claim_us.finished",
+    "scaling.jobs.backlog_small",
+    "scaling.jobs.backlog_large",
+    "scaling.jobs.finished",
+    "ratio.scaling.backlog_large",
+    "ratio.scaling.finished",
+    "scaling.worker_rss_mib",
+)
+PEER_KEYS = ("peers.dbos", "peers.huey.chained", "peers.huey.one_step", "peers.persistqueue", "peers.litequeue")
+
+
+def _run_quick(*flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", *flags],
+        capture_output=True,
+        text=True,
+        timeout=QUICK_TIMEOUT_S,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def quick_json() -> dict:
+    done = _run_quick("--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_quick_json_has_a_key_per_row_with_a_value_and_its_unit(quick_json):
+    for key in LIMIT_KEYS + CRASHGATE_KEYS + SCALING_KEYS:
+        row = quick_json[key]
+        assert isinstance(row["value"], (int, float)), key
+        assert row["value"] > 0, key
+        assert row["unit"], key
+    assert quick_json["limit.cas.normal"]["unit"] == "commits/s"
+    assert quick_json["crashgate.1w.inline.normal"]["unit"] == "jobs/s"
+    assert quick_json["ratio.scaling.backlog_large"]["unit"] == "x"
+    assert quick_json["meta"]["quick"] is True
+
+
+def test_every_peer_is_measured_or_skipped_with_a_one_line_reason(quick_json):
+    for key in PEER_KEYS:
+        row = quick_json[key]
+        if "skipped" in row:
+            assert row["skipped"] and "\n" not in row["skipped"], key
+        else:
+            assert row["value"] > 0, key
+            ratio_key = "ratio.crashgate_vs_" + key.removeprefix("peers.")
+            assert quick_json[ratio_key]["unit"] == "x"
+
+
+def test_crashgate_rows_report_overhead_per_step_and_about_five_commits_per_job(quick_json):
+    for key in CRASHGATE_KEYS:
+        row = quick_json[key]
+        assert "us_per_step" in row, key
+        # 1 claim + 4 step completions per job, plus the submit and outbox batches spread over the jobs.
+        assert 5.0 <= row["commits_per_job"] < 6.0, (key, row["commits_per_job"])
+
+
+def test_the_table_is_printed_with_the_harness_line_when_chaos_bench_is_missing():
+    done = _run_quick("--no-peers")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("crashgate benchmarks:")
+    assert lines[1].split()[:3] == ["benchmark", "value", "unit"]
+    assert any(line.startswith("limit: raw sqlite3 CAS") for line in lines)
+    if importlib.util.find_spec("chaos.bench") is None:
+        assert SKIPPED in lines
+    assert not any("DBOS" in line for line in lines)  # --no-peers
+
+
+def test_a_missing_peer_is_skipped_with_the_install_command(monkeypatch):
+    monkeypatch.setattr(_run.importlib.util, "find_spec", lambda name: None)
+    headline = {k: Row(k, k, 100.0, "jobs/s") for k in (_run.HEADLINE, "crashgate.1w.threaded.normal")}
+    rows = _run._peer_rows(Sizes.for_mode(quick=True), headline, lambda line: None)
+    assert [row.key for row in rows] == list(PEER_KEYS)
+    for row in rows:
+        assert row.skipped is not None
+        assert "pip install -e '.[bench]'" in row.skipped
+        assert row.to_json()["skipped"] == row.skipped
+
+
+def test_the_harness_hook_says_skipped_in_one_line_without_chaos_bench():
+    rows, message = harness_rows(quick=True, importer=lambda name: None)
+    assert rows == []
+    assert message == "harness: skipped (chaos.bench not available)"
+
+
+def test_the_harness_hook_includes_the_rows_chaos_bench_returns():
+    seen = []
+
+    def rows(quick):
+        seen.append(quick)
+        return [{"key": "fork_scenarios_per_s", "label": "fork-mode crash scenarios", "value": 12.5, "unit": "scenarios/s"}]
+
+    fake = types.SimpleNamespace(rows=rows)
+    got, message = harness_rows(quick=True, importer=lambda name: fake if name == "chaos.bench" else None)
+    assert message is None
+    assert seen == [True]
+    assert [(r.key, r.label, r.value, r.unit) for r in got] == [
+        ("harness.fork_scenarios_per_s", "fork-mode crash scenarios", 12.5, "scenarios/s")
+    ]
+
+
+def test_a_failing_harness_hook_is_reported_in_one_line_not_raised():
+    def rows(quick):
+        raise RuntimeError("matrix not built")
+
+    got, message = harness_rows(quick=True, importer=lambda name: types.SimpleNamespace(rows=rows))
+    assert got == []
+    assert message == "harness: failed (RuntimeError: matrix not built)"
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["_measure", "_limit", "_steps", "_crashgate", "_scaling", "_isolated", "_harness", "_table"],
+)
+def test_the_module_examples_run(module):
+    result = doctest.testmod(importlib.import_module(f"benchmarks.{module}"))
+    assert result.failed == 0
