@@ -124,7 +124,8 @@ def peak_rss_mib() -> float:
 def machine() -> dict[str, Any]:
     """What the figures were measured on, printed above the table and stored in the JSON."""
     return {
-        "platform": platform.platform(terse=True),
+        "system": platform.system(),
+        "kernel": platform.release(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

@@ -13,79 +13,86 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import tempfile
 import time
 from typing import Any
 
 from . import _steps
 
-__all__ = ["measure", "NOTE"]
+__all__ = ["Session", "NOTE"]
 
-NOTE = "4 @DBOS.step in 1 @DBOS.workflow; WAL+sync set by connect hook"
+NOTE = "4 @DBOS.step in 1 @DBOS.workflow; WAL and sync set by a connect hook"
 WARMUP_JOBS = 20
 
 
-def measure(jobs: int, runs: int, synchronous: str) -> dict[str, Any]:
-    """Workflows per second, one figure per run, all in one launched DBOS."""
-    import sqlalchemy as sa
-    from dbos import DBOS, SetWorkflowID
+class Session:
+    """One launched DBOS; each :meth:`run` starts and finishes ``jobs`` workflows."""
 
-    @sa.event.listens_for(sa.engine.Engine, "connect")
-    def _pragmas(dbapi_conn: Any, record: Any) -> None:
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
-        dbapi_conn.execute(f"PRAGMA synchronous={synchronous}")  # NORMAL or FULL, set by the caller
+    def __init__(self, synchronous: str) -> None:
+        import sqlalchemy as sa
+        from dbos import DBOS
 
-    logging.getLogger("dbos").setLevel(logging.WARNING)
-    directory = tempfile.mkdtemp(prefix="crashgate-bench-dbos-")
-    path = os.path.join(directory, "dbos-system.db")
-    DBOS(config={"name": "crashgate-bench", "system_database_url": f"sqlite:///{path}", "run_admin_server": False, "log_level": "WARNING"})
+        @sa.event.listens_for(sa.engine.Engine, "connect")
+        def _pragmas(dbapi_conn: Any, record: Any) -> None:
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            dbapi_conn.execute(f"PRAGMA synchronous={synchronous}")  # NORMAL or FULL, set by the caller
 
-    @DBOS.step()
-    def fetch(source: str) -> dict[str, Any]:
-        return _steps.fetch(source)
+        logging.getLogger("dbos").setLevel(logging.WARNING)
+        path = os.path.join(tempfile.mkdtemp(prefix="crashgate-bench-dbos-"), "dbos-system.db")
+        config = {"name": "crashgate-bench", "system_database_url": f"sqlite:///{path}", "log_level": "WARNING"}
+        DBOS(config=config)  # type: ignore[arg-type]
 
-    @DBOS.step()
-    def extract(fetched: dict[str, Any]) -> dict[str, Any]:
-        return _steps.extract(fetched)
+        @DBOS.step()
+        def fetch(source: str) -> dict[str, Any]:
+            return _steps.fetch(source)
 
-    @DBOS.step()
-    def verify(extracted: dict[str, Any]) -> dict[str, Any]:
-        return _steps.verify(extracted)
+        @DBOS.step()
+        def extract(fetched: dict[str, Any]) -> dict[str, Any]:
+            return _steps.extract(fetched)
 
-    @DBOS.step()
-    def deliver(job_id: str, verified: dict[str, Any]) -> dict[str, Any]:
-        return _steps.deliver(job_id, verified)
+        @DBOS.step()
+        def verify(extracted: dict[str, Any]) -> dict[str, Any]:
+            return _steps.verify(extracted)
 
-    @DBOS.workflow()
-    def document(job_id: str) -> dict[str, Any]:
-        return deliver(job_id, verify(extract(fetch(job_id))))
+        @DBOS.step()
+        def deliver(job_id: str, verified: dict[str, Any]) -> dict[str, Any]:
+            return _steps.deliver(job_id, verified)
 
-    DBOS.launch()
-    try:
-        journal = _journal_mode(path)
-        for i in range(WARMUP_JOBS):
-            with SetWorkflowID(f"warmup-{i}"):
-                document(f"warmup-{i}")
-        rates = []
-        for run in range(runs):
-            started = time.perf_counter()
-            for i in range(jobs):
-                job_id = f"doc-{run}-{i}"
-                with SetWorkflowID(job_id):
-                    out = document(job_id)
-                if out["key"] != f"{job_id}:delivery":
-                    raise AssertionError(f"workflow {job_id} returned {out!r}")
-            rates.append(jobs / (time.perf_counter() - started))
-        return {"rates": rates, "journal_mode": journal}
-    finally:
-        DBOS.destroy()
+        @DBOS.workflow()
+        def document(job_id: str) -> dict[str, Any]:
+            return deliver(job_id, verify(extract(fetch(job_id))))
+
+        DBOS.launch()
+        self._dbos = DBOS
+        self._document = document
+        self._next = 0
+        self._start(WARMUP_JOBS)
+        self.info = {"journal_mode": _pragma(path, "journal_mode"), "synchronous": synchronous}
+
+    def run(self, jobs: int) -> float:
+        started = time.perf_counter()
+        self._start(jobs)
+        return jobs / (time.perf_counter() - started)
+
+    def close(self) -> None:
+        self._dbos.destroy()
+
+    def _start(self, jobs: int) -> None:
+        from dbos import SetWorkflowID
+
+        for _ in range(jobs):
+            job_id = f"doc-{self._next}"
+            self._next += 1
+            with SetWorkflowID(job_id):
+                out = self._document(job_id)
+            if out["key"] != f"{job_id}:delivery":
+                raise AssertionError(f"workflow {job_id} returned {out!r}")
 
 
-def _journal_mode(path: str) -> str:
-    import sqlite3
-
+def _pragma(path: str, name: str) -> str:
     conn = sqlite3.connect(path)
     try:
-        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+        return str(conn.execute(f"PRAGMA {name}").fetchone()[0])  # a constant name
     finally:
         conn.close()

@@ -12,24 +12,29 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Any
 
 from . import _steps
 
-__all__ = ["measure", "NOTE"]
+__all__ = ["Session", "NOTE"]
 
 NOTE = "1 message per job: put, pop, 4 steps, done"
 
 
-def measure(jobs: int, runs: int, synchronous: str) -> dict[str, Any]:
-    """Jobs per second (put -> done), one figure per run."""
-    from litequeue import LiteQueue
+class Session:
+    """Each :meth:`run` puts ``jobs`` messages on a new queue, then pops, processes and marks them."""
 
-    rates = []
-    for run in range(runs):
+    def __init__(self, synchronous: str) -> None:
+        self.synchronous = synchronous
+        self._next = 0
+        self.info = {"synchronous": synchronous}
+
+    def run(self, jobs: int) -> float:
+        from litequeue import LiteQueue
+
         queue = LiteQueue(os.path.join(tempfile.mkdtemp(prefix="crashgate-bench-lq-"), "queue.db"))
-        queue.conn.execute(f"PRAGMA synchronous={synchronous}")  # NORMAL or FULL, set by the caller
-        ids = [f"doc-{run}-{i}" for i in range(jobs)]
+        queue.conn.execute(f"PRAGMA synchronous={self.synchronous}")  # NORMAL or FULL, set by the caller
+        ids = [f"doc-{self._next + i}" for i in range(jobs)]
+        self._next += jobs
         delivered = []
         started = time.perf_counter()
         for job_id in ids:
@@ -38,9 +43,11 @@ def measure(jobs: int, runs: int, synchronous: str) -> dict[str, Any]:
             message = queue.pop()
             delivered.append(_steps.one_step(message.data)["key"])
             queue.done(message.message_id)
-        rates.append(jobs / (time.perf_counter() - started))
-        sync = queue.conn.execute("PRAGMA synchronous").fetchone()[0]
+        rate = jobs / (time.perf_counter() - started)
         queue.conn.close()
         if len(delivered) != jobs:
             raise AssertionError(f"litequeue delivered {len(delivered)} of {jobs} jobs")
-    return {"rates": rates, "synchronous": sync}
+        return rate
+
+    def close(self) -> None:
+        return None

@@ -16,25 +16,33 @@ from typing import Any
 
 from . import _steps
 
-__all__ = ["measure", "NOTE"]
+__all__ = ["Session", "NOTE"]
 
 NOTE = "1 item per job: put, get, 4 steps, ack; sync set per connection"
 
 
-def measure(jobs: int, runs: int, synchronous: str) -> dict[str, Any]:
-    """Jobs per second (put -> acked), one figure per run."""
-    from persistqueue import SQLiteAckQueue
+class Session:
+    """Each :meth:`run` puts ``jobs`` items on a new queue, then gets, processes and acks them."""
 
-    class Queue(SQLiteAckQueue):  # type: ignore[misc]
-        def _new_db_connection(self, path: str, multithreading: bool, timeout: float) -> sqlite3.Connection:
-            conn = super()._new_db_connection(path, multithreading, timeout)
-            conn.execute(f"PRAGMA synchronous={synchronous}")  # NORMAL or FULL, set by the caller
-            return conn
+    def __init__(self, synchronous: str) -> None:
+        from persistqueue import SQLiteAckQueue
 
-    rates = []
-    for run in range(runs):
-        queue = Queue(tempfile.mkdtemp(prefix="crashgate-bench-pq-"), auto_resume=False)
-        ids = [f"doc-{run}-{i}" for i in range(jobs)]
+        class Queue(SQLiteAckQueue):  # type: ignore[misc]
+            def _new_db_connection(self, path: str, multithreading: bool, timeout: float) -> sqlite3.Connection:
+                conn = super()._new_db_connection(path, multithreading, timeout)
+                conn.execute(f"PRAGMA synchronous={synchronous}")  # NORMAL or FULL, set by the caller
+                return conn
+
+        self._queue_class = Queue
+        self._next = 0
+        probe = Queue(tempfile.mkdtemp(prefix="crashgate-bench-pq-"), auto_resume=False)
+        self.info = {"synchronous": probe._getter.execute("PRAGMA synchronous").fetchone()[0]}
+        probe.close()
+
+    def run(self, jobs: int) -> float:
+        queue: Any = self._queue_class(tempfile.mkdtemp(prefix="crashgate-bench-pq-"), auto_resume=False)
+        ids = [f"doc-{self._next + i}" for i in range(jobs)]
+        self._next += jobs
         delivered = []
         started = time.perf_counter()
         for job_id in ids:
@@ -43,9 +51,11 @@ def measure(jobs: int, runs: int, synchronous: str) -> dict[str, Any]:
             item = queue.get(block=False, raw=True)
             delivered.append(_steps.one_step(item["data"])["key"])
             queue.ack(id=item["pqid"])
-        rates.append(jobs / (time.perf_counter() - started))
-        sync = queue._getter.execute("PRAGMA synchronous").fetchone()[0]
+        rate = jobs / (time.perf_counter() - started)
         queue.close()
         if len(delivered) != jobs:
             raise AssertionError(f"persist-queue delivered {len(delivered)} of {jobs} jobs")
-    return {"rates": rates, "synchronous": sync}
+        return rate
+
+    def close(self) -> None:
+        return None

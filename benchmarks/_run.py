@@ -1,8 +1,9 @@
 """Collect every row of the table, in an order that keeps same-run comparisons fair.
 
 The crashgate configurations are interleaved run by run (run 1 of each, then run 2 of each, ...),
-so a burst of load from another process on the machine hits all of them alike; the peers then run
-in their own processes; every ratio is computed from medians taken in this one invocation.
+so a burst of load from another process on the machine hits all of them alike. Each peer runs in
+its own process and its runs alternate with crashgate runs of the same size: every peer ratio is
+the median of ratios of runs taken back to back, under the same load.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from typing import Callable
 
 from ._crashgate import STEPS, end_to_end, steps_us_per_job
 from ._harness import harness_rows
-from ._isolated import IsolatedFailure, call_isolated
+from ._isolated import IsolatedFailure, IsolatedSession, call_isolated
 from ._limit import cas_commits_per_s
 from ._measure import Row, Sizes, median, ratio, skipped, temp_dir
 from ._scaling import ScalingDb, worker_rss_mib
 
-__all__ = ["collect", "Report", "HEADLINE", "SYNC_LEVELS"]
+__all__ = ["collect", "Report", "SYNC_LEVELS"]
 
 SYNC_LEVELS = ("NORMAL", "FULL")
-HEADLINE = "crashgate.1w.inline.normal"  # the crashgate figure every peer is compared with
 PEER_TIMEOUT_S = 900.0
 
 
@@ -60,9 +60,10 @@ def collect(sizes: Sizes, *, peers: bool = True, progress: Callable[[str], None]
         rows += _limit_rows(directory, sizes)
         say("crashgate: end to end")
         rows += _crashgate_rows(directory, sizes, say)
+        rows += _limit_share_rows(by_key(rows))
         if peers:
             say("peers")
-            rows += _peer_rows(sizes, by_key(rows), say)
+            rows += _peer_rows(directory, sizes, say)
         say("scaling")
         rows += _scaling_rows(directory, sizes)
     say("harness")
@@ -83,8 +84,8 @@ def _limit_rows(directory: str, sizes: Sizes) -> list[Row]:
         commits = sizes.cas_commits if sync == "NORMAL" else sizes.cas_commits_full
         runs = [cas_commits_per_s(directory, commits=commits, synchronous=sync) for _ in range(sizes.runs)]
         rows.append(
-            Row(f"limit.cas.{sync.lower()}", f"limit: raw sqlite3 CAS UPDATE+COMMIT, WAL, {sync}", median(runs),
-                "commits/s", note="1 row per transaction", runs=runs)
+            Row(f"limit.cas.{sync.lower()}", f"limit: raw sqlite3 CAS commit, WAL, {sync}", median(runs),
+                "commits/s", note="BEGIN IMMEDIATE, 1-row UPDATE, COMMIT", runs=runs)
         )
     return rows
 
@@ -105,12 +106,12 @@ def _crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str], None]) ->
     for config, runs in results.items():
         rates = [r.jobs_per_s for r in runs]
         rate = median(rates)
-        note = "per step: wall time / 4 minus the steps' own work" if config.workers == 1 else "per step: system wall time / 4, minus step work"
+        note = "us/step: wall time per job / 4, less step work" if config.workers == 1 else "us/step from the 2 workers' joint rate"
         rows.append(
             Row(config.key, config.label, rate, "jobs/s", us_per_step=(1e6 / rate - step_work_us) / STEPS,
                 commits_per_job=median([r.commits / r.jobs for r in runs]), note=note, runs=rates)
         )
-    rows.append(Row("crashgate.step_work_us", "the 4 reference steps' own work, called directly", step_work_us,
+    rows.append(Row("crashgate.step_work_us", "the 4 steps' own work, called directly", step_work_us,
                     "us/job", note="subtracted above"))
     rss = max(r.worker_rss_mib for config, runs in results.items() if config.workers > 1 for r in runs)
     rows.append(Row("crashgate.worker_rss_mib", "peak RSS of a worker process (2-worker runs)", rss, "MiB",
@@ -124,42 +125,79 @@ def _crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str], None]) ->
     return rows
 
 
-def _peer_rows(sizes: Sizes, crashgate: dict[str, Row], say: Callable[[str], None]) -> list[Row]:
+@dataclass(frozen=True)
+class _Peer:
+    key: str
+    label: str
+    package: str
+    module: str
+    kwargs: dict
+    note: str
+    dbos: bool = False
+
+
+def _peers(sizes: Sizes) -> list[tuple[_Peer, int]]:
     from . import _peer_dbos, _peer_huey, _peer_litequeue, _peer_persistqueue
 
-    peers = [
-        ("peers.dbos", "DBOS Transact, 4-step workflow", "dbos", "benchmarks._peer_dbos", {}, sizes.dbos_jobs, _peer_dbos.NOTE),
-        ("peers.huey.chained", "huey SqliteHuey, 4 chained tasks", "huey", "benchmarks._peer_huey", {"chained": True},
-         sizes.peer_jobs, _peer_huey.NOTE_CHAINED),
-        ("peers.huey.one_step", "huey SqliteHuey, 1-step tasks", "huey", "benchmarks._peer_huey", {"chained": False},
-         sizes.peer_jobs, _peer_huey.NOTE_ONE_STEP),
-        ("peers.persistqueue", "persist-queue SQLiteAckQueue", "persistqueue", "benchmarks._peer_persistqueue", {},
-         sizes.peer_jobs, _peer_persistqueue.NOTE),
-        ("peers.litequeue", "litequeue", "litequeue", "benchmarks._peer_litequeue", {}, sizes.peer_jobs, _peer_litequeue.NOTE),
+    return [
+        (_Peer("peers.dbos", "DBOS Transact, 4-step workflow", "dbos", "benchmarks._peer_dbos", {}, _peer_dbos.NOTE, True),
+         sizes.dbos_jobs),
+        (_Peer("peers.huey.chained", "huey SqliteHuey, 4 chained tasks", "huey", "benchmarks._peer_huey", {"chained": True},
+               _peer_huey.NOTE_CHAINED), sizes.peer_jobs),
+        (_Peer("peers.huey.one_step", "huey SqliteHuey, 1-step tasks", "huey", "benchmarks._peer_huey", {"chained": False},
+               _peer_huey.NOTE_ONE_STEP), sizes.peer_jobs),
+        (_Peer("peers.persistqueue", "persist-queue SQLiteAckQueue", "persistqueue", "benchmarks._peer_persistqueue", {},
+               _peer_persistqueue.NOTE), sizes.peer_jobs),
+        (_Peer("peers.litequeue", "litequeue", "litequeue", "benchmarks._peer_litequeue", {}, _peer_litequeue.NOTE),
+         sizes.peer_jobs),
     ]
-    headline = crashgate[HEADLINE]
-    threaded = crashgate["crashgate.1w.threaded.normal"]
+
+
+def _limit_share_rows(keyed: dict[str, Row]) -> list[Row]:
+    """How much of the raw commit rate crashgate's own commits use (1 worker, steps inline)."""
     rows = []
-    for key, label, package, module, extra, jobs, note in peers:
-        say(f"  {label}")
-        label = f"{label}, NORMAL"
-        if importlib.util.find_spec(package) is None:
-            rows.append(skipped(key, label, "jobs/s", f"{package} not installed: pip install -e '.[bench]'"))
+    for sync in SYNC_LEVELS:
+        ours, limit = keyed[f"crashgate.1w.inline.{sync.lower()}"], keyed[f"limit.cas.{sync.lower()}"]
+        commits_per_s = (ours.value or 0) * (ours.commits_per_job or 0)
+        rows.append(Row(f"ratio.commits_vs_limit.{sync.lower()}", f"crashgate commits/s / raw limit, {sync}",
+                        ratio(commits_per_s, limit.value), "x", note="1 worker, steps inline"))
+    return rows
+
+
+def _peer_rows(directory: str, sizes: Sizes, say: Callable[[str], None]) -> list[Row]:
+    """Each peer's runs alternate with crashgate runs (1 worker, NORMAL): a ratio per pair."""
+    rows = []
+    for peer, jobs in _peers(sizes):
+        say(f"  {peer.label}")
+        label = f"{peer.label}, NORMAL"
+        if importlib.util.find_spec(peer.package) is None:
+            rows.append(skipped(peer.key, label, "jobs/s", f"{peer.package} not installed: pip install -e '.[bench]'"))
             continue
         try:
-            out = call_isolated(module, "measure", {"jobs": jobs, "runs": sizes.runs, "synchronous": "NORMAL", **extra},
-                                timeout_s=PEER_TIMEOUT_S)
+            rows += _paired(directory, sizes, peer, label, jobs)
         except IsolatedFailure as exc:
-            rows.append(skipped(key, label, "jobs/s", f"failed: {exc}"))
-            continue
-        rate = median(out["rates"])
-        rows.append(Row(key, label, rate, "jobs/s", note=note, runs=out["rates"]))
-        short = key.removeprefix("peers.")
-        rows.append(Row(f"ratio.crashgate_vs_{short}", f"crashgate (1 worker, inline) / {label}",
-                        ratio(headline.value, rate), "x"))
-        if short == "dbos":
-            rows.append(Row("ratio.crashgate_threaded_vs_dbos", f"crashgate (1 worker, step thread) / {label}",
-                            ratio(threaded.value, rate), "x"))
+            rows.append(skipped(peer.key, label, "jobs/s", f"failed: {exc}"))
+    return rows
+
+
+def _paired(directory: str, sizes: Sizes, peer: _Peer, label: str, jobs: int) -> list[Row]:
+    modes = (False, True) if peer.dbos else (False,)
+    rates: list[float] = []
+    ratios: dict[bool, list[float]] = {threaded: [] for threaded in modes}
+    with IsolatedSession(peer.module, "Session", {"synchronous": "NORMAL", **peer.kwargs}, timeout_s=PEER_TIMEOUT_S) as session:
+        for _ in range(sizes.runs):
+            rate = session.run(jobs)
+            rates.append(rate)
+            for threaded in modes:
+                ours = end_to_end(directory, jobs=sizes.jobs, synchronous="NORMAL", workers=1, threaded=threaded)
+                ratios[threaded].append(ours.jobs_per_s / rate)
+    short = peer.key.removeprefix("peers.")
+    rows = [Row(peer.key, label, median(rates), "jobs/s", note=peer.note, runs=rates)]
+    rows.append(Row(f"ratio.crashgate_vs_{short}", f"crashgate 1 worker inline / {peer.label}", median(ratios[False]), "x",
+                    note="median of paired runs", runs=ratios[False]))
+    if peer.dbos:
+        rows.append(Row("ratio.crashgate_threaded_vs_dbos", f"crashgate 1 worker step thread / {peer.label}",
+                        median(ratios[True]), "x", note="median of paired runs", runs=ratios[True]))
     return rows
 
 

@@ -16,7 +16,7 @@ import types
 
 import pytest
 
-from benchmarks import Row, Sizes, harness_rows
+from benchmarks import Sizes, harness_rows
 from benchmarks import _run
 from benchmarks._harness import SKIPPED
 
@@ -94,7 +94,7 @@ def test_the_table_is_printed_with_the_harness_line_when_chaos_bench_is_missing(
     lines = done.stdout.splitlines()
     assert lines[0].startswith("crashgate benchmarks:")
     assert lines[1].split()[:3] == ["benchmark", "value", "unit"]
-    assert any(line.startswith("limit: raw sqlite3 CAS") for line in lines)
+    assert any(line.startswith("limit: raw sqlite3 CAS commit") for line in lines)
     if importlib.util.find_spec("chaos.bench") is None:
         assert SKIPPED in lines
     assert not any("DBOS" in line for line in lines)  # --no-peers
@@ -102,8 +102,7 @@ def test_the_table_is_printed_with_the_harness_line_when_chaos_bench_is_missing(
 
 def test_a_missing_peer_is_skipped_with_the_install_command(monkeypatch):
     monkeypatch.setattr(_run.importlib.util, "find_spec", lambda name: None)
-    headline = {k: Row(k, k, 100.0, "jobs/s") for k in (_run.HEADLINE, "crashgate.1w.threaded.normal")}
-    rows = _run._peer_rows(Sizes.for_mode(quick=True), headline, lambda line: None)
+    rows = _run._peer_rows("/nonexistent", Sizes.for_mode(quick=True), lambda line: None)
     assert [row.key for row in rows] == list(PEER_KEYS)
     for row in rows:
         assert row.skipped is not None
