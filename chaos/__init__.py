@@ -4,15 +4,26 @@
 >>> report = run_matrix(families=["sender"], mode="inprocess")
 >>> report.points > 0, report.violations
 (True, 0)
+
+The names below are imported on first use, not when the package is imported: the pytest plugin
+(``chaos.plugin``) is loaded by every pytest run in an environment where crashgate is installed,
+and must cost nothing in a project that does not use it. Add a new export to ``_EXPORTS`` (and to
+``__all__``), not as an import at the top of this file.
 """
 
-from ._adapter import REFERENCE_TARGET, Adapter, ReferenceAdapter, Session, Snapshot, load_adapter
-from ._invariants import INVARIANTS, Evidence, Violation
-from ._matrix import MatrixReport, PointResult, replay_command, run_matrix
-from ._points import Point
-from ._scenario import MODES, Outcome, Scenario
-from ._world import FAULT_KINDS, Fault, World
-from ._families import reference_scenarios
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what static checkers and IDEs see; at run time each name loads on first use
+    from ._adapter import REFERENCE_TARGET, Adapter, ReferenceAdapter, Session, Snapshot, load_adapter
+    from ._families import reference_scenarios
+    from ._invariants import INVARIANTS, Evidence, Violation
+    from ._matrix import MatrixReport, PointResult, replay_command, run_matrix
+    from ._points import Point
+    from ._scenario import MODES, Outcome, Scenario
+    from ._world import FAULT_KINDS, Fault, World
 
 __all__ = [
     "Adapter",
@@ -39,7 +50,47 @@ __all__ = [
     "run_matrix",
 ]
 
+# name -> the private module that defines it.
+_EXPORTS = {
+    "Adapter": "._adapter",
+    "REFERENCE_TARGET": "._adapter",
+    "ReferenceAdapter": "._adapter",
+    "Session": "._adapter",
+    "Snapshot": "._adapter",
+    "load_adapter": "._adapter",
+    "reference_scenarios": "._families",
+    "INVARIANTS": "._invariants",
+    "Evidence": "._invariants",
+    "Violation": "._invariants",
+    "MatrixReport": "._matrix",
+    "PointResult": "._matrix",
+    "replay_command": "._matrix",
+    "run_matrix": "._matrix",
+    "Point": "._points",
+    "MODES": "._scenario",
+    "Outcome": "._scenario",
+    "Scenario": "._scenario",
+    "FAULT_KINDS": "._world",
+    "Fault": "._world",
+    "World": "._world",
+}
 
-def reference_adapter() -> ReferenceAdapter:
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chaos' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # the next lookup is an ordinary global
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def reference_adapter() -> Any:
     """The adapter of the reference engine (``chaos:reference_adapter``)."""
+    from ._adapter import ReferenceAdapter
+
     return ReferenceAdapter()
