@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # what static checkers and IDEs see; at run time each name lo
     from ._families import reference_scenarios
     from ._invariants import INVARIANTS, Evidence, Violation
     from ._matrix import MatrixReport, PointResult, replay_command, run_matrix
+    from ._plans import Plan, PlanError, load_plan
     from ._points import Point
+    from ._sandbox import Sandbox
     from ._scenario import MODES, Outcome, Scenario
     from ._world import FAULT_KINDS, Fault, World
 
@@ -34,16 +36,20 @@ __all__ = [
     "MODES",
     "MatrixReport",
     "Outcome",
+    "Plan",
+    "PlanError",
     "Point",
     "PointResult",
     "REFERENCE_TARGET",
     "ReferenceAdapter",
+    "Sandbox",
     "Scenario",
     "Session",
     "Snapshot",
     "Violation",
     "World",
     "load_adapter",
+    "load_plan",
     "reference_adapter",
     "reference_scenarios",
     "replay_command",
@@ -66,7 +72,11 @@ _EXPORTS = {
     "PointResult": "._matrix",
     "replay_command": "._matrix",
     "run_matrix": "._matrix",
+    "Plan": "._plans",
+    "PlanError": "._plans",
+    "load_plan": "._plans",
     "Point": "._points",
+    "Sandbox": "._sandbox",
     "MODES": "._scenario",
     "Outcome": "._scenario",
     "Scenario": "._scenario",

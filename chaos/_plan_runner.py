@@ -1,0 +1,339 @@
+"""Running fault plans: prepare a plan's crash points, kill at one, play a scripted scenario.
+
+A ``[points]`` section becomes a scenario family (:func:`chaos._scenario.prepare`): its doomed
+iteration is recorded once, then re-run under a second recorder that notes, at every point, the
+job's committed state. That state names the point's group: the step the job was in when the
+worker died (``extract``), ``claim`` before the worker's claim committed, ``release`` after its
+last commit, ``send`` for the outbox sender. A test id is ``PLAN::GROUP::POINT``.
+
+A ``[[scenario]]`` runs its script on a :class:`~chaos._sandbox.Sandbox`, drains, and checks the
+whole invariant catalog and its ``expect`` table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._invariants import INVARIANTS, Violation
+from ._plans import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Expect, FaultSpec, Plan, PlanError, ScriptedScenario
+from ._points import Point, Recorder
+from ._sandbox import Sandbox
+from ._scenario import Family, Outcome, Scenario, prepare, run_point
+from ._world import Call, Fault
+
+__all__ = ["PreparedPoints", "prepare_points", "select_points", "run_plan_point", "run_scenario", "ScenarioResult", "why"]
+
+
+@dataclass
+class PreparedPoints:
+    """A plan's family, ready to be killed at any point, and each point's group."""
+
+    plan: Plan
+    family: Family
+    groups: list[str]
+    workdir: str
+
+    def group_names(self) -> list[str]:
+        """The groups in the order their first point is reached."""
+        return list(dict.fromkeys(self.groups))
+
+
+def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int) -> PreparedPoints:
+    """Record the doomed iteration of ``plan.points`` and group its points by step."""
+    section = plan.points
+    assert section is not None, "prepare_points needs a plan with a [points] section"
+    scenario = Scenario(
+        name=plan.name,
+        lesson=plan.lesson,
+        jobs=section.jobs,
+        setup=section.setup,
+        phase="worker" if section.phase == "worker" else "sender",
+        faults=tuple(_fault(f) for f in section.faults),
+        second_worker=section.second_worker,
+    )
+    os.makedirs(workdir, exist_ok=True)
+    family = prepare(adapter, scenario, workdir, seed=seed, deep=section.deep)
+    if section.phase == "sender":
+        groups = [GROUP_SEND] * len(family.points)
+    else:
+        groups = _groups(adapter, family, workdir, seed=seed, deep=section.deep)
+    return PreparedPoints(plan, family, groups, workdir)
+
+
+class _StateRecorder(Recorder):
+    """A recorder that also reads, at every point, the state the jobs have committed."""
+
+    def __init__(self, paths: Any, only: Any, db_path: str) -> None:
+        super().__init__(paths, only)
+        self.conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
+        self.states: list[tuple[str, ...]] = []
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            # Read before the line runs: a kill at this point leaves exactly this committed state.
+            self.states.append(tuple(r[0] for r in self.conn.execute("SELECT state FROM job ORDER BY id")))
+        return super()._local(frame, event, arg)
+
+
+def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool) -> list[str]:
+    from ._scenario import _copy, _doomed, _Run  # the scenario's own replay machinery
+
+    directory = os.path.join(workdir, "groups-" + family.scenario.name)
+    _copy(family, directory)
+    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
+    iteration = _doomed(run)
+    try:
+        recorder = _StateRecorder(adapter.trace_paths(), only, run.db)
+    except sqlite3.Error:
+        return [GROUP_CLAIM] * len(family.points)
+    try:
+        with recorder:
+            iteration()
+    except sqlite3.Error:  # not the reference schema: the points cannot be grouped by step
+        return [GROUP_CLAIM] * len(family.points)
+    finally:
+        recorder.conn.close()
+        run.close()
+    if [p.id for p in recorder.points] != [p.id for p in family.points]:
+        raise PlanError(
+            f"{family.scenario.name}: the doomed iteration reached different lines when run twice; crash points "
+            "must be deterministic (pass the clock and the RNG in; do not read the wall clock or os.urandom)"
+        )
+    working = {w: step for step, (w, _) in adapter.step_states().items()}
+    groups: list[str] = []
+    started = False
+    for states in recorder.states:
+        step = next((working[s] for s in states if s in working), None)
+        started = started or step is not None
+        groups.append(step if step is not None else (GROUP_RELEASE if started else GROUP_CLAIM))
+    return groups
+
+
+def select_points(prepared: PreparedPoints, selection: str, *, seed: int) -> list[int]:
+    """The indexes of the points to collect: ``all``, a seeded sample of N, or one point id
+    (``POINT`` or ``GROUP::POINT``); restricted to the plan's ``steps``."""
+    wanted = prepared.plan.points.steps if prepared.plan.points else None
+    indexes = [i for i, g in enumerate(prepared.groups) if wanted is None or g in wanted]
+    if selection == "all":
+        return indexes
+    if selection.isdigit():
+        n = int(selection)
+        if n >= len(indexes):
+            return indexes
+        return sorted(random.Random(f"{seed}:{prepared.plan.name}").sample(indexes, n))
+    group, _, point_id = selection.rpartition("::")
+    points = prepared.family.points
+    return [i for i in indexes if points[i].id == point_id and (not group or prepared.groups[i] == group)]
+
+
+def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: str, *, seed: int, mode: str) -> tuple[Outcome, list[str]]:
+    """Kill at point ``index``; return the outcome and the failed expectations of the plan."""
+    section = prepared.plan.points
+    assert section is not None, "run_plan_point needs a plan with a [points] section"
+    outcome = run_point(adapter, prepared.family, prepared.family.points[index], scratch, seed=seed, mode=mode, deep=section.deep)
+    failures: list[str] = []
+    if section.expect is not None:
+        calls = Counter()
+        for key, count in outcome.calls.items():
+            calls[key.rpartition(":")[2]] += count
+        failures = _expect_failures(
+            section.expect,
+            states=outcome.final_states,
+            calls_by_step=calls,
+            applied=outcome.applied,
+            wasted=outcome.wasted_calls,
+        )
+    return outcome, failures
+
+
+# -- scripted scenarios -------------------------------------------------------------------------
+@dataclass
+class ScenarioResult:
+    violations: list[Violation] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    wasted_calls: int = 0
+    seconds: float = 0.0
+    final_states: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def held(self) -> bool:
+        return not self.violations and not self.failures
+
+
+def run_scenario(scenario: ScriptedScenario, adapter: Any, directory: str, *, seed: int) -> ScenarioResult:
+    """Play the script, drain, then check the invariant catalog and the scenario's expect."""
+    started = time.perf_counter()
+    box = Sandbox(adapter, directory, seed=seed)
+    result = ScenarioResult()
+    try:
+        for job_id in scenario.jobs:
+            box.submit(job_id)
+        for action in scenario.script:
+            problem = _play(box, action, adapter)
+            if problem:
+                result.failures.append(problem)
+                break
+        else:
+            box.drain()
+            result.violations = box.check()
+            if scenario.expect is not None:
+                result.failures += _box_failures(box, scenario.expect)
+        result.wasted_calls = box.wasted_calls()
+        result.final_states = box.states()
+    finally:
+        box.close()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _play(box: Sandbox, action: Action, adapter: Any) -> str | None:
+    """Do one action; return what went wrong, if anything."""
+    o = action.options
+    worker = o.get("worker", "w1")
+    expected = o.get("expect_error")
+    errors: tuple[type[BaseException], ...] = ()
+    if expected == "conflict":
+        errors = tuple(adapter.conflict_errors)
+    elif expected == "illegal":
+        errors = tuple(getattr(adapter, "human_errors", ())) or (Exception,)
+    try:
+        if action.verb == "submit":
+            box.submit(action.value, o.get("payload"), worker=worker)
+        elif action.verb == "run":
+            box.run(action.value, worker=worker)
+        elif action.verb == "send":
+            box.send(worker=worker)
+        elif action.verb == "advance_s":
+            box.advance(action.value)
+        elif action.verb == "poll_s":
+            box.poll(action.value, o["tick_s"], worker=worker)
+        elif action.verb == "drain":
+            box.drain(worker=worker)
+        elif action.verb == "fault":
+            assert action.fault is not None
+            box.arm(_fault(action.fault))
+        elif action.verb == "heal":
+            box.heal()
+        elif action.verb == "requeue":
+            box.requeue(action.value, worker=worker)
+        elif action.verb == "resolve":
+            box.resolve(action.value, o["action"], worker=worker)
+        elif action.verb == "cancel":
+            box.cancel(action.value, worker=worker)
+        elif action.verb == "expect":
+            assert action.expect is not None
+            failures = _box_failures(box, action.expect)
+            return "; ".join(failures) if failures else None
+    except errors:
+        return None
+    except Exception as exc:
+        return f"{action.where} ({_describe(action)}) raised {type(exc).__name__}: {exc}"
+    if expected is not None:
+        return f"{action.where} ({_describe(action)}) was accepted, but the plan expects it to be refused as {expected}"
+    return None
+
+
+def _describe(action: Action) -> str:
+    parts = [f"{action.verb} = {json.dumps(action.value) if action.verb != 'expect' else '{...}'}"]
+    parts += [f"{k} = {json.dumps(v)}" for k, v in action.options.items()]
+    return ", ".join(parts)
+
+
+def _box_failures(box: Sandbox, expect: Expect) -> list[str]:
+    calls = box.calls()
+    failures = _expect_failures(
+        expect,
+        states=box.states(),
+        calls_by_step=Counter(c.step for c in calls),
+        applied=len(box.applied()),
+        wasted=box.wasted_calls(),
+    )
+    if expect.job_rows is not None:
+        rows = len(box.states())
+        if rows != expect.job_rows:
+            failures.append(f"{expect.where}: expected {expect.job_rows} job row(s), found {rows}")
+    if expect.burst_max is not None:
+        b = expect.burst_max
+        since = box.started_at + b["from_s"]
+        times = sorted(c.at for c in calls if c.step == b["step"] and c.at >= since)
+        worst, at = _burst(times, b["window_s"])
+        if worst > b["max"]:
+            failures.append(
+                f"{expect.where}: {worst} calls of step {b['step']!r} within {b['window_s']:g}s "
+                f"(from t={at - box.started_at:.2f}s); at most {b['max']} allowed"
+            )
+    if expect.call_gap_min is not None:
+        g = expect.call_gap_min
+        gap, job = _smallest_gap(calls, g["step"])
+        if gap is not None and gap < g["seconds"]:
+            failures.append(
+                f"{expect.where}: two calls of step {g['step']!r} for job {job!r} were {gap:.2f}s apart; at least {g['seconds']:g}s expected"
+            )
+    return failures
+
+
+def _expect_failures(expect: Expect, *, states: dict[str, str], calls_by_step: Counter, applied: int, wasted: int) -> list[str]:
+    out: list[str] = []
+    if expect.state is not None:
+        wrong = {j: s for j, s in sorted(states.items()) if s != expect.state}
+        if wrong or not states:
+            out.append(f"{expect.where}: expected every job in {expect.state!r}, found {wrong or 'no jobs'}")
+    for job_id, state in expect.states.items():
+        if states.get(job_id) != state:
+            out.append(f"{expect.where}: expected job {job_id!r} in {state!r}, found {states.get(job_id)!r}")
+    for step, count in expect.calls.items():
+        if calls_by_step.get(step, 0) != count:
+            out.append(f"{expect.where}: expected {count} paid call(s) during step {step!r}, the ledger has {calls_by_step.get(step, 0)}")
+    if expect.applied is not None and applied != expect.applied:
+        out.append(f"{expect.where}: expected {expect.applied} effect(s) applied at the receiver, found {applied}")
+    if expect.wasted_max is not None and wasted > expect.wasted_max:
+        out.append(f"{expect.where}: {wasted} wasted paid call(s); at most {expect.wasted_max} allowed")
+    return out
+
+
+def _burst(times: list[float], window_s: float) -> tuple[int, float]:
+    """The most calls in any window of ``window_s`` seconds, and where that window starts."""
+    worst, at, first = 0, 0.0, 0
+    for last, t in enumerate(times):
+        while times[first] <= t - window_s:
+            first += 1
+        if last - first + 1 > worst:
+            worst, at = last - first + 1, times[first]
+    return worst, at
+
+
+def _smallest_gap(calls: list[Call], step: str) -> tuple[float | None, str | None]:
+    last: dict[str, float] = {}
+    best: tuple[float | None, str | None] = (None, None)
+    for call in calls:
+        if call.step != step:
+            continue
+        if call.job_id in last:
+            gap = call.at - last[call.job_id]
+            if best[0] is None or gap < best[0]:
+                best = (gap, call.job_id)
+        last[call.job_id] = call.at
+    return best
+
+
+def _fault(spec: FaultSpec) -> Fault:
+    return Fault(spec.kind, task=spec.task, retry_after_s=spec.retry_after_s, duration_s=spec.duration_s, sticky=spec.sticky)
+
+
+def why(invariant: str) -> str:
+    """What an invariant protects against: the second paragraph of its docstring."""
+    fn = INVARIANTS.get(invariant)
+    paragraphs = [" ".join(p.split()) for p in (fn.__doc__ or "").strip().split("\n\n")] if fn else []
+    return paragraphs[1] if len(paragraphs) > 1 else (paragraphs[0] if paragraphs else "")
+
+
+def point_of(prepared: PreparedPoints, index: int) -> Point:
+    return prepared.family.points[index]

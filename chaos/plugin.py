@@ -1,0 +1,661 @@
+"""crashgate's pytest plugin: fault plans as tests, crash-matrix fixtures, a summary and a report.
+
+Registered through the ``pytest11`` entry point, so it loads in every pytest run where crashgate is
+installed. It imports nothing but pytest and the standard library until it is used (a fault plan
+is collected, a crashgate fixture is requested), and prints nothing in a project that does not
+use it.
+
+Every option is a command-line flag, an environment variable and an ini key; the command line
+wins over the environment, which wins over the ini file:
+
+==================  ===================  ==============  ==========================
+flag                environment          ini key         default
+==================  ===================  ==============  ==========================
+--chaos-target      CRASHGATE_TARGET     chaos_target    chaos:reference_adapter
+--chaos-mode        CRASHGATE_MODE       chaos_mode      fork
+--chaos-seed        CRASHGATE_SEED       chaos_seed      0
+--chaos-points      CRASHGATE_POINTS     chaos_points    all
+--chaos-report      CRASHGATE_REPORT     chaos_report    (none)
+==================  ===================  ==============  ==========================
+
+pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos._plans`): one item per crash
+point, ``fault_plans/lost_lease.toml::extract::_worker.run_once:L57#1``, one per scripted
+scenario, ``fault_plans/poison.toml::poison``, and one ``::baseline`` per plan with points (the
+iteration run without a crash). Under pytest-xdist each item is a separate test, and the
+controller's summary counts them all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import pytest
+
+__all__ = [
+    "OPTIONS",
+    "Option",
+    "Settings",
+    "HELP_GROUP",
+    "HELP_TARGET",
+    "HELP_MODE",
+    "HELP_SEED",
+    "HELP_POINTS",
+    "HELP_REPORT",
+    "HELP_MARKER",
+    "MARKER",
+    "PLAN_DIR",
+]
+
+PLAN_DIR = "fault_plans"
+MARKER = "crash_matrix"
+REFERENCE_TARGET = "chaos:reference_adapter"  # chaos._adapter.REFERENCE_TARGET, without importing it
+MODES = ("fork", "inprocess")  # chaos._scenario.MODES (a test checks they agree)
+RECORD_KEY = "crashgate"
+
+HELP_GROUP = "crashgate: crash-test a durable workflow (fault plans, crash matrix)"
+HELP_TARGET = (
+    "adapter of the engine under test, as MODULE:ATTR (default: chaos:reference_adapter). "
+    "Environment: CRASHGATE_TARGET; ini: chaos_target."
+)
+HELP_MODE = (
+    "how a worker dies at a crash point: fork (a real SIGKILL in a forked child; default) or "
+    "inprocess (faster and weaker: finally blocks still run). Environment: CRASHGATE_MODE; ini: chaos_mode."
+)
+HELP_SEED = (
+    "seed of every RNG in a scenario (default 0); the same seed replays the same run. "
+    "Environment: CRASHGATE_SEED; ini: chaos_seed."
+)
+HELP_POINTS = (
+    "which crash points to run: all (default), N (a seeded sample of N per plan and per matrix), or one "
+    "point as [GROUP::]POINT, e.g. extract::_worker.run_once:L57#1. Environment: CRASHGATE_POINTS; ini: chaos_points."
+)
+HELP_REPORT = (
+    "write the HTML crash report (the traced source, each line coloured by outcome) to this path. "
+    "Environment: CRASHGATE_REPORT; ini: chaos_report (relative to the ini file's directory)."
+)
+HELP_MARKER = (
+    "crash_matrix(target=None, families=None): a crash-matrix test. Its keyword arguments are the "
+    "defaults of the crash_matrix and chaos_world fixtures; select or skip such tests with -m crash_matrix."
+)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its command-line flag, environment variable, ini key, default and help."""
+
+    key: str
+    flag: str
+    env: str
+    ini: str
+    default: str
+    help: str
+
+
+OPTIONS = (
+    Option("target", "--chaos-target", "CRASHGATE_TARGET", "chaos_target", REFERENCE_TARGET, HELP_TARGET),
+    Option("mode", "--chaos-mode", "CRASHGATE_MODE", "chaos_mode", "fork", HELP_MODE),
+    Option("seed", "--chaos-seed", "CRASHGATE_SEED", "chaos_seed", "0", HELP_SEED),
+    Option("points", "--chaos-points", "CRASHGATE_POINTS", "chaos_points", "all", HELP_POINTS),
+    Option("report", "--chaos-report", "CRASHGATE_REPORT", "chaos_report", "", HELP_REPORT),
+)
+_POINT_FORM = re.compile(r"^(?:[^:\s]+::)?\S+:L\d+#\d+$")
+_TARGET_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved settings, and where each came from (for error messages and the summary)."""
+
+    target: str
+    mode: str
+    seed: int
+    points: str
+    report: str | None
+    sources: dict[str, str]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("crashgate", HELP_GROUP)
+    for option in OPTIONS:
+        group.addoption(option.flag, dest=f"chaos_{option.key}", default=None, metavar=option.key.upper(), help=option.help)
+        parser.addini(option.ini, help=option.help, default=None)
+
+
+def resolve(config: pytest.Config) -> Settings:
+    """Command line, then environment variable, then ini key, then the default."""
+    values: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for option in OPTIONS:
+        cli = config.getoption(f"chaos_{option.key}", default=None)
+        env = os.environ.get(option.env)
+        ini = config.getini(option.ini)
+        if cli is not None:
+            values[option.key], sources[option.key] = str(cli), f"command line {option.flag}"
+        elif env is not None and env != "":
+            values[option.key], sources[option.key] = env, f"environment variable {option.env}"
+        elif ini not in (None, ""):
+            values[option.key], sources[option.key] = str(ini).strip(), f"ini key {option.ini}"
+        else:
+            values[option.key], sources[option.key] = option.default, "default"
+    return Settings(
+        target=_check_target(values["target"], sources["target"]),
+        mode=_check_choice("mode", values["mode"], sources["mode"], MODES),
+        seed=_check_seed(values["seed"], sources["seed"]),
+        points=_check_points(values["points"], sources["points"]),
+        report=_report_path(config, values["report"], sources["report"]),
+        sources=sources,
+    )
+
+
+def _check_target(value: str, source: str) -> str:
+    if not _TARGET_FORM.match(value):
+        raise pytest.UsageError(f"crashgate target {value!r} (from {source}) must look like MODULE:ATTR, e.g. {REFERENCE_TARGET}")
+    return value
+
+
+def _check_choice(key: str, value: str, source: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise pytest.UsageError(f"crashgate {key} {value!r} (from {source}) is not allowed; choose one of: {', '.join(allowed)}")
+    return value
+
+
+def _check_seed(value: str, source: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise pytest.UsageError(f"crashgate seed {value!r} (from {source}) must be an integer, e.g. 0") from None
+
+
+def _check_points(value: str, source: str) -> str:
+    value = value.strip()
+    if value == "all" or (value.isdigit() and int(value) > 0) or _POINT_FORM.match(value):
+        return value
+    raise pytest.UsageError(
+        f"crashgate points {value!r} (from {source}) is not allowed; use all, a sample size N > 0, "
+        "or one point as [GROUP::]POINT, e.g. extract::_worker.run_once:L57#1"
+    )
+
+
+def _report_path(config: pytest.Config, value: str, source: str) -> str | None:
+    if not value:
+        return None
+    if source.startswith("ini"):
+        base = config.inipath.parent if config.inipath else config.rootpath
+    else:
+        base = config.invocation_params.dir
+    return os.path.join(str(base), os.path.expanduser(value))
+
+
+# -- session state ------------------------------------------------------------------------------
+class _State:
+    """What one pytest process keeps: settings, loaded adapters, prepared plans, records."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.records: list[dict[str, Any]] = []
+        self._workdir: str | None = None
+        self._adapters: dict[str, Any] = {}
+        self._prepared: dict[tuple[str, str, int], Any] = {}
+        self._scratch_count = 0
+        self.sent_executable: set[str] = set()
+
+    def workdir(self) -> str:
+        if self._workdir is None:
+            from chaos._matrix import scratch_dir
+
+            self._workdir = scratch_dir()
+        return self._workdir
+
+    def scratch(self, prefix: str) -> str:
+        self._scratch_count += 1
+        path = os.path.join(self.workdir(), f"{prefix}-{self._scratch_count}")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def adapter(self, target: str) -> Any:
+        if target not in self._adapters:
+            from chaos._adapter import load_adapter
+
+            self._adapters[target] = load_adapter(target)
+        return self._adapters[target]
+
+    def prepared(self, plan: Any, target: str) -> Any:
+        """A plan's points, prepared once per process (collection and every run reuse them)."""
+        key = (plan.file or os.path.abspath(plan.path), target, self.settings.seed)
+        if key not in self._prepared:
+            from chaos._plan_runner import prepare_points
+
+            self._prepared[key] = prepare_points(plan, self.adapter(target), self.scratch("plan"), seed=self.settings.seed)
+        return self._prepared[key]
+
+    def cleanup(self) -> None:
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def _state(config: pytest.Config) -> _State:
+    return config.stash[_STATE]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}{HELP_MARKER[len(MARKER):]}")
+    state = config.stash[_STATE] = _State(config, resolve(config))
+    config.pluginmanager.register(_Reporter(state), f"crashgate-reporter-{id(config)}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        state.cleanup()
+
+
+# -- fault plans --------------------------------------------------------------------------------
+def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix == ".toml" and file_path.parent.name == PLAN_DIR:
+        return PlanFile.from_parent(parent, path=file_path)
+    return None
+
+
+class CrashFailure(Exception):
+    """A crash point or scenario that broke an invariant or an expectation; its text explains."""
+
+
+class PlanFile(pytest.File):
+    """``fault_plans/NAME.toml``: a baseline, a group per step with an item per point, scenarios."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        from chaos._plan_runner import select_points
+        from chaos._plans import PlanError, check_against, load_plan
+
+        state = _state(self.config)
+        shown = self.nodeid or str(self.path)
+        try:
+            plan = load_plan(self.path, shown=shown)
+            target = plan.target or state.settings.target
+            adapter = state.adapter(target)
+            check_against(plan, adapter)
+            prepared = state.prepared(plan, target) if plan.points is not None else None
+        except (PlanError, ValueError) as exc:
+            raise self.CollectError(str(exc)) from None
+        self.plan, self.target = plan, target
+        if prepared is not None:
+            yield PlanBaseline.from_parent(self, name="baseline", prepared=prepared)
+            chosen = select_points(prepared, state.settings.points, seed=state.settings.seed)
+            for group in prepared.group_names():
+                indexes = [i for i in chosen if prepared.groups[i] == group]
+                if indexes:
+                    yield PlanGroup.from_parent(self, name=group, prepared=prepared, indexes=indexes)
+        for scenario in plan.scenarios:
+            yield PlanScenario.from_parent(self, name=scenario.name, scenario=scenario)
+
+
+class PlanGroup(pytest.Collector):
+    """``PLAN::GROUP``: the points reached while the job was in one step (or claim, release, send)."""
+
+    def __init__(self, *, prepared: Any, indexes: list[int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.prepared = prepared
+        self.indexes = indexes
+
+    def collect(self) -> Iterator[pytest.Item]:
+        points = self.prepared.family.points
+        for index in self.indexes:
+            yield PlanPoint.from_parent(self, name=points[index].id, prepared=self.prepared, index=index)
+
+
+class _PlanItem(pytest.Item):
+    """What every fault-plan item shares: the plan, its marker, its failure text, its record."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_marker(MARKER)
+        self.plan_file: PlanFile = self.getparent(PlanFile)  # type: ignore[assignment]
+
+    @property
+    def plan(self) -> Any:
+        return self.plan_file.plan
+
+    def replay(self) -> str:
+        s = _state(self.config).settings
+        parts = ["python", "-m", "pytest", self.nodeid, "--chaos-mode", s.mode, "--chaos-seed", str(s.seed)]
+        if self.plan.target is None and s.target != REFERENCE_TARGET:
+            parts += ["--chaos-target", s.target]
+        return " ".join(shlex.quote(p) for p in parts)
+
+    def record(self, **fields: Any) -> dict[str, Any]:
+        s = _state(self.config).settings
+        rec = {
+            "nodeid": self.nodeid,
+            "plan": self.plan_file.nodeid,
+            "lesson": self.plan.lesson,
+            "target": self.plan_file.target,
+            "mode": s.mode,
+            "seed": s.seed,
+            "replay": self.replay(),
+            **fields,
+        }
+        self.user_properties.append((RECORD_KEY, rec))
+        return rec
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        if isinstance(excinfo.value, CrashFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+
+class PlanPoint(_PlanItem):
+    """``PLAN::GROUP::POINT``: kill the worker at one point, recover, check every invariant."""
+
+    def __init__(self, *, prepared: Any, index: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.prepared = prepared
+        self.index = index
+
+    def runtest(self) -> None:
+        from chaos._plan_runner import run_plan_point
+
+        state = _state(self.config)
+        adapter = state.adapter(self.plan_file.target)
+        point = self.prepared.family.points[self.index]
+        outcome, failures = run_plan_point(
+            self.prepared, self.index, adapter, state.scratch("point"), seed=state.settings.seed, mode=state.settings.mode
+        )
+        if outcome.exit not in ("killed",):
+            failures = failures + [_not_killed(outcome.exit)]
+        extra = {}
+        family_key = f"{self.plan_file.nodeid}@{self.plan_file.target}"
+        if family_key not in state.sent_executable:  # once per process: the controller merges them
+            state.sent_executable.add(family_key)
+            extra["executable"] = {f: sorted(lines) for f, lines in self.prepared.family.executable.items()}
+        rec = self.record(
+            kind="point",
+            group=self.parent.name if self.parent else "",
+            point=point.id,
+            file=point.file,
+            line=point.line,
+            hit=point.hit,
+            function=point.function,
+            source=_source(point.file, point.line),
+            exit=outcome.exit,
+            held=outcome.held and not failures,
+            violations=[[v.invariant, v.detail] for v in outcome.violations],
+            failures=failures,
+            wasted=outcome.wasted_calls,
+            seconds=round(outcome.seconds, 5),
+            **extra,
+        )
+        if not rec["held"]:
+            raise CrashFailure(explain(rec))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        point = self.prepared.family.points[self.index]
+        return self.path, None, f"crash at {point.id} ({os.path.basename(point.file)}:{point.line})"
+
+
+class PlanBaseline(_PlanItem):
+    """``PLAN::baseline``: the plan's iteration with no crash must already hold."""
+
+    def __init__(self, *, prepared: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.prepared = prepared
+
+    def runtest(self) -> None:
+        from chaos._plan_runner import _expect_failures
+
+        base = self.prepared.family.baseline
+        failures: list[str] = []
+        expect = self.plan.points.expect
+        if expect is not None:
+            calls: dict[str, int] = {}
+            for key, count in base.calls.items():
+                step = key.rpartition(":")[2]
+                calls[step] = calls.get(step, 0) + count
+            from collections import Counter
+
+            failures = _expect_failures(expect, states=base.final_states, calls_by_step=Counter(calls), applied=base.applied, wasted=base.wasted_calls)
+        rec = self.record(
+            kind="baseline",
+            held=base.held and not failures,
+            violations=[[v.invariant, v.detail] for v in base.violations],
+            failures=failures,
+            wasted=base.wasted_calls,
+            seconds=round(base.seconds, 5),
+        )
+        if not rec["held"]:
+            raise CrashFailure(explain(rec))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, "baseline (no crash)"
+
+
+class PlanScenario(_PlanItem):
+    """``PLAN::NAME``: a scripted scenario, drained and checked."""
+
+    def __init__(self, *, scenario: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scenario = scenario
+
+    def runtest(self) -> None:
+        from chaos._plan_runner import run_scenario
+
+        state = _state(self.config)
+        adapter = state.adapter(self.plan_file.target)
+        result = run_scenario(self.scenario, adapter, state.scratch("scenario"), seed=state.settings.seed)
+        rec = self.record(
+            kind="scenario",
+            name=self.scenario.name,
+            lesson=self.scenario.lesson,
+            held=result.held,
+            violations=[[v.invariant, v.detail] for v in result.violations],
+            failures=result.failures,
+            wasted=result.wasted_calls,
+            seconds=round(result.seconds, 5),
+        )
+        if not rec["held"]:
+            raise CrashFailure(explain(rec))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"scenario {self.scenario.name}"
+
+
+def _not_killed(exit_kind: str) -> str:
+    if exit_kind == "not-reached":
+        return "the worker never reached this point when run again: the iteration is not deterministic"
+    return f"the doomed worker ended with {exit_kind!r} instead of dying at the point (it raised an exception)"
+
+
+def _source(path: str, line: int) -> str:
+    import linecache
+
+    return linecache.getline(path, line).strip()
+
+
+def explain(rec: dict[str, Any]) -> str:
+    """The failure text of one record: what broke, what was seen, why it matters, how to replay."""
+    from chaos._plan_runner import why
+
+    out: list[str] = []
+    if rec["kind"] == "point":
+        out.append(f"crash at {rec['point']} (job in {rec['group']!r}), then recovery")
+        out.append(f"  {os.path.relpath(rec['file']) if rec['file'].startswith(os.getcwd()) else rec['file']}:{rec['line']}: {rec['source']}")
+    elif rec["kind"] == "baseline":
+        out.append("the plan's iteration without any crash")
+    else:
+        out.append(f"scenario {rec['name']!r}")
+    for invariant, detail in rec["violations"]:
+        out.append(f"VIOLATED {invariant}: {detail}")
+        reason = why(invariant)
+        if reason:
+            out.append(f"  why it matters: {reason}")
+    for failure in rec["failures"]:
+        out.append(f"FAILED {failure}")
+    out.append(f"lesson: {rec['lesson']}")
+    out.append(f"wasted calls: {rec['wasted']}")
+    out.append(f"replay: {rec['replay']}")
+    return "\n".join(out)
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+def _marker_defaults(request: pytest.FixtureRequest) -> dict[str, Any]:
+    marker = request.node.get_closest_marker(MARKER)
+    return dict(marker.kwargs) if marker is not None else {}
+
+
+@pytest.fixture
+def chaos_world(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    """A fresh engine database and world (a :class:`chaos.Sandbox`) for the configured target.
+
+    >>> def test_a_job_is_delivered(chaos_world):       # doctest: +SKIP
+    ...     chaos_world.submit("doc-1")
+    ...     chaos_world.drain()
+    ...     assert chaos_world.states() == {"doc-1": "delivered"}
+    ...     assert chaos_world.check() == []
+    """
+    from chaos._sandbox import Sandbox
+
+    state = _state(request.config)
+    target = _marker_defaults(request).get("target") or state.settings.target
+    box = Sandbox(state.adapter(target), str(tmp_path / "crashgate"), seed=state.settings.seed)
+    yield box
+    box.close()
+
+
+@pytest.fixture
+def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Run the crash matrix with the plugin's settings; fail the test, explained, on a violation.
+
+    Keyword arguments (each defaults to the ``crash_matrix`` marker's, then to the settings):
+    ``target``, ``families``, ``scenarios``, ``mode``, ``seed``, ``points``, ``deep``, ``check``
+    (default True: fail on any violation; False: just return the :class:`chaos.MatrixReport`).
+
+    >>> @pytest.mark.crash_matrix(families=["clean", "sender"])   # doctest: +SKIP
+    ... def test_my_engine_survives_a_crash_anywhere(crash_matrix):
+    ...     report = crash_matrix()
+    ...     assert report.points > 0
+    """
+    state = _state(request.config)
+    defaults = _marker_defaults(request)
+
+    def run(**kwargs: Any) -> Any:
+        from chaos._matrix import run_matrix
+
+        options = {**defaults, **kwargs}
+        unknown = set(options) - {"target", "families", "scenarios", "mode", "seed", "points", "deep", "check"}
+        if unknown:
+            raise TypeError(f"crash_matrix() got unknown arguments {sorted(unknown)}; see the fixture's docstring")
+        s = state.settings
+        target = options.get("target") or s.target
+        mode = options.get("mode") or s.mode
+        seed = s.seed if options.get("seed") is None else int(options["seed"])
+        points = str(options.get("points") or s.points)
+        sample = int(points) if points.isdigit() else None
+        point = points if "::" in points else None
+        report = run_matrix(
+            target if isinstance(target, str) else target,
+            mode=mode,
+            seed=seed,
+            deep=options.get("deep", True),
+            families=options.get("families"),
+            scenarios=options.get("scenarios"),
+            point=point,
+            sample=sample,
+            workdir=state.scratch("matrix"),
+        )
+        records = _matrix_records(request.node.nodeid, report)
+        for rec in records:
+            request.node.user_properties.append((RECORD_KEY, rec))
+        bad = [rec for rec in records if not rec["held"]]
+        if bad and options.get("check", True):
+            text = "\n\n".join(explain(rec) for rec in bad[:5])
+            more = f"\n\n... and {len(bad) - 5} more" if len(bad) > 5 else ""
+            pytest.fail(f"{len(bad)} of {report.points} crash points violated an invariant\n\n{text}{more}", pytrace=False)
+        return report
+
+    return run
+
+
+def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    first = True
+    for name, base in report.baselines.items():
+        out.append({
+            "nodeid": f"{nodeid}::{name}::baseline", "plan": nodeid, "lesson": report.lessons.get(name, ""),
+            "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "baseline",
+            "held": base.held, "violations": [[v.invariant, v.detail] for v in base.violations], "failures": [],
+            "wasted": base.wasted_calls, "seconds": round(base.seconds, 5), "replay": "",
+        })
+    for r in report.results:
+        rec = {
+            "nodeid": f"{nodeid}::{r.id}", "plan": nodeid, "lesson": report.lessons.get(r.family, ""),
+            "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "point",
+            "group": r.family, "point": r.point.id, "file": r.point.file, "line": r.point.line, "hit": r.point.hit,
+            "function": r.point.function, "source": r.source, "exit": r.outcome.exit,
+            "held": r.outcome.held, "violations": [[v.invariant, v.detail] for v in r.outcome.violations],
+            "failures": [], "wasted": r.outcome.wasted_calls, "seconds": round(r.outcome.seconds, 5), "replay": r.replay,
+        }
+        if first:
+            rec["executable"] = {f: sorted(lines) for f, lines in report.executable.items()}
+            first = False
+        out.append(rec)
+    return out
+
+
+@pytest.fixture
+def chaos_state_machine(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """The state-machine factory ``chaos.machine.state_machine_test`` with the plugin's target.
+
+    Skips, with the reason, where this crashgate has no state-machine explorer.
+    """
+    try:
+        from chaos.machine import state_machine_test  # type: ignore[import-not-found]
+    except ImportError as exc:
+        pytest.skip(f"the crashgate state-machine explorer (chaos.machine.state_machine_test) is not available: {exc}")
+    state = _state(request.config)
+    defaults = _marker_defaults(request)
+
+    def make(target: str | None = None, **kwargs: Any) -> Any:
+        return state_machine_test(target or defaults.get("target") or state.settings.target, **kwargs)
+
+    return make
+
+
+# -- summary and report -------------------------------------------------------------------------
+class _Reporter:
+    """Collects every crashgate record (from this process's items or, under xdist, from the
+    workers' reports) and prints the summary once, in the controller."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        self.state.records.extend(value for key, value in report.user_properties if key == RECORD_KEY)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if hasattr(config, "workerinput"):  # an xdist worker: the controller prints the summary
+            return
+        state = self.state
+        if not state.records:
+            if state.settings.report:
+                terminalreporter.write_line(f"crashgate: no crash points or scenarios ran; no report written to {state.settings.report}")
+            return
+        from chaos._report import summarize, terminal_lines, write_html
+
+        summary = summarize(state.records, rootdir=str(config.rootpath))
+        terminalreporter.section("crashgate")
+        for line in terminal_lines(summary):
+            terminalreporter.write_line(line)
+        if state.settings.report:
+            write_html(state.settings.report, summary)
+            terminalreporter.write_line(f"crash report: {state.settings.report}")
