@@ -18,7 +18,7 @@ from ._scenario import MODES
 
 __all__ = ["main", "COMMANDS", "format_report"]
 
-COMMANDS = ("matrix",)
+COMMANDS = ("matrix", "demo", "soak")
 SOURCE_CHARS_MAX = 60
 
 
@@ -36,11 +36,19 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("-n", "--jobs", type=int, default=1, help="processes to spread points over (default 1)")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     m.add_argument("--quiet", action="store_true", help="print only violations and the summary")
+    from . import _demo, _soak  # the fleet commands: workers, sender and monkey as real processes
+
+    _demo.add_arguments(sub.add_parser("demo", help="workers SIGKILLed at random while documents go through; nothing lost"))
+    _soak.add_arguments(sub.add_parser("soak", help="a long kill-and-restart run on sqlite or postgresql, then every invariant"))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("demo", "soak"):
+        from . import _demo, _soak
+
+        return _demo.run_demo(args) if args.command == "demo" else _soak.run_soak(args)
     if args.command == "matrix":
         try:
             report = run_matrix(
