@@ -107,6 +107,12 @@ COMPLETE_KEEP_LEASE = (
     "next_run_at = :until, updated = :now "
     "WHERE id = :id AND state = :from AND lease_token = :token"
 )
+# ... the same, when the worker keeps the lease it holds: the lease columns (and so the job_due
+# index entry) are left as they are.
+COMPLETE_KEEP_LEASE_AS_IS = (
+    "UPDATE job SET state = :to, attempts = 0, last_error = NULL, updated = :now "
+    "WHERE id = :id AND state = :from AND lease_token = :token"
+)
 COMPLETE_RELEASE = (
     "UPDATE job SET state = :to, attempts = 0, last_error = NULL, result = :result, "
     "next_run_at = :next_run_at, lease_owner = NULL, lease_until = NULL, updated = :now "
@@ -366,7 +372,8 @@ class SqliteStore:
     ) -> bool:
         """Commit a step's memo, its outbox rows and the state advance as ONE fenced transaction.
 
-        ``next_state`` (the next step's working state) keeps the lease, renewed to ``lease_until``,
+        ``next_state`` (the next step's working state) keeps the lease, renewed to ``lease_until``
+        (left as it is when that is the lease the claim already holds),
         and moves on in the same transaction; otherwise the job is released, claimable again at ``release_at`` (None: never).
         Returns False, having written nothing, if the lease was taken over.
         """
@@ -377,6 +384,8 @@ class SqliteStore:
                     COMPLETE_RELEASE,
                     {**ident, "to": done_state, "from": from_state, "result": result_json, "next_run_at": release_at},
                 ).rowcount
+            elif lease_until == claim.lease_until:
+                moved = conn.execute(COMPLETE_KEEP_LEASE_AS_IS, {**ident, "to": done_state, "from": from_state}).rowcount
             else:
                 moved = conn.execute(
                     COMPLETE_KEEP_LEASE, {**ident, "to": done_state, "from": from_state, "until": lease_until}

@@ -40,6 +40,10 @@ LEASE_S_DEFAULT = 120.0
 # A heartbeat writes only when less than this fraction of the lease is left: a step may call
 # ``ctx.heartbeat()`` as often as it likes without a commit each time.
 HEARTBEAT_RENEW_FRACTION = 2 / 3
+# A step completion renews the lease for the next step unless it was taken or renewed less than
+# this long ago (capped at half the gap between the lease and the longest step timeout, so the next
+# step always starts with more lease left than its timeout).
+LEASE_RENEW_SLACK_S_MAX = 1.0
 # The threaded runner wakes 4 times per heartbeat interval (or per timeout, if shorter) to check the
 # timeout and heartbeat. As the timeout is shorter than the lease, a step reaches it in fewer than
 # 12 waits; this bound only stops the loop if the monotonic clock itself stalls.
@@ -220,8 +224,10 @@ class Worker:
         if lease_s <= 0:
             raise InvalidInput(f"lease_s={lease_s!r} must be > 0")
         timeout = step_timeout_s if step_timeout_s is not None else lease_s * 0.75
+        longest_timeout = 0.0
         for step in workflow.steps:
             step_timeout = step.timeout_s if step.timeout_s is not None else timeout
+            longest_timeout = max(longest_timeout, step_timeout)
             if not 0 < step_timeout < lease_s:
                 raise InvalidInput(
                     f"step {step.name!r} timeout {step_timeout}s must be > 0 and shorter than the lease "
@@ -240,6 +246,7 @@ class Worker:
         self.backoff_s_max = backoff_s_max
         self.threaded = threaded
         self.heartbeat_every_s = self.lease_s / 3
+        self.renew_slack_s = min(LEASE_RENEW_SLACK_S_MAX, (self.lease_s - longest_timeout) / 2)
         self._db_lock = threading.Lock()
         self._runner: _StepThread | None = None
         self._starts = {
@@ -367,6 +374,13 @@ class Worker:
         if nxt is not None:
             self.workflow.check(step.done_state, nxt.working_state)
         final = step.done_state == self.workflow.final_state
+        # Renew the lease for the next step, unless it was taken or renewed within renew_slack_s:
+        # the next step then still starts with more lease left than its timeout, and rewriting the
+        # lease (and with it the claim index) in every completion would cost a page write for nothing.
+        if claim.lease_until - now > self.lease_s - self.renew_slack_s:
+            lease_until = claim.lease_until
+        else:
+            lease_until = now + self.lease_s
         with self._db_lock:
             ok = self.store.complete(
                 claim,
@@ -378,7 +392,7 @@ class Worker:
                 effects=effects,
                 next_state=None if nxt is None else nxt.working_state,
                 release_at=None if final else now,
-                lease_until=now + self.lease_s,
+                lease_until=lease_until,
                 result_json=output_json if final else None,
                 write_memo=write_memo,
                 now=now,
@@ -390,7 +404,7 @@ class Worker:
         if nxt is None:
             return ("done" if final else "advanced"), None
         # Built directly: dataclasses.replace is several times slower, and this runs on every step.
-        return "advanced", Claim(claim.job_id, nxt.working_state, claim.payload_json, 0, claim.token, now + self.lease_s)
+        return "advanced", Claim(claim.job_id, nxt.working_state, claim.payload_json, 0, claim.token, lease_until)
 
     # -- leaving a step without a result ---------------------------------------------------------
     def _failed(self, claim: Claim, step: Step, exc: BaseException) -> str:
