@@ -141,7 +141,7 @@ def format_result(result: TrialResult, *, replay: str) -> str:
     kills = run.kills
     workers_killed = sum(1 for k in kills if k.role == "worker")
     out = ["", "== the four operating queries (python -m engine status) ==", result.status_text, ""]
-    out.append(f"throughput:  {f['jobs']:,} jobs settled in {run.seconds:.1f} s ({f['jobs'] / max(run.seconds, 1e-9):.1f} jobs/s)")
+    out.append(f"throughput:  {f['jobs']:,} jobs settled in {result.settle_s:.1f} s ({result.jobs_per_s:.1f} jobs/s)")
     out.append(f"total spend: ${f['spend_usd']:.4f} over {f['paid_calls']:,} paid model calls "
                f"(${f['memoised_usd']:.4f} of it memoised)")
     out.append(f"wasted spend: ${f['wasted_usd']:.4f} ({_n(f['wasted_calls'], 'call')} paid but not memoised: "

@@ -120,6 +120,7 @@ class FleetRun:
     kills: list[Kill] = field(default_factory=list)
     unexpected_exits: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    started_at: float = 0.0  # wall clock, when the first process was started
     drained: bool = False
     last: Progress | None = None
 
@@ -238,6 +239,7 @@ class Fleet:
         run = FleetRun()
         poller = _Poller(c.db, total, self.settled_states)
         self.t0 = time.monotonic()
+        run.started_at = time.time()
         deadline = self.t0 + c.timeout_s
         next_kill = self.t0 + self._gap()
         last_kill = self.t0

@@ -43,6 +43,11 @@ class TrialResult:
     status_text: str
     status: dict[str, Any]
     documents: dict[str, int] = field(default_factory=dict)
+    settle_s: float = 0.0  # from the first process's start to the last job's last state change
+
+    @property
+    def jobs_per_s(self) -> float:
+        return self.verdict.figures["jobs"] / max(self.settle_s, 1e-9)
 
     @property
     def ok(self) -> bool:
@@ -106,6 +111,7 @@ class Trial:
         store = adapter.make_store(self.config.db)
         try:
             report = status(store, now=time.time(), settled_states=adapter.settled_states())
+            settle_s = max(job.updated for job in store.jobs()) - run.started_at
         finally:
             store.close()
-        return TrialResult(self.config, run, verdict, format_status(report), report, documents)
+        return TrialResult(self.config, run, verdict, format_status(report), report, documents, settle_s)
