@@ -24,7 +24,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine import GeneratedDocuments, LocalModel, SqliteStore, Worker, reference_workflow, send_outbox
+from engine import (
+    GeneratedDocuments,
+    LocalModel,
+    SqliteStore,
+    Worker,
+    reference_workflow,
+    send_outbox,
+)
 
 from ._measure import peak_rss_mib, temp_dir
 

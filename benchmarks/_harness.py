@@ -13,7 +13,8 @@ if its ``rows`` raises, says that in one line instead).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._measure import Row
 

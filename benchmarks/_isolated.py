@@ -73,10 +73,10 @@ class IsolatedSession:
         finally:
             _stop(self._proc)
 
-    def __enter__(self) -> "IsolatedSession":
+    def __enter__(self) -> IsolatedSession:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _reply(self) -> Any:

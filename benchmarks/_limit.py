@@ -3,6 +3,7 @@
 Every crashgate state change is such a transaction (plus the rows it carries), so this is the rate
 no engine on the same file and the same ``synchronous`` setting can beat per commit.
 
+>>> from benchmarks._measure import temp_dir
 >>> with temp_dir() as d:
 ...     cas_commits_per_s(d, commits=50, synchronous="NORMAL") > 0
 True
@@ -13,8 +14,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-
-from ._measure import temp_dir
 
 __all__ = ["cas_commits_per_s", "ROWS"]
 

@@ -20,9 +20,10 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Row", "Sizes", "median", "ratio", "temp_dir", "peak_rss_mib", "machine", "skipped"]
 
@@ -87,7 +88,7 @@ class Sizes:
     claims: int  # claims timed one by one per scaling measurement
 
     @classmethod
-    def for_mode(cls, quick: bool, runs: int | None = None) -> "Sizes":
+    def for_mode(cls, quick: bool, runs: int | None = None) -> Sizes:
         if quick:
             return cls(True, runs or 1, 20, 10, 200, 20, 20, 5, 100, 1_000, 1_000, 20, 20)
         return cls(False, runs or 5, 2_000, 500, 20_000, 2_000, 2_000, 300, 1_000, 100_000, 100_000, 500, 200)

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ._crashgate import STEPS, end_to_end, steps_us_per_job
 from ._harness import harness_rows
 from ._isolated import IsolatedFailure, IsolatedSession, call_isolated
 from ._limit import cas_commits_per_s
 from ._measure import Row, Sizes, median, ratio, skipped, temp_dir
-from ._scaling import ScalingDb, worker_rss_mib
+from ._scaling import ScalingDb
 
 __all__ = ["collect", "Report", "SYNC_LEVELS"]
 
@@ -113,9 +113,6 @@ def _crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str], None]) ->
         )
     rows.append(Row("crashgate.step_work_us", "the 4 steps' own work, called directly", step_work_us,
                     "us/job", note="subtracted above"))
-    rss = max(r.worker_rss_mib for config, runs in results.items() if config.workers > 1 for r in runs)
-    rows.append(Row("crashgate.worker_rss_mib", "peak RSS of a worker process (2-worker runs)", rss, "MiB",
-                    note="resource.getrusage ru_maxrss"))
     keyed = by_key(rows)
     for sync in SYNC_LEVELS:
         limit_key = f"crashgate.1w.inline.{sync.lower()}"
@@ -238,5 +235,5 @@ def _scaling_rows(directory: str, sizes: Sizes) -> list[Row]:
     rss = call_isolated("benchmarks._scaling", "worker_rss_mib", {"path": dbs["backlog_large"].path, "jobs": sizes.scaling_jobs},
                         timeout_s=PEER_TIMEOUT_S)
     rows.append(Row("scaling.worker_rss_mib", f"peak RSS of a worker, {large:,} backlog", rss, "MiB",
-                    note=f"fresh process, {sizes.scaling_jobs} jobs"))
+                    note=f"fresh process, {sizes.scaling_jobs} jobs; getrusage ru_maxrss"))
     return rows

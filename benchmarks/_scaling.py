@@ -6,6 +6,7 @@ directly in their final shape by SQL, since only their presence matters). Each m
 tops the backlog up to its size, then times single claims one by one, then runs jobs through
 ``Worker.run_once`` (steps inline, so the figure is the engine's and not thread hand-off noise).
 
+>>> from benchmarks._measure import temp_dir
 >>> with temp_dir() as d:
 ...     db = ScalingDb.create(d, "tiny", backlog=30, finished=10)
 ...     m = db.measure(claims=5, jobs=5)
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from engine import SqliteStore, Worker
 
 from ._crashgate import _workflow
-from ._measure import peak_rss_mib, temp_dir
+from ._measure import peak_rss_mib
 
 __all__ = ["ScalingDb", "Measurement", "worker_rss_mib"]
 
@@ -58,7 +59,7 @@ class ScalingDb:
         self._next_id = 0
 
     @classmethod
-    def create(cls, directory: str, name: str, *, backlog: int, finished: int) -> "ScalingDb":
+    def create(cls, directory: str, name: str, *, backlog: int, finished: int) -> ScalingDb:
         db = cls(os.path.join(directory, f"scaling-{name}.db"), backlog)
         if finished:
             db._add_finished(finished)

@@ -16,8 +16,7 @@ import types
 
 import pytest
 
-from benchmarks import Sizes, harness_rows
-from benchmarks import _run
+from benchmarks import Sizes, _run, harness_rows
 from benchmarks._harness import SKIPPED
 
 QUICK_TIMEOUT_S = 300  # generous: CI machines are shared; the quick run normally takes seconds
