@@ -90,6 +90,9 @@ def run_demo(args: argparse.Namespace, *, out: TextIO | None = None, receiver_de
     except NotEmpty as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # every process was stopped on the way out
+        print("interrupted: no verdict", file=sys.stderr)
+        return 130
     finally:
         if temporary:
             shutil.rmtree(directory, ignore_errors=True)

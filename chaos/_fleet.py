@@ -203,19 +203,27 @@ class Fleet:
     def _kill(self, slot: _Slot, run: FleetRun) -> None:
         assert slot.proc is not None
         victim = slot.id
-        os.kill(slot.proc.pid, signal.SIGKILL)
+        try:
+            os.kill(slot.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it died by itself a moment ago: _reap reports it
+            return
         slot.proc.join(STOP_WAIT_S)
         run.kills.append(Kill(round(time.monotonic() - self.t0, 3), victim, slot.role))
         self._start(slot)
 
-    def _reap(self, run: FleetRun) -> None:
-        """Restart a process that died by itself (a bug: it is reported with its log's tail)."""
+    def _reap(self, run: FleetRun) -> bool:
+        """Restart a process that died by itself (a bug: it is reported with its log's tail).
+
+        Returns False once too many did: restarting a process that keeps dying proves nothing.
+        """
         for slot in self.slots:
             if slot.proc is None or slot.proc.is_alive():
                 continue
-            if len(run.unexpected_exits) < UNEXPECTED_EXITS_MAX:
-                run.unexpected_exits.append(f"{slot.id} exited by itself with status {slot.proc.exitcode}:\n{self._tail(slot)}")
-                self._start(slot)
+            run.unexpected_exits.append(f"{slot.id} exited by itself with status {slot.proc.exitcode}:\n{self._tail(slot)}")
+            if len(run.unexpected_exits) >= UNEXPECTED_EXITS_MAX:
+                return False
+            self._start(slot)
+        return True
 
     def _tail(self, slot: _Slot) -> str:
         try:
@@ -259,7 +267,8 @@ class Fleet:
                     if run.last.done:
                         run.drained = True
                         break
-                self._reap(run)
+                if not self._reap(run):
+                    break
                 fraction = run.last.settled / max(1, total) if run.last else 0.0
                 if c.kill_every_s > 0 and c.kills_due(kills=len(run.kills), settled_fraction=fraction):
                     next_kill = min(next_kill, last_kill + CATCH_UP_GAP_S)

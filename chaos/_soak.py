@@ -98,6 +98,9 @@ def run_soak(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     except (NotEmpty, _Unavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # every process (and a throwaway server) was stopped on the way out
+        print("interrupted: no verdict", file=sys.stderr)
+        return 130
     figures = soak_figures(result, backend=args.backend)
     if args.json:
         print(json.dumps(figures, sort_keys=True), file=out, flush=True)
