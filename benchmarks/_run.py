@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from chaos._soak import throughput_rows as backend_throughput_rows
+
 from ._crashgate import STEPS, end_to_end, steps_us_per_job
 from ._harness import harness_rows
 from ._isolated import IsolatedFailure, IsolatedSession, call_isolated
@@ -66,6 +68,8 @@ def collect(sizes: Sizes, *, peers: bool = True, progress: Callable[[str], None]
             rows += _peer_rows(directory, sizes, say)
         say("scaling")
         rows += _scaling_rows(directory, sizes)
+    say("backends: jobs/s with 1, 2 and 4 worker processes, 20 ms model latency")
+    rows += [Row(**row) for row in backend_throughput_rows(sizes.quick)]
     say("harness")
     harness, message = harness_rows(sizes.quick)
     rows += harness

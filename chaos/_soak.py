@@ -240,8 +240,9 @@ def format_soak(result: TrialResult, figures: dict[str, Any]) -> str:
 def throughput_rows(quick: bool, *, backends: Sequence[str] = BACKENDS) -> list[dict[str, Any]]:
     """Jobs/s with 1, 2 and 4 workers on each backend, 20 ms per model call, no monkey.
 
-    Each row is ``{"key", "label", "value", "unit", "note"}``; a backend that cannot run here
-    (no PostgreSQL binaries) gives rows with ``value`` None and the reason in ``note``. On
+    Each row is ``{"key", "label", "value", "unit", "note"}`` (the fields of ``benchmarks.Row``); a
+    backend that cannot run here (no PostgreSQL binaries) gives rows with ``value`` None and the
+    one-line reason in ``skipped``. On
     PostgreSQL one throwaway server holds a fresh database per row.
     """
     jobs = BENCH_JOBS_QUICK if quick else BENCH_JOBS
@@ -257,7 +258,7 @@ def throughput_rows(quick: bool, *, backends: Sequence[str] = BACKENDS) -> list[
         except _Unavailable as exc:
             for workers in BENCH_WORKERS:
                 rows.append({"key": _bench_key(backend, workers), "label": _bench_label(backend, workers), "value": None,
-                             "unit": "jobs/s", "note": f"skipped: {exc}"})
+                             "unit": "jobs/s", "note": "", "skipped": str(exc)})
         finally:
             if server is not None:
                 server.stop()
