@@ -38,8 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--quiet", action="store_true", help="print only violations and the summary")
     from . import _demo, _soak  # the fleet commands: workers, sender and monkey as real processes
 
-    _demo.add_arguments(sub.add_parser("demo", help="workers SIGKILLed at random while documents go through; nothing lost"))
-    _soak.add_arguments(sub.add_parser("soak", help="a long kill-and-restart run on sqlite or postgresql, then every invariant"))
+    _demo.add_arguments(sub.add_parser("demo", help="workers SIGKILLed at random while documents go through; nothing lost",
+                                       description=_demo.DESCRIPTION))
+    _soak.add_arguments(sub.add_parser("soak", help="a long kill-and-restart run on sqlite or postgresql, then every invariant",
+                                       description=_soak.DESCRIPTION))
     return parser
 
 

@@ -50,6 +50,9 @@ HELP_LEASE = f"lease in seconds: how soon a killed worker's job is taken over (d
 HELP_PLAIN = "print a progress line every few seconds instead of the live display"
 
 
+DESCRIPTION = " ".join(__doc__.split("\n\n")[1].split())
+
+
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=JOBS_DEFAULT, help=HELP_JOBS)
     p.add_argument("--workers", type=int, default=WORKERS_DEFAULT, help=HELP_WORKERS)
@@ -63,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def parser() -> argparse.ArgumentParser:
-    return add_arguments(argparse.ArgumentParser(prog="python -m chaos demo", description=__doc__.split("\n\n")[0]))
+    return add_arguments(argparse.ArgumentParser(prog="python -m chaos demo", description=DESCRIPTION))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

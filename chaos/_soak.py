@@ -60,6 +60,9 @@ HELP_LEASE = f"lease in seconds (default {LEASE_S_DEFAULT})"
 HELP_TIMEOUT = f"give up (and fail) if the jobs have not all settled after this many seconds (default {TIMEOUT_S_DEFAULT:.0f})"
 
 
+DESCRIPTION = " ".join(__doc__.split("\n\n")[1].split())
+
+
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=BACKENDS, default="sqlite", help=HELP_BACKEND)
     p.add_argument("--workers", type=int, default=WORKERS_DEFAULT, help=HELP_WORKERS)
@@ -75,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def parser() -> argparse.ArgumentParser:
-    return add_arguments(argparse.ArgumentParser(prog="python -m chaos soak", description=__doc__.split("\n\n")[0]))
+    return add_arguments(argparse.ArgumentParser(prog="python -m chaos soak", description=DESCRIPTION))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
