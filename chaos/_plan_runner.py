@@ -329,10 +329,18 @@ def _fault(spec: FaultSpec) -> Fault:
 
 
 def why(invariant: str) -> str:
-    """What an invariant protects against: the second paragraph of its docstring."""
+    """What an invariant protects against: the second paragraph of its docstring, without the
+    sentences about the check's own parameters (they name ``at_rest``), which teach nothing here.
+
+    >>> why("progress-recorded").split(":")[0]
+    'Protects against advancing the state in one transaction and writing the result in another'
+    """
     fn = INVARIANTS.get(invariant)
     paragraphs = [" ".join(p.split()) for p in (fn.__doc__ or "").strip().split("\n\n")] if fn else []
-    return paragraphs[1] if len(paragraphs) > 1 else (paragraphs[0] if paragraphs else "")
+    text = paragraphs[1] if len(paragraphs) > 1 else (paragraphs[0] if paragraphs else "")
+    sentences = [part for part in text.split(". ") if "at_rest" not in part]
+    text = ". ".join(sentences).strip()
+    return text if not text or text.endswith(".") else text + "."
 
 
 def point_of(prepared: PreparedPoints, index: int) -> Point:

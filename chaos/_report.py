@@ -106,13 +106,15 @@ def terminal_lines(summary: Summary) -> list[str]:
     hit, total, percent = s.coverage()
     if total:
         out.append(f"crash coverage: {percent}% ({hit} of the {total} executable lines of the functions reached had a point killed)")
-    if s.scenarios or s.baselines:
+    others = []
+    if s.scenarios:
         passed = sum(1 for r in s.scenarios if r["held"])
+        others.append(f"scenarios: {passed} passed, {len(s.scenarios) - passed} failed")
+    if s.baselines:
         base_held = sum(1 for r in s.baselines if r["held"])
-        out.append(
-            f"scenarios: {passed} passed, {len(s.scenarios) - passed} failed; "
-            f"baselines (no crash): {base_held} held, {len(s.baselines) - base_held} violated"
-        )
+        others.append(f"baselines (no crash): {base_held} held, {len(s.baselines) - base_held} violated")
+    if others:
+        out.append("; ".join(others))
     slowest = sorted(s.points, key=lambda r: -r["seconds"])[:SLOWEST_MAX]
     if slowest:
         out.append("slowest points:")
@@ -255,7 +257,7 @@ def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int]
     if not lines:
         return out + [f"<p>source not readable: {e(path)}</p>"]
     shown = _shown_lines(executable, len(lines))
-    out.append('<table class="code">')
+    out.append('<table class="code"><colgroup><col class="ln"><col class="badge"><col></colgroup>')
     previous = 0
     for number in shown:
         if number > previous + 1:
@@ -365,10 +367,11 @@ nav.files a { font: 12px ui-monospace, monospace; text-decoration: none; color: 
 nav.files a span { color: var(--muted); } nav.files a.bad { border-color: var(--bad-bar); background: var(--bad-bg); }
 table.code { border-collapse: collapse; width: 100%; table-layout: fixed; border: 1px solid var(--line); }
 table.code td { padding: 0 8px; vertical-align: top; }
-table.code td.ln { width: 52px; text-align: right; color: var(--muted); user-select: none;
+table.code col.ln { width: 56px; } table.code col.badge { width: 112px; }
+table.code td.ln { text-align: right; color: var(--muted); user-select: none;
   font: 12px ui-monospace, monospace; border-right: 1px solid var(--line); }
-table.code td.badge { width: 108px; font-size: 11px; color: var(--muted); white-space: nowrap; }
-table.code td.src code { white-space: pre; }
+table.code td.badge { font-size: 11px; color: var(--muted); white-space: nowrap; }
+table.code td.src code { white-space: pre-wrap; overflow-wrap: anywhere; }
 table.code tr.held td { background: var(--held-bg); } table.code tr.held td.ln { box-shadow: inset 3px 0 var(--held-bar); }
 table.code tr.violated td { background: var(--bad-bg); } table.code tr.violated td.ln { box-shadow: inset 3px 0 var(--bad-bar); }
 table.code tr.violated td.badge { color: var(--bad); font-weight: 600; }

@@ -56,6 +56,7 @@ MARKER = "crash_matrix"
 REFERENCE_TARGET = "chaos:reference_adapter"  # chaos._adapter.REFERENCE_TARGET, without importing it
 MODES = ("fork", "inprocess")  # chaos._scenario.MODES (a test checks they agree)
 RECORD_KEY = "crashgate"
+EXPLAINED_MAX = 5  # violations a failing crash_matrix test explains in full; the rest are counted
 
 HELP_GROUP = "crashgate: crash-test a durable workflow (fault plans, crash matrix)"
 HELP_TARGET = (
@@ -486,10 +487,11 @@ def explain(rec: dict[str, Any]) -> str:
 
     out: list[str] = []
     if rec["kind"] == "point":
-        out.append(f"crash at {rec['point']} (job in {rec['group']!r}), then recovery")
+        where = f"family {rec['group']!r}" if rec.get("matrix") else f"the job in {rec['group']!r}"
+        out.append(f"crash at {rec['point']} ({where}), then recovery")
         out.append(f"  {os.path.relpath(rec['file']) if rec['file'].startswith(os.getcwd()) else rec['file']}:{rec['line']}: {rec['source']}")
     elif rec["kind"] == "baseline":
-        out.append("the plan's iteration without any crash")
+        out.append(f"family {rec['group']!r} without any crash" if rec.get("matrix") else "the plan's iteration without any crash")
     else:
         out.append(f"scenario {rec['name']!r}")
     for invariant, detail in rec["violations"]:
@@ -576,9 +578,14 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
             request.node.user_properties.append((RECORD_KEY, rec))
         bad = [rec for rec in records if not rec["held"]]
         if bad and options.get("check", True):
-            text = "\n\n".join(explain(rec) for rec in bad[:5])
-            more = f"\n\n... and {len(bad) - 5} more" if len(bad) > 5 else ""
-            pytest.fail(f"{len(bad)} of {report.points} crash points violated an invariant\n\n{text}{more}", pytrace=False)
+            bad_points = sum(1 for rec in bad if rec["kind"] == "point")
+            bad_bases = len(bad) - bad_points
+            head = f"{bad_points} of {report.points} crash points violated an invariant"
+            if bad_bases:
+                head += f", and {bad_bases} of {len(report.baselines)} families already without a crash"
+            text = "\n\n".join(explain(rec) for rec in bad[:EXPLAINED_MAX])
+            more = f"\n\n... and {len(bad) - EXPLAINED_MAX} more" if len(bad) > EXPLAINED_MAX else ""
+            pytest.fail(f"{head}\n\n{text}{more}", pytrace=False)
         return report
 
     return run
@@ -590,14 +597,15 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
     for name, base in report.baselines.items():
         out.append({
             "nodeid": f"{nodeid}::{name}::baseline", "plan": nodeid, "lesson": report.lessons.get(name, ""),
-            "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "baseline",
+            "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "baseline", "matrix": True, "group": name,
             "held": base.held, "violations": [[v.invariant, v.detail] for v in base.violations], "failures": [],
-            "wasted": base.wasted_calls, "seconds": round(base.seconds, 5), "replay": "",
+            "wasted": base.wasted_calls, "seconds": round(base.seconds, 5),
+            "replay": " ".join(shlex.quote(p) for p in ["python", "-m", "pytest", nodeid]),
         })
     for r in report.results:
         rec = {
             "nodeid": f"{nodeid}::{r.id}", "plan": nodeid, "lesson": report.lessons.get(r.family, ""),
-            "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "point",
+            "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "point", "matrix": True,
             "group": r.family, "point": r.point.id, "file": r.point.file, "line": r.point.line, "hit": r.point.hit,
             "function": r.point.function, "source": r.source, "exit": r.outcome.exit,
             "held": r.outcome.held, "violations": [[v.invariant, v.detail] for v in r.outcome.violations],
@@ -612,21 +620,27 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def chaos_state_machine(request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """The state-machine factory ``chaos.machine.state_machine_test`` with the plugin's target.
+    """Explore random histories of the configured target with ``chaos.machine``'s state machine.
 
+    Call it with ``state_machine_test``'s arguments (``target``, ``profile``, Hypothesis settings);
+    it runs the exploration and fails the test with the shrunk program and its replay command.
     Skips, with the reason, where this crashgate has no state-machine explorer.
+
+    >>> def test_random_histories_hold(chaos_state_machine):     # doctest: +SKIP
+    ...     chaos_state_machine(profile="ci", max_examples=20)
     """
     try:
-        from chaos.machine import state_machine_test  # type: ignore[import-not-found]
+        from chaos.machine import state_machine_test
     except ImportError as exc:
         pytest.skip(f"the crashgate state-machine explorer (chaos.machine.state_machine_test) is not available: {exc}")
     state = _state(request.config)
     defaults = _marker_defaults(request)
 
-    def make(target: str | None = None, **kwargs: Any) -> Any:
-        return state_machine_test(target or defaults.get("target") or state.settings.target, **kwargs)
+    def explore(target: str | None = None, **kwargs: Any) -> None:
+        case = state_machine_test(target or defaults.get("target") or state.settings.target, **kwargs)
+        case().runTest()
 
-    return make
+    return explore
 
 
 # -- summary and report -------------------------------------------------------------------------

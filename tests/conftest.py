@@ -10,6 +10,9 @@ from engine import FakeClock, GeneratedDocuments, LocalModel, SqliteStore, Worke
 
 T0 = 1_700_000_000.0
 
+# pytester runs the crashgate plugin end to end in throwaway projects (tests/plugin, tests/report).
+pytest_plugins = ("pytester",)
+
 
 @pytest.fixture
 def clock() -> FakeClock:

@@ -1,0 +1,104 @@
+"""The fixtures users write their own tests with, and the marker that selects crash-matrix tests."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from .conftest import add_plan
+
+WORLD_TESTS = '''
+import pytest
+from chaos import Fault
+
+
+def test_a_fresh_world_delivers_a_job_and_every_invariant_holds(chaos_world):
+    chaos_world.submit("doc-1")
+    chaos_world.drain()
+    assert chaos_world.states() == {"doc-1": "delivered"}
+    assert chaos_world.applied() == {"doc-1:delivery": 1}
+    assert chaos_world.check() == []
+
+
+def test_each_test_gets_its_own_database(chaos_world):
+    assert chaos_world.states() == {}
+
+
+def test_a_timeout_costs_one_more_call(chaos_world):
+    chaos_world.submit("doc-1")
+    chaos_world.arm(Fault("timeout", task="extract"))
+    chaos_world.drain()
+    assert len(chaos_world.calls("extract")) == 2
+    assert chaos_world.check() == []
+
+
+@pytest.mark.crash_matrix(target="planted:NoJitter")
+def test_the_marker_picks_the_target(chaos_world):
+    assert type(chaos_world.adapter).__name__ == "NoJitter"
+'''
+
+MATRIX_TESTS = '''
+import pytest
+
+
+@pytest.mark.crash_matrix(families=["sender"])
+def test_the_sender_survives_a_crash_at_every_line(crash_matrix):
+    report = crash_matrix()
+    assert report.points > 30 and report.violations == 0
+
+
+@pytest.mark.crash_matrix(target="quality.variants:MarkBeforeSend", families=["sender"])
+def test_a_sender_that_marks_before_sending_is_caught(crash_matrix):
+    crash_matrix()
+
+
+def test_an_ordinary_test():
+    pass
+'''
+
+
+def test_chaos_world_is_a_fresh_database_and_world_per_test(project):
+    project.makepyfile(test_world=WORLD_TESTS)
+    project.runpytest().assert_outcomes(passed=4)
+
+
+def test_crash_matrix_runs_the_families_of_its_marker_and_fails_explained_on_a_violation(project):
+    project.makepyfile(test_gate=MATRIX_TESTS)
+    result = project.runpytest()
+    result.assert_outcomes(passed=2, failed=1)
+    out = result.stdout.str()
+    assert "crash points violated an invariant" in out
+    assert "VIOLATED outbox-at-least-once: outbox row 'doc-1:delivery' is marked sent but was never delivered" in out
+    assert "why it matters: Protects against the three outbox mistakes" in out
+    assert "replay: python -m chaos matrix --target quality.variants:MarkBeforeSend" in out
+
+
+def test_the_marker_selects_crash_matrix_tests_and_fault_plan_items(project):
+    project.makepyfile(test_gate=MATRIX_TESTS)
+    add_plan(project, "double_submit")
+    chosen = project.runpytest("-m", "crash_matrix", "--collect-only", "-q")
+    assert "test_gate.py::test_an_ordinary_test" not in chosen.stdout.str()
+    assert "fault_plans/double_submit.toml::same-payload-twice-is-one-job" in chosen.stdout.str()
+    others = project.runpytest("-m", "not crash_matrix", "--collect-only", "-q")
+    assert "1/5 tests collected (4 deselected)" in others.stdout.str()
+
+
+STATE_MACHINE_TEST = '''
+def test_random_histories_hold(chaos_state_machine):
+    chaos_state_machine(max_examples=2, stateful_step_count=4)
+'''
+
+
+def test_chaos_state_machine_skips_with_the_reason_where_there_is_no_explorer(project, monkeypatch):
+    monkeypatch.setitem(sys.modules, "chaos.machine", None)  # an import of it now fails
+    project.makepyfile(test_machine=STATE_MACHINE_TEST)
+    result = project.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    assert "the crashgate state-machine explorer (chaos.machine.state_machine_test) is not available" in result.stdout.str()
+
+
+def test_chaos_state_machine_explores_the_configured_target(project):
+    pytest.importorskip("chaos.machine", reason="this crashgate has no state-machine explorer yet")
+    project.makepyfile(test_machine=STATE_MACHINE_TEST)
+    project.runpytest().assert_outcomes(passed=1)

@@ -1,0 +1,141 @@
+"""The plugin's options: each a flag, an environment variable and an ini key, command line first;
+the plugin costs nothing and says nothing where it is not used."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+import chaos.plugin as plugin
+from chaos.plugin import HELP_GROUP, HELP_MARKER, OPTIONS, resolve
+
+from .conftest import REPO
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_option_is_a_flag_and_an_ini_key_with_the_help_text_of_its_constant(project):
+    result = project.runpytest("--help")
+    out = _flat(result.stdout.str())
+    assert HELP_GROUP in out
+    for option in OPTIONS:
+        assert f"{option.flag}={option.key.upper()}" in out
+        assert _flat(option.help) in out, option.flag
+        assert f"{option.ini} (string)" in out or f"{option.ini} " in out, option.ini
+
+
+def test_the_crash_matrix_marker_is_registered_with_its_help(project):
+    result = project.runpytest("--markers")
+    assert _flat(HELP_MARKER[len("crash_matrix") :]) in _flat(result.stdout.str())
+
+
+@pytest.mark.parametrize(
+    ("cli", "env", "ini", "expected", "source"),
+    [
+        ("7", "5", "3", 7, "command line --chaos-seed"),
+        (None, "5", "3", 5, "environment variable CRASHGATE_SEED"),
+        (None, None, "3", 3, "ini key chaos_seed"),
+        (None, None, None, 0, "default"),
+        (None, "", "3", 3, "ini key chaos_seed"),  # an empty variable is unset
+    ],
+)
+def test_the_command_line_wins_over_the_environment_which_wins_over_the_ini_file(project, monkeypatch, cli, env, ini, expected, source):
+    if env is not None:
+        monkeypatch.setenv("CRASHGATE_SEED", env)
+    if ini is not None:
+        project.makeini(f"[pytest]\nchaos_seed = {ini}\n")
+    config = project.parseconfigure(*(["--chaos-seed", cli] if cli else []))
+    settings = resolve(config)
+    assert settings.seed == expected
+    assert settings.sources["seed"] == source
+
+
+def test_every_setting_resolves_from_each_source(project, monkeypatch):
+    project.makeini("[pytest]\nchaos_target = planted:NoJitter\nchaos_points = 4\nchaos_report = out/report.html\n")
+    monkeypatch.setenv("CRASHGATE_MODE", "inprocess")
+    config = project.parseconfigure("--chaos-points", "all")
+    s = resolve(config)
+    assert (s.target, s.mode, s.seed, s.points) == ("planted:NoJitter", "inprocess", 0, "all")
+    # An ini path is relative to the ini file's directory, whatever the working directory.
+    assert s.report == str(project.path / "out" / "report.html")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "fragments"),
+    [
+        ("env", "forky", ["'forky'", "environment variable CRASHGATE_MODE", "fork, inprocess"]),
+        ("cli", "forky", ["'forky'", "command line --chaos-mode", "fork, inprocess"]),
+        ("ini", "forky", ["'forky'", "ini key chaos_mode", "fork, inprocess"]),
+    ],
+)
+def test_a_bad_setting_is_a_usage_error_naming_its_source_and_the_allowed_values(project, monkeypatch, where, value, fragments):
+    args = []
+    if where == "env":
+        monkeypatch.setenv("CRASHGATE_MODE", value)
+    elif where == "cli":
+        args = ["--chaos-mode", value]
+    else:
+        project.makeini(f"[pytest]\nchaos_mode = {value}\n")
+    project.makepyfile(test_ok="def test_ok(): pass")
+    result = project.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    for fragment in fragments:
+        assert fragment in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "fragment"),
+    [
+        ("--chaos-seed", "zero", "must be an integer"),
+        ("--chaos-points", "some", "use all, a sample size N > 0, or one point"),
+        ("--chaos-points", "0", "use all, a sample size N > 0, or one point"),
+        ("--chaos-target", "no_colon", "must look like MODULE:ATTR"),
+    ],
+)
+def test_a_malformed_value_is_refused_with_what_to_write_instead(project, flag, value, fragment):
+    result = project.runpytest(flag, value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert fragment in result.stderr.str()
+
+
+def test_the_plugin_prints_nothing_in_a_project_that_does_not_use_it(project):
+    project.makepyfile(test_plain="def test_ok():\n    assert True\n")
+
+    def lines(*args: str) -> list[str]:
+        result = project.runpytest("-v", "-p", "no:cacheprovider", *args)
+        result.assert_outcomes(passed=1)
+        # pytest itself lists the installed plugins, and times the run: neither is the plugin talking.
+        return [re.sub(r" in [0-9.]+s", "", line) for line in result.outlines if not line.startswith("plugins:")]
+
+    assert lines() == lines("-p", "no:crashgate")
+
+
+def test_loading_the_plugin_imports_neither_the_engine_nor_the_harness():
+    code = (
+        "import sys, chaos.plugin\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('engine', 'coverage', 'hypothesis', 'sqlite3')"
+        " or (m.startswith('chaos.') and m != 'chaos.plugin'))\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_plugin_names_the_same_modes_and_reference_target_as_the_harness():
+    from chaos import MODES, REFERENCE_TARGET
+
+    assert plugin.MODES == MODES
+    assert plugin.REFERENCE_TARGET == REFERENCE_TARGET
+
+
+def test_every_fixture_and_the_marker_are_documented_in_the_readme():
+    # The options and the shipped plans are checked by tests/test_readme.py.
+    readme = (REPO / "README.md").read_text()
+    for name in ("chaos_world", "crash_matrix", "chaos_state_machine", "@pytest.mark.crash_matrix"):
+        assert name in readme, f"{name} is missing from README.md"

@@ -1,0 +1,131 @@
+"""Fault plans collected as tests: ids a person can paste back, checked schemas, failures that
+explain themselves, and checks that catch the bugs they exist for."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from chaos import ReferenceAdapter, load_plan
+from chaos._plans import check_against
+
+from .conftest import SHIPPED_PLANS, add_plan, collected_ids
+
+POINT_ID = re.compile(r"^fault_plans/poison\.toml::(extract|release)::_\w+\.[\w<>]+:L\d+#\d+$")
+
+
+def test_every_shipped_plan_is_valid_and_states_its_lesson_in_one_sentence():
+    plans = sorted(SHIPPED_PLANS.glob("*.toml"))
+    assert len(plans) >= 9
+    adapter = ReferenceAdapter()
+    for path in plans:
+        plan = load_plan(path)
+        check_against(plan, adapter)
+        assert plan.lesson.endswith("."), path.name
+        assert plan.lesson.count(". ") == 0, f"{path.name}: the lesson is one sentence"
+
+
+def test_a_plan_is_collected_as_a_baseline_a_group_per_step_an_item_per_point_and_its_scenarios(project):
+    add_plan(project, "poison")
+    result = project.runpytest("--collect-only", "-q", "--chaos-points", "6")
+    ids = collected_ids(result)
+    assert ids[0] == "fault_plans/poison.toml::baseline"
+    points = [i for i in ids if i.count("::") == 2]
+    assert len(points) == 6
+    assert all(POINT_ID.match(i) for i in points), points
+    assert ids[-2:] == ["fault_plans/poison.toml::poison-parks-after-one-call", "fault_plans/poison.toml::unparseable-answer-is-poison"]
+
+
+def test_a_collected_point_id_pasted_back_runs_exactly_that_point(project):
+    add_plan(project, "outbox_crash")
+    ids = collected_ids(project.runpytest("--collect-only", "-q"))
+    point = ids[len(ids) // 2]
+    result = project.runpytest(point, "-v")
+    result.assert_outcomes(passed=1)
+    assert f"{point} PASSED" in result.stdout.str()
+
+
+def test_the_points_setting_picks_one_point_by_its_id(project):
+    add_plan(project, "outbox_crash")
+    ids = collected_ids(project.runpytest("--collect-only", "-q"))
+    point = ids[3].split("::", 1)[1]  # GROUP::POINT
+    result = project.runpytest("--collect-only", "-q", "--chaos-points", point)
+    assert collected_ids(result) == ["fault_plans/outbox_crash.toml::baseline", ids[3]]
+
+
+def test_a_sample_is_the_same_for_the_same_seed_and_differs_for_another(project):
+    add_plan(project, "outbox_crash")
+
+    def sample(seed: str) -> list[str]:
+        return collected_ids(project.runpytest("--collect-only", "-q", "--chaos-points", "5", "--chaos-seed", seed))
+
+    first = sample("1")
+    assert len(first) == 6  # the baseline and five points
+    assert sample("1") == first
+    assert sample("2") != first
+
+
+MALFORMED = [
+    ("unknown-top-key", 'lesson = "L."\nlessons = "typo"\n[points]\n', ["'lessons'", "allowed keys: lesson, target, points, scenario"]),
+    ("missing-lesson", "[points]\n", ["missing key 'lesson'"]),
+    ("unknown-points-key", 'lesson = "L."\n[points]\nstep = ["extract"]\n', ["unknown key 'step' in [points]", "allowed keys: jobs, setup, phase"]),
+    ("wrong-type", 'lesson = "L."\n[points]\nsecond_worker = "yes"\n', ["'points.second_worker'", "must be true or false", "a string ('yes')"]),
+    ("unknown-step", 'lesson = "L."\n[points]\nsteps = ["extrct"]\n', ["'points.steps'", "'extrct'", "allowed for phase 'worker': claim, fetch, extract, verify, deliver, release"]),
+    ("unknown-fault", 'lesson = "L."\n[points]\nfaults = [{ kind = "melt" }]\n', ["'points.faults[0].kind'", "'melt'", "allowed: timeout, connection, rate_limit"]),
+    ("unknown-task", 'lesson = "L."\n[points]\nfaults = [{ kind = "timeout", task = "summarise" }]\n', ["'summarise'", "not a task of the target", "allowed: deliver, extract, fetch, send, verify"]),
+    ("unknown-action", 'lesson = "L."\n[[scenario]]\nname = "s"\nscript = [{ explode = true }]\n', ["needs exactly one action key", "allowed actions: submit, run, send"]),
+    ("bad-action-option", 'lesson = "L."\n[[scenario]]\nname = "s"\nscript = [{ drain = true, tick_s = 1 }]\n', ["unknown key 'tick_s' for action 'drain'", "allowed with 'drain': worker"]),
+    ("unknown-state", 'lesson = "L."\n[[scenario]]\nname = "s"\nscript = [{ drain = true }]\nexpect = { state = "done" }\n', ["'done'", "not a state of the target", "delivered"]),
+    ("unknown-expect", 'lesson = "L."\n[[scenario]]\nname = "s"\nscript = []\nexpect = { finally = 1 }\n', ["unknown key 'finally'", "allowed keys: state, states, calls"]),
+    ("bad-resolution", 'lesson = "L."\n[[scenario]]\nname = "s"\nscript = [{ resolve = "doc-1", action = "approve" }]\n', ["'approve'", "allowed: reverify, cancel"]),
+    ("not-toml", 'lesson = "unterminated\n', ["not valid TOML"]),
+]
+
+
+def test_a_malformed_plan_is_a_collection_error_naming_the_file_the_key_and_the_allowed_values(project):
+    for case, text, _ in MALFORMED:  # one run collects them all: each file is its own error
+        add_plan(project, case, text)
+    result = project.runpytest("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    out = result.stdout.str()
+    assert "Traceback" not in out
+    sections = {block.split(" ", 1)[0].strip("_ "): block for block in out.split("ERROR collecting fault_plans/")[1:]}
+    for case, _, fragments in MALFORMED:
+        block = sections[f"{case}.toml"]
+        assert f"fault_plans/{case}.toml: " in block, case
+        for fragment in fragments:
+            assert fragment in block, (case, fragment, block)
+
+
+def test_a_failed_expectation_says_what_was_expected_what_was_seen_the_lesson_and_how_to_replay(project):
+    add_plan(project, "rate_limit")
+    result = project.runpytest("--chaos-target", "planted:IgnoreRetryAfter", "fault_plans/rate_limit.toml::retry-after-is-honoured")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "scenario 'retry-after-is-honoured'" in out
+    assert re.search(r"two calls of step 'extract' for job 'doc-1' were \d\.\d\ds apart; at least 60s expected", out)
+    assert "lesson: A 429's Retry-After is honoured as the minimum delay" in out
+    replay = "replay: python -m pytest fault_plans/rate_limit.toml::retry-after-is-honoured --chaos-mode fork --chaos-seed 0 --chaos-target planted:IgnoreRetryAfter"
+    assert replay in out
+
+
+def test_the_outage_plan_catches_retries_without_jitter_and_passes_with_it(project):
+    add_plan(project, "outage")
+    project.runpytest().assert_outcomes(passed=1)
+    result = project.runpytest("--chaos-target", "planted:NoJitter")
+    result.assert_outcomes(failed=1)
+    assert re.search(r"40 calls of step 'extract' within 1s \(from t=\d+\.\d\ds\); at most 12 allowed", result.stdout.str())
+
+
+def test_a_violated_point_names_the_invariant_why_it_matters_the_line_and_the_replay(project):
+    add_plan(project, "every_line")
+    ids = collected_ids(project.runpytest("--collect-only", "-q", "--chaos-target", "quality.variants:SplitMemo"))
+    result = project.runpytest("--chaos-target", "quality.variants:SplitMemo", "-x", *[i for i in ids if "::extract::" in i])
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert re.search(r"crash at \S+ \(the job in 'extract'\), then recovery", out)
+    assert re.search(r"VIOLATED progress-recorded: job 'doc-1' reached '\w+' but step '\w+' has no memo row", out)
+    assert "why it matters: Protects against advancing the state in one transaction and writing the result in another" in out
+    assert "lesson: A crash at any line of a job's run leaves one of two cases" in out
+    assert re.search(r"replay: python -m pytest 'fault_plans/every_line\.toml::extract::\S+' --chaos-mode fork --chaos-seed 0 --chaos-target quality\.variants:SplitMemo", out)

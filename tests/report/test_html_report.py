@@ -1,0 +1,120 @@
+"""The HTML crash report: self-contained, everything escaped, every line coloured by outcome, and
+rendered by a real headless Chromium showing the same counts as the terminal summary."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from chaos._report import render_html, summarize, terminal_lines
+
+HOSTILE = "<script>alert('x')</script>"
+
+
+def _records(source: Path) -> list[dict]:
+    base = {"plan": f"fault_plans/{HOSTILE}.toml", "lesson": f"lesson {HOSTILE}", "mode": "fork", "seed": 0, "function": "f", "exit": "killed"}
+    return [
+        {**base, "kind": "point", "nodeid": "p::g::held", "group": "g", "point": "m.f:L2#1", "file": str(source), "line": 2, "hit": 1,
+         "source": "", "held": True, "violations": [], "failures": [], "wasted": 1, "seconds": 0.01, "replay": "python -m pytest p::g::held",
+         "executable": {str(source): [2, 3, 4]}},
+        {**base, "kind": "point", "nodeid": f"p::g::{HOSTILE}", "group": "g", "point": "m.f:L3#1", "file": str(source), "line": 3, "hit": 1,
+         "source": "", "held": False, "violations": [["outbox-at-least-once", f"effect {HOSTILE} arrived"]], "failures": [],
+         "wasted": 0, "seconds": 0.02, "replay": f"python -m pytest '{HOSTILE}'"},
+        {**base, "kind": "scenario", "nodeid": "p::s", "name": "s", "held": False, "violations": [], "failures": [f"expected {HOSTILE}"],
+         "wasted": 0, "seconds": 0.1, "replay": "r"},
+    ]
+
+
+def test_the_report_escapes_everything_and_loads_nothing_from_elsewhere(tmp_path):
+    source = tmp_path / "code.py"
+    source.write_text(f"def f():\n    x = '{HOSTILE}'\n    return x  # <b>bold</b>\n    pass\n")
+    page = render_html(summarize(_records(source)))
+    assert "<script>alert" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert page.count("<script>") == 1  # the report's own few lines
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+
+
+def test_each_line_is_coloured_by_its_outcome_and_its_points_are_one_click_away(tmp_path):
+    source = tmp_path / "code.py"
+    source.write_text("def f():\n    a = 1\n    b = 2\n    return a + b\n")
+    page = render_html(summarize(_records(source)))
+    rows = dict(re.findall(r'<tr class="(\w+)" id="f0-L(\d)"', page)[i][::-1] for i in range(4))
+    assert rows == {"1": "plain", "2": "held", "3": "violated", "4": "missed"}
+    violated_row = page[page.index('id="f0-L3"') :].split("</tr>", 1)[0]
+    assert "<details><summary>" in violated_row
+    assert "outbox-at-least-once" in violated_row
+    assert "Protects against the three outbox mistakes" in violated_row
+    assert "python -m pytest &#x27;&lt;script&gt;" in violated_row
+    assert re.search(r'id="count-points">2<', page) and re.search(r'id="count-violated">1<', page)
+    assert re.search(r'id="count-coverage">66.7%<', page)  # lines 2 and 3 of the 3 executable ones
+
+
+def _chromium() -> str | None:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run installs it (Debian: apt-get install chromium)")
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium); CI runs this test")
+    return found
+
+
+def _run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [
+        binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={profile}", *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+
+
+REPORT_PROJECT = '''
+import pytest
+
+@pytest.mark.crash_matrix(target="quality.variants:MarkBeforeSend", families=["sender"])
+def test_a_sender_that_marks_before_sending(crash_matrix):
+    crash_matrix()
+'''
+
+
+def test_the_report_renders_in_headless_chromium_with_the_counts_of_the_summary(pytester, monkeypatch, tmp_path):
+    binary = _chromium()
+    for name in ("CRASHGATE_TARGET", "CRASHGATE_MODE", "CRASHGATE_SEED", "CRASHGATE_POINTS", "CRASHGATE_REPORT"):
+        monkeypatch.delenv(name, raising=False)
+    plans = pytester.path / "fault_plans"
+    plans.mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    for name in ("outbox_crash", "double_submit"):
+        shutil.copyfile(repo / "fault_plans" / f"{name}.toml", plans / f"{name}.toml")
+    pytester.makepyfile(test_gate=REPORT_PROJECT)
+    result = pytester.runpytest("--chaos-report", "out/report.html")
+    summary = next(line for line in result.outlines if re.match(r"\d+ crash points: ", line))
+    points, held, violated, wasted = map(int, re.match(r"(\d+) crash points: (\d+) held, (\d+) violated; (\d+) wasted", summary).groups())
+    assert violated > 0 and held > 0
+    report = pytester.path / "out" / "report.html"
+    assert f"crash report: {report}" in result.stdout.str()
+
+    dom = _run_chromium(binary, tmp_path / "profile", "--dump-dom", report.as_uri()).stdout
+    for key, value in (("points", points), ("held", held), ("violated", violated), ("wasted", wasted), ("scenarios", "2/2")):
+        assert re.search(rf'id="count-{key}">{value}<', dom), key
+    first_bad = re.search(r'<tr class="violated" id="(f\d+-L\d+)"', dom).group(1)
+    opened = _run_chromium(binary, tmp_path / "profile", "--dump-dom", f"{report.as_uri()}#{first_bad}").stdout
+    row = opened[opened.index(f'id="{first_bad}"') :].split("</tr>", 1)[0]
+    assert "<details open" in row  # a link to a line opens its points
+    assert "outbox-at-least-once" in row
+
+    shot = tmp_path / "report.png"
+    _run_chromium(binary, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,1600", report.as_uri())
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(png[16:20], "big") == 1280
+    assert len(png) > 50_000, "a blank page compresses to a few kilobytes"
+    keep = os.environ.get("CRASHGATE_SCREENSHOT_DIR")
+    if keep:
+        shutil.copyfile(shot, Path(keep) / "crash-report.png")
