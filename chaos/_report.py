@@ -27,6 +27,7 @@ from typing import Any
 __all__ = ["Summary", "summarize", "terminal_lines", "render_html", "write_html"]
 
 SLOWEST_MAX = 5
+EXERCISED_EXITS = ("killed", "paused")  # the worker was stopped at the point (killed, or frozen)
 VIOLATIONS_LISTED_MAX = 20
 CONTEXT_BEFORE = 3  # source lines shown before an executable line
 CONTEXT_AFTER = 1
@@ -61,7 +62,7 @@ class Summary:
     def killed_lines(self) -> dict[str, set[int]]:
         seen: dict[str, set[int]] = {}
         for r in self.points:
-            if r.get("exit") == "killed":
+            if r.get("exit") in EXERCISED_EXITS:
                 seen.setdefault(r["file"], set()).add(r["line"])
         return seen
 

@@ -204,6 +204,7 @@ class _State:
         self._adapters: dict[str, Any] = {}
         self._prepared: dict[tuple[str, str, int], Any] = {}
         self._scratch_count = 0
+        self._points_dir: str | None = None
         self.sent_executable: set[str] = set()
 
     def workdir(self) -> str:
@@ -214,10 +215,17 @@ class _State:
         return self._workdir
 
     def scratch(self, prefix: str) -> str:
+        """A new directory; the caller removes it when done (see :meth:`scratch_for`)."""
         self._scratch_count += 1
         path = os.path.join(self.workdir(), f"{prefix}-{self._scratch_count}")
         os.makedirs(path, exist_ok=True)
         return path
+
+    def points_dir(self) -> str:
+        """One directory for every crash point this process runs: each run replaces the last."""
+        if self._points_dir is None:
+            self._points_dir = self.scratch("points")
+        return self._points_dir
 
     def adapter(self, target: str) -> Any:
         if target not in self._adapters:
@@ -369,7 +377,7 @@ class PlanPoint(_PlanItem):
         adapter = state.adapter(self.plan_file.target)
         point = self.prepared.family.points[self.index]
         outcome, failures = run_plan_point(
-            self.prepared, self.index, adapter, state.scratch("point"), seed=state.settings.seed, mode=state.settings.mode
+            self.prepared, self.index, adapter, state.points_dir(), seed=state.settings.seed, mode=state.settings.mode
         )
         if outcome.exit not in ("killed",):
             failures = failures + [_not_killed(outcome.exit)]
@@ -451,7 +459,11 @@ class PlanScenario(_PlanItem):
 
         state = _state(self.config)
         adapter = state.adapter(self.plan_file.target)
-        result = run_scenario(self.scenario, adapter, state.scratch("scenario"), seed=state.settings.seed)
+        directory = state.scratch("scenario")
+        try:
+            result = run_scenario(self.scenario, adapter, directory, seed=state.settings.seed)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
         rec = self.record(
             kind="scenario",
             name=self.scenario.name,
@@ -537,8 +549,9 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """Run the crash matrix with the plugin's settings; fail the test, explained, on a violation.
 
     Keyword arguments (each defaults to the ``crash_matrix`` marker's, then to the settings):
-    ``target``, ``families``, ``scenarios``, ``mode``, ``seed``, ``points``, ``deep``, ``check``
-    (default True: fail on any violation; False: just return the :class:`chaos.MatrixReport`).
+    ``target``, ``families``, ``scenarios``, ``mode``, ``seed``, ``points``, ``deep``, ``faults``
+    (passed to :func:`chaos.run_matrix`, e.g. ``["crash", "pause"]``), ``check`` (default True:
+    fail on any violation; False: just return the :class:`chaos.MatrixReport`).
 
     >>> @pytest.mark.crash_matrix(families=["clean", "sender"])   # doctest: +SKIP
     ... def test_my_engine_survives_a_crash_anywhere(crash_matrix):
@@ -552,7 +565,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         from chaos._matrix import run_matrix
 
         options = {**defaults, **kwargs}
-        unknown = set(options) - {"target", "families", "scenarios", "mode", "seed", "points", "deep", "check"}
+        unknown = set(options) - {"target", "families", "scenarios", "mode", "seed", "points", "deep", "faults", "check"}
         if unknown:
             raise TypeError(f"crash_matrix() got unknown arguments {sorted(unknown)}; see the fixture's docstring")
         s = state.settings
@@ -562,17 +575,23 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         points = str(options.get("points") or s.points)
         sample = int(points) if points.isdigit() else None
         point = points if "::" in points else None
-        report = run_matrix(
-            target if isinstance(target, str) else target,
-            mode=mode,
-            seed=seed,
-            deep=options.get("deep", True),
-            families=options.get("families"),
-            scenarios=options.get("scenarios"),
-            point=point,
-            sample=sample,
-            workdir=state.scratch("matrix"),
-        )
+        extra = {"faults": options["faults"]} if options.get("faults") else {}
+        workdir = state.scratch("matrix")
+        try:
+            report = run_matrix(
+                target,
+                mode=mode,
+                seed=seed,
+                deep=options.get("deep", True),
+                families=options.get("families"),
+                scenarios=options.get("scenarios"),
+                point=point,
+                sample=sample,
+                workdir=workdir,
+                **extra,
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
         records = _matrix_records(request.node.nodeid, report)
         for rec in records:
             request.node.user_properties.append((RECORD_KEY, rec))
@@ -608,6 +627,7 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
             "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "point", "matrix": True,
             "group": r.family, "point": r.point.id, "file": r.point.file, "line": r.point.line, "hit": r.point.hit,
             "function": r.point.function, "source": r.source, "exit": r.outcome.exit,
+            "fault": getattr(r.outcome, "fault", "crash"),
             "held": r.outcome.held, "violations": [[v.invariant, v.detail] for v in r.outcome.violations],
             "failures": [], "wasted": r.outcome.wasted_calls, "seconds": round(r.outcome.seconds, 5), "replay": r.replay,
         }
