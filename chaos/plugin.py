@@ -376,9 +376,15 @@ class PlanPoint(_PlanItem):
         state = _state(self.config)
         adapter = state.adapter(self.plan_file.target)
         point = self.prepared.family.points[self.index]
-        outcome, failures = run_plan_point(
-            self.prepared, self.index, adapter, state.points_dir(), seed=state.settings.seed, mode=state.settings.mode
-        )
+        try:
+            outcome, failures = run_plan_point(
+                self.prepared, self.index, adapter, state.points_dir(), seed=state.settings.seed, mode=state.settings.mode
+            )
+        except Exception as exc:  # the harness or the recovery broke: count it, then show the traceback
+            self.record(kind="point", group=self.parent.name if self.parent else "", point=point.id, file=point.file,
+                        line=point.line, hit=point.hit, function=point.function, source=_source(point.file, point.line),
+                        exit="error", held=False, violations=[], failures=[f"{type(exc).__name__}: {exc}"], wasted=0, seconds=0.0)
+            raise
         if outcome.exit not in ("killed",):
             failures = failures + [_not_killed(outcome.exit)]
         extra = {}
