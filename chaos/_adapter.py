@@ -48,6 +48,25 @@ AUDIT_SQL = (
 )
 
 
+# Installed only on the harness's own scenario databases: every write that touches a job is
+# attributed to the connection that made it (the harness registers ``chaos_writer()`` on each
+# session's connection). That is how a write by a worker whose lease was taken over is seen.
+WRITER_AUDIT_SQL = (
+    "CREATE TABLE IF NOT EXISTS chaos_write (seq INTEGER PRIMARY KEY, job_id TEXT, kind TEXT, writer TEXT, detail TEXT)",
+    """CREATE TRIGGER IF NOT EXISTS chaos_w_claim AFTER UPDATE OF lease_token ON job
+        WHEN NEW.lease_token > OLD.lease_token BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.id, 'claim', chaos_writer(), NEW.lease_token); END""",
+    """CREATE TRIGGER IF NOT EXISTS chaos_w_state AFTER UPDATE OF state ON job
+        WHEN OLD.state IS NOT NEW.state BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.id, 'state', chaos_writer(), OLD.state || ' -> ' || NEW.state); END""",
+    """CREATE TRIGGER IF NOT EXISTS chaos_w_memo AFTER INSERT ON step_result BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.job_id, 'memo', chaos_writer(), NEW.step); END""",
+    """CREATE TRIGGER IF NOT EXISTS chaos_w_outbox AFTER INSERT ON outbox BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.job_id, 'outbox', chaos_writer(), NEW.kind); END""",
+)
+HUMAN_WRITER = "human"
+
+
 @dataclass(frozen=True)
 class JobView:
     state: str
@@ -78,6 +97,7 @@ class Snapshot:
     memos: dict[tuple[str, str], str] = field(default_factory=dict)
     memo_changes: list[tuple[str, str, str]] = field(default_factory=list)
     outbox: list[OutboxView] = field(default_factory=list)
+    writes: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 class Session(Protocol):
@@ -153,24 +173,39 @@ class ReferenceSession:
         self.rng = rng
         self.worker = adapter.make_worker(self.store, self.workflow, worker_id=worker_id, clock=clock, rng=rng)
         self._send_outbox = adapter.send_outbox_fn()
+        self.writer = worker_id
+        conn = getattr(self.store, "conn", None)
+        if isinstance(conn, sqlite3.Connection):
+            conn.create_function("chaos_writer", 0, lambda: self.writer)
 
     def submit(self, job_id: str, payload: Any) -> None:
         self.store.submit(job_id, payload, now=self.clock.now())
 
+    def _as_human(self, action: Callable[[], Any]) -> None:
+        self.writer = HUMAN_WRITER
+        try:
+            action()
+        finally:
+            self.writer = self.worker.worker_id
+
     def run_once(self) -> str:
         return self.worker.run_once().outcome
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long this session's writes wait for a lock held by another process."""
+        self.store.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")  # an int we computed
 
     def send_outbox(self) -> int:
         return self._send_outbox(self.store, self.world.sender, clock=self.clock, rng=self.rng).sent
 
     def requeue(self, job_id: str) -> None:
-        engine.requeue(self.store, self.workflow, job_id, now=self.clock.now())
+        self._as_human(lambda: engine.requeue(self.store, self.workflow, job_id, now=self.clock.now()))
 
     def resolve(self, job_id: str, action: str) -> None:
-        engine.resolve(self.store, self.workflow, job_id, action, now=self.clock.now())
+        self._as_human(lambda: engine.resolve(self.store, self.workflow, job_id, action, now=self.clock.now()))
 
     def cancel(self, job_id: str) -> None:
-        engine.cancel(self.store, self.workflow, job_id, now=self.clock.now())
+        self._as_human(lambda: engine.cancel(self.store, self.workflow, job_id, now=self.clock.now()))
 
     def close(self) -> None:
         self.store.close()
@@ -242,9 +277,12 @@ class ReferenceAdapter:
     def targets(self) -> dict[str, Callable[..., Any]]:
         return {"worker": Worker.run_once, "sender": send_outbox}
 
-    def create(self, db_path: str) -> None:
+    def create(self, db_path: str, *, attribute_writers: bool = False) -> None:
+        """Create the database and install the audit triggers (and, for the harness's own
+        scenario databases, the writer attribution, which needs ``chaos_writer()`` on every
+        connection that writes)."""
         store = self.make_store(db_path)
-        for statement in AUDIT_SQL:
+        for statement in AUDIT_SQL + (WRITER_AUDIT_SQL if attribute_writers else ()):
             store.conn.execute(statement)
         store.close()
 
@@ -261,6 +299,8 @@ class ReferenceAdapter:
             snap.memos = {(r[0], r[1]): r[2] for r in conn.execute("SELECT job_id, step, output FROM step_result")}
             snap.memo_changes = [tuple(r) for r in conn.execute("SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq")]  # type: ignore[misc]
             snap.outbox = [OutboxView(*r) for r in conn.execute("SELECT id, job_id, kind, sent_at FROM outbox ORDER BY id")]
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chaos_write'").fetchone():
+                snap.writes = [tuple(r) for r in conn.execute("SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq")]  # type: ignore[misc]
             return snap
         finally:
             conn.close()

@@ -13,7 +13,7 @@ import sys
 from typing import Sequence
 
 from ._adapter import REFERENCE_TARGET
-from ._matrix import DEFAULT_SEED, MatrixReport, run_matrix
+from ._matrix import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, run_matrix
 from ._scenario import MODES
 
 __all__ = ["main", "COMMANDS", "format_report"]
@@ -34,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--family", action="append", help="run only this scenario family (repeatable)")
     m.add_argument("--shallow", action="store_true", help="only the target functions' own lines, not what they call")
     m.add_argument("-n", "--jobs", type=int, default=1, help="processes to spread points over (default 1)")
+    m.add_argument(
+        "--faults",
+        default=",".join(DEFAULT_FAULTS),
+        help=f"comma-separated fault kinds from {', '.join(FAULTS)} (default {','.join(DEFAULT_FAULTS)})",
+    )
+    m.add_argument("--pairs", type=int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run, a seeded sample (default {PAIRS_DEFAULT})")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     m.add_argument("--quiet", action="store_true", help="print only violations and the summary")
     from . import _demo, _soak  # the fleet commands: workers, sender and monkey as real processes
@@ -62,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 point=args.point,
                 sample=args.sample,
                 jobs=args.jobs,
+                faults=[f.strip() for f in args.faults.split(",") if f.strip()],
+                pairs=args.pairs,
             )
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -78,12 +86,12 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
     """The matrix as a person reads it: a row per point, then violations, coverage and a summary."""
     out: list[str] = []
     if not quiet:
-        out.append(f"{'point':<52} {'source':<{SOURCE_CHARS_MAX}} {'outcome':<9} wasted")
+        out.append(f"{'fault':<13} {'point':<52} {'source':<{SOURCE_CHARS_MAX}} {'outcome':<11} wasted")
         for r in report.results:
             outcome = "held" if r.outcome.held else "VIOLATED"
-            if r.outcome.exit != "killed":
+            if r.outcome.held and r.outcome.exit not in ("killed", "paused", "interleaved"):
                 outcome = r.outcome.exit
-            out.append(f"{r.id:<52} {r.source[:SOURCE_CHARS_MAX]:<{SOURCE_CHARS_MAX}} {outcome:<9} {r.outcome.wasted_calls}")
+            out.append(f"{r.fault:<13} {r.id:<52} {r.source[:SOURCE_CHARS_MAX]:<{SOURCE_CHARS_MAX}} {outcome:<11} {r.outcome.wasted_calls}")
         out.append("")
     for name, base in report.baselines.items():
         for v in base.violations:
@@ -91,7 +99,7 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
             out.append(f"  lesson: {report.lessons[name]}")
     for r in report.results:
         for v in r.outcome.violations:
-            out.append(f"VIOLATION {v.invariant} at {r.id} ({_short(r.point.file)}:{r.point.line}: {r.source})")
+            out.append(f"VIOLATION {v.invariant} at {r.id} [{r.fault}] ({_short(r.point.file)}:{r.point.line}: {r.source})")
             out.append(f"  seen: {v.detail}")
             out.append(f"  lesson: {report.lessons[r.family]}")
             out.append(f"  replay: {r.replay}")
@@ -99,6 +107,11 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
     out.append(f"crash coverage: {cov['exercised']}/{cov['lines']} executable lines of the functions reached ({cov['percent']}%)")
     for path, lines in cov["missed"].items():
         out.append(f"  not reached by any scenario: {path}: {_ranges(lines)}")
+    for kind, row in report.by_fault().items():
+        out.append(f"  {kind:<13} {row['scenarios']:>6} scenarios, {row['held']} held, {row['violated']} violated, {row['wasted_calls']} wasted calls")
+    if "interleave" in report.faults:
+        ran = sum(1 for r in report.results if r.fault == "interleave")
+        out.append(f"  interleavings: {ran} pairs run of {report.pairs_possible} possible")
     held = sum(1 for r in report.results if r.outcome.held)
     out.append(
         f"{report.points} points in {len(report.baselines)} families ({report.mode} mode, seed {report.seed}): "

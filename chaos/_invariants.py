@@ -233,6 +233,31 @@ def drains(ev: Evidence) -> list[Violation]:
     return out
 
 
+def fenced_writes(ev: Evidence) -> list[Violation]:
+    """A worker never writes to a job (a state change, a memo row, an outbox row) after another
+    worker took the job over.
+
+    Protects against the zombie: a worker frozen past its lease (a GC pause, a VM migration) that
+    wakes up and commits as if nothing happened, on top of the work of the worker that replaced
+    it. Held by the fencing token every claim hands out and every later write is guarded by.
+    Only pauses reveal its absence; it needs the harness's writer attribution (scenario
+    databases), and holds vacuously where there is none.
+    """
+    out: list[Violation] = []
+    holder: dict[str, str] = {}
+    for job_id, kind, writer, detail in ev.snapshot.writes:
+        if kind == "claim":
+            holder[job_id] = writer
+        elif writer != "human" and job_id in holder and writer != holder[job_id]:
+            out.append(
+                Violation(
+                    "fenced-writes",
+                    f"worker {writer!r} wrote {kind} {detail!r} to job {job_id!r} after {holder[job_id]!r} had taken it over",
+                )
+            )
+    return out
+
+
 def _outbox_now(ev: Evidence) -> list[Violation]:
     return outbox_at_least_once(ev, at_rest=False)
 
@@ -245,6 +270,7 @@ ALWAYS: dict[str, Callable[[Evidence], list[Violation]]] = {
     "memo-stable": memo_stable,
     "progress-recorded": progress_recorded,
     "outbox-at-least-once": _outbox_now,
+    "fenced-writes": fenced_writes,
 }
 # Checked once the system is at rest (faults stopped, time advanced, everything drained).
 AT_REST: dict[str, Callable[[Evidence], list[Violation]]] = {

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shlex
 import tempfile
 import time
@@ -19,12 +20,15 @@ from typing import Any, Iterable
 from ._adapter import REFERENCE_TARGET, load_adapter
 from ._families import reference_scenarios
 from ._points import Point
-from ._scenario import Family, Outcome, Scenario, prepare, run_point
+from ._scenario import PAUSE_KINDS, Family, Outcome, Scenario, prepare, run_interleaving, run_pause, run_point
 
 __all__ = ["MatrixReport", "PointResult", "run_matrix", "replay_command", "DEFAULT_SEED"]
 
 DEFAULT_SEED = 0
 CHUNK_POINTS = 64
+FAULTS = ("crash", "pause", "interleave")
+DEFAULT_FAULTS = ("crash", "pause")
+PAIRS_DEFAULT = 200
 
 
 @dataclass
@@ -34,10 +38,16 @@ class PointResult:
     source: str
     outcome: Outcome
     replay: str
+    second: Point | None = None
+
+    @property
+    def fault(self) -> str:
+        return self.outcome.fault
 
     @property
     def id(self) -> str:
-        return f"{self.family}::{self.point.id}"
+        suffix = f"+{self.second.id}" if self.second is not None else ""
+        return f"{self.family}::{self.point.id}{suffix}"
 
 
 @dataclass
@@ -50,6 +60,8 @@ class MatrixReport:
     lessons: dict[str, str] = field(default_factory=dict)
     executable: dict[str, set[int]] = field(default_factory=dict)
     seconds: float = 0.0
+    faults: tuple[str, ...] = DEFAULT_FAULTS
+    pairs_possible: int = 0
 
     @property
     def points(self) -> int:
@@ -66,7 +78,7 @@ class MatrixReport:
     def exercised(self) -> dict[str, set[int]]:
         seen: dict[str, set[int]] = {}
         for r in self.results:
-            if r.outcome.exit == "killed":
+            if r.outcome.exit == "killed" or (r.fault in PAUSE_KINDS and r.outcome.exit == "paused"):
                 seen.setdefault(r.point.file, set()).add(r.point.line)
         return seen
 
@@ -82,12 +94,25 @@ class MatrixReport:
         }
         return {"lines": total, "exercised": hit, "percent": round(100.0 * hit / total, 1) if total else 100.0, "missed": missed}
 
+    def by_fault(self) -> dict[str, dict[str, int]]:
+        """Scenarios, held and violated, per fault kind."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.results:
+            row = out.setdefault(r.fault, {"scenarios": 0, "held": 0, "violated": 0, "wasted_calls": 0})
+            row["scenarios"] += 1
+            row["held" if r.outcome.held else "violated"] += 1
+            row["wasted_calls"] += r.outcome.wasted_calls
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "mode": self.mode,
             "seed": self.seed,
             "points": self.points,
+            "faults": list(self.faults),
+            "by_fault": self.by_fault(),
+            "pairs_possible": self.pairs_possible,
             "violations": self.violations,
             "wasted_calls": self.wasted_calls,
             "seconds": round(self.seconds, 3),
@@ -99,6 +124,7 @@ class MatrixReport:
             "results": [
                 {
                     "id": r.id,
+                    "fault": r.fault,
                     "family": r.family,
                     "file": _short(r.point.file),
                     "line": r.point.line,
@@ -110,6 +136,7 @@ class MatrixReport:
                     "violations": [{"invariant": v.invariant, "detail": v.detail} for v in r.outcome.violations],
                     "wasted_calls": r.outcome.wasted_calls,
                     "zombie_calls": r.outcome.zombie_calls,
+                    "blocked_s": round(r.outcome.blocked_s, 4),
                     "replay": r.replay,
                     "seconds": round(r.outcome.seconds, 5),
                 }
@@ -118,9 +145,10 @@ class MatrixReport:
         }
 
 
-def replay_command(target: str, mode: str, seed: int, point_id: str, deep: bool = True) -> str:
+def replay_command(target: str, mode: str, seed: int, point_id: str, deep: bool = True, fault: str = "crash") -> str:
     """The one command that re-runs exactly one scenario."""
-    parts = ["python", "-m", "chaos", "matrix", "--target", target, "--mode", mode, "--seed", str(seed), "--point", point_id]
+    kind = "pause" if fault in PAUSE_KINDS else fault
+    parts = ["python", "-m", "chaos", "matrix", "--target", target, "--mode", mode, "--seed", str(seed), "--faults", kind, "--point", point_id]
     if not deep:
         parts.append("--shallow")
     return " ".join(shlex.quote(p) for p in parts)
@@ -130,15 +158,26 @@ def replay_command(target: str, mode: str, seed: int, point_id: str, deep: bool 
 _SHARED: dict[str, Any] = {}
 
 
-def _run_chunk(names_and_indexes: list[tuple[str, int]]) -> list[tuple[str, int, Outcome]]:
+Work = tuple[str, str, int, int]  # (fault, family, point index, second point index or -1)
+
+
+def _run_chunk(items: list[Work]) -> list[tuple[Work, Outcome]]:
     adapter, families, workdir, seed, mode, deep = (
         _SHARED["adapter"], _SHARED["families"], _SHARED["workdir"], _SHARED["seed"], _SHARED["mode"], _SHARED["deep"],
     )
     out = []
     scratch = tempfile.mkdtemp(dir=workdir)
-    for name, index in names_and_indexes:
+    for item in items:
+        fault, name, index, second = item
         family: Family = families[name]
-        out.append((name, index, run_point(adapter, family, family.points[index], scratch, seed=seed, mode=mode, deep=deep)))
+        point = family.points[index]
+        if fault == "crash":
+            outcome = run_point(adapter, family, point, scratch, seed=seed, mode=mode, deep=deep)
+        elif fault in PAUSE_KINDS:
+            outcome = run_pause(adapter, family, point, scratch, seed=seed, expired=fault == PAUSE_KINDS[1], deep=deep)
+        else:
+            outcome = run_interleaving(adapter, family, point, family.points[second], scratch, seed=seed, deep=deep)
+        out.append((item, outcome))
     return out
 
 
@@ -154,13 +193,24 @@ def run_matrix(
     jobs: int = 1,
     scenarios: list[Scenario] | None = None,
     workdir: str | None = None,
+    faults: Iterable[str] = ("crash",),
+    pairs: int = PAIRS_DEFAULT,
 ) -> MatrixReport:
     """Run the matrix for ``target`` (``module:attr`` or an adapter object).
 
-    ``point`` (``family::id``) runs one scenario; ``sample`` runs a seeded sample of N points;
-    ``jobs`` > 1 spreads points over that many processes.
+    ``faults`` picks the fault kinds: ``crash`` (kill at each point), ``pause`` (freeze at each
+    point while another worker runs, its lease valid and expired), ``interleave`` (two-level
+    interleavings of two workers, a seeded sample of ``pairs`` pairs). ``point`` (``family::id``)
+    runs one scenario; ``sample`` a seeded sample of N points; ``jobs`` > 1 spreads the work over
+    that many processes.
     """
     started = time.perf_counter()
+    faults = tuple(faults)
+    unknown = sorted(set(faults) - set(FAULTS))
+    if unknown:
+        raise ValueError(f"fault kinds {unknown} are not known; choose from: {', '.join(FAULTS)}")
+    if "crash" in faults and mode not in ("fork", "inprocess"):
+        raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
     adapter = load_adapter(target) if isinstance(target, str) else target
     target_name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__name__}"
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
@@ -173,9 +223,10 @@ def run_matrix(
         names = ", ".join(s.name for s in all_scenarios)
         raise ValueError(f"no scenario family matches {sorted(wanted or {only_family})}; families: {names}")
     workdir = workdir or scratch_dir()
-    report = MatrixReport(target_name, mode, seed)
+    report = MatrixReport(target_name, mode, seed, faults=faults)
     prepared: dict[str, Family] = {}
-    work: list[tuple[str, int]] = []
+    work: list[Work] = []
+    rng = random.Random(seed)
     for scenario in chosen:
         family = prepare(adapter, scenario, workdir, seed=seed, deep=deep)
         prepared[scenario.name] = family
@@ -183,14 +234,19 @@ def run_matrix(
         report.lessons[scenario.name] = scenario.lesson
         for f, lines in family.executable.items():
             report.executable.setdefault(f, set()).update(lines)
-        for index, p in enumerate(family.points):
-            if not point or p.id == only_point:
-                work.append((scenario.name, index))
+        singles = [i for i, p in enumerate(family.points) if not point or p.id == only_point]
+        for fault in faults:
+            if fault == "crash":
+                work += [("crash", scenario.name, i, -1) for i in singles]
+            elif fault == "pause":
+                work += [(kind, scenario.name, i, -1) for i in singles for kind in PAUSE_KINDS]
+        if "interleave" in faults:
+            found, possible = _pairs(family, point and only_point, pairs, rng)
+            report.pairs_possible += possible
+            work += [("interleave", scenario.name, i, j) for i, j in found]
     if point and not work:
         raise ValueError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
     if sample is not None and sample < len(work):
-        import random
-
         work = sorted(random.Random(seed).sample(work, sample))
     _SHARED.update(adapter=adapter, families=prepared, workdir=workdir, seed=seed, mode=mode, deep=deep)
     chunks = [work[i : i + CHUNK_POINTS] for i in range(0, len(work), CHUNK_POINTS)]
@@ -199,13 +255,41 @@ def run_matrix(
             done = [item for chunk in pool.map(_run_chunk, chunks) for item in chunk]
     else:
         done = [item for chunk in chunks for item in _run_chunk(chunk)]
-    for name, index, outcome in done:
+    for (fault, name, index, second), outcome in done:
         p = prepared[name].points[index]
-        report.results.append(
-            PointResult(name, p, _source(p.file, p.line), outcome, replay_command(target_name, mode, seed, f"{name}::{p.id}", deep))
-        )
+        q = prepared[name].points[second] if second >= 0 else None
+        result = PointResult(name, p, _source(p.file, p.line), outcome, "", q)
+        result.replay = replay_command(target_name, mode, seed, result.id, deep, fault)
+        report.results.append(result)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _pairs(family: Family, only: str | None, budget: int, rng: random.Random) -> tuple[list[tuple[int, int]], int]:
+    """Which (p, q) pairs of a family to interleave, and how many exist.
+
+    Two workers share nothing but the database, and a transaction is atomic to the other, so
+    freezing one anywhere between two of its transactions is, to the other, the same as freezing
+    it just before the next statement: the candidates are the points just before a statement
+    reaches the database while the worker holds no open transaction. Every candidate p gets an
+    equal share of the ``budget`` of q's (a seeded sample), so no p is left out.
+    """
+    between = family.between or [True] * len(family.points)
+    candidates = [
+        i for i, p in enumerate(family.points) if between[i] and ".execute(" in _source(p.file, p.line)
+    ]
+    if only:
+        first, _, second = only.partition("+")
+        ids = {p.id: i for i, p in enumerate(family.points)}
+        if first in ids and second in ids:
+            return [(ids[first], ids[second])], len(candidates) ** 2
+        return [], len(candidates) ** 2
+    possible = len(candidates) ** 2
+    if possible <= budget:
+        return [(i, j) for i in candidates for j in candidates], possible
+    per_point = max(1, budget // max(1, len(candidates)))
+    chosen = [(i, j) for i in candidates for j in rng.sample(candidates, min(per_point, len(candidates)))]
+    return chosen[:budget] if len(chosen) > budget else chosen, possible
 
 
 def scratch_dir() -> str:

@@ -24,8 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine import FakeClock
-
+from ._clock import SharedClock
 from ._invariants import Evidence, Violation, check, idempotent_submit, wasted_calls, zombie_calls
 from ._points import Killer, Point, Recorder
 from ._world import Fault, World
@@ -77,6 +76,7 @@ class Family:
     points: list[Point]
     executable: dict[str, frozenset[int]]
     baseline: "Outcome"
+    between: list[bool] = field(default_factory=list)
 
 
 @dataclass
@@ -85,6 +85,7 @@ class Outcome:
 
     point: str
     exit: str
+    fault: str = "crash"
     violations: list[Violation] = field(default_factory=list)
     wasted_calls: int = 0
     zombie_calls: int = 0
@@ -93,6 +94,7 @@ class Outcome:
     applied: int = 0
     deliveries: int = 0
     seconds: float = 0.0
+    blocked_s: float = 0.0
 
     @property
     def held(self) -> bool:
@@ -116,7 +118,7 @@ class _Run:
         self.adapter = adapter
         self.dir = directory
         self.db = os.path.join(directory, "engine.db")
-        self.clock = FakeClock(clock_at)
+        self.clock = SharedClock(clock_at)
         self.world = World(directory, self.clock, lease_s=adapter.lease_s)
         self.world.probe = adapter.probe(self.db)
         self.seed = seed
@@ -167,7 +169,7 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
     template = os.path.join(workdir, "template-" + scenario.name)
     os.makedirs(template, exist_ok=True)
     run = _Run(adapter, template, T0, seed, scenario)
-    adapter.create(run.db)
+    _create(adapter, run.db)
     session = run.session("w-setup")
     submitted = {}
     for job_id in scenario.jobs:
@@ -179,8 +181,18 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
     run.close()
     clock_after_setup = run.clock.now()
     family = Family(scenario, template, clock_after_setup, submitted, [], {}, Outcome("baseline", "clean"))
-    family.points, family.executable, family.baseline = record(adapter, family, workdir, seed=seed, deep=deep)
+    family.points, family.executable, family.baseline, family.between = record(adapter, family, workdir, seed=seed, deep=deep)
     return family
+
+
+def _create(adapter: Any, db_path: str) -> None:
+    """Create the scenario database, with writer attribution where the adapter offers it."""
+    import inspect
+
+    if "attribute_writers" in inspect.signature(adapter.create).parameters:
+        adapter.create(db_path, attribute_writers=True)
+    else:
+        adapter.create(db_path)
 
 
 def _setup_action(run: _Run, session: Any, action: str) -> None:
@@ -212,7 +224,7 @@ def _copy(family: Family, directory: str) -> None:
             shutil.copyfile(source, os.path.join(directory, name))
 
 
-def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> tuple[list[Point], dict[str, frozenset[int]], Outcome]:
+def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> tuple[list[Point], dict[str, frozenset[int]], Outcome, list[bool]]:
     """Run the doomed iteration cleanly under a line recorder; return its points and its baseline."""
     from ._points import function_lines
 
@@ -222,14 +234,16 @@ def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool 
     iteration = _doomed(run)
     only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
     started = time.perf_counter()
-    with Recorder(adapter.trace_paths(), only) as recorder:
+    conn = getattr(getattr(getattr(iteration, "__self__", None), "store", None), "conn", None)
+    between = (lambda: not conn.in_transaction) if hasattr(conn, "in_transaction") else None
+    with Recorder(adapter.trace_paths(), only, between) as recorder:
         iteration()
     executable: dict[str, set[int]] = {}
     for code in recorder.codes:
         executable.setdefault(code.co_filename, set()).update(function_lines(code))
     outcome = _recover_and_check(run, family.submitted, Counter(), "baseline", "clean")
     outcome.seconds = time.perf_counter() - started
-    return recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, outcome
+    return recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, outcome, recorder.between
 
 
 def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
@@ -351,4 +365,146 @@ def _recover_and_check(run: _Run, submitted: dict[str, str], interruptions: Coun
         deliveries=len(evidence.deliveries),
     )
     run.close()
+    return outcome
+
+
+# -- pauses -------------------------------------------------------------------------------------
+PAUSE_KINDS = ("pause-live", "pause-expired")
+OTHER_BUSY_TIMEOUT_S = 0.05
+EXIT_RESUMED = 0
+
+
+def _stop_self() -> None:
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _fork_until(run: _Run, point: Point, only: Any, iteration_of: Callable[[], Callable[[], Any]]) -> int:
+    """Fork a worker that stops itself (SIGSTOP) just before ``point``; return its pid, stopped
+    (or already exited if it never reached the point)."""
+    pid = os.fork()
+    if pid == 0:
+        code = EXIT_ERROR
+        try:
+            iteration = iteration_of()
+            with Killer(run.adapter.trace_paths(), point, _stop_self, only) as killer:
+                iteration()
+            code = EXIT_RESUMED if killer.reached else EXIT_NOT_REACHED
+        except BaseException as exc:  # reported to the parent through a file: the child never returns
+            with open(os.path.join(run.dir, f"error-{os.getpid()}.txt"), "w") as f:
+                f.write(f"{type(exc).__name__}: {exc}")
+            code = EXIT_ERROR
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _is_stopped(pid: int) -> bool:
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    return os.WIFSTOPPED(status)
+
+
+def _resume(run: _Run, pid: int, who: str) -> list[Violation]:
+    os.kill(pid, signal.SIGCONT)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) in (EXIT_RESUMED, EXIT_NOT_REACHED):
+        return []
+    path = os.path.join(run.dir, f"error-{pid}.txt")
+    detail = open(path).read() if os.path.exists(path) else f"exit status {status}"
+    return [Violation("drains", f"{who} crashed after it was resumed: {detail}")]
+
+
+def _short_busy(session: Any) -> Any:
+    setter = getattr(session, "set_busy_timeout", None)
+    if setter is not None:
+        setter(OTHER_BUSY_TIMEOUT_S)
+    return session
+
+
+def _other_worker(run: _Run, name: str) -> tuple[float, list[Violation]]:
+    """Another worker runs as far as it can (steps and outbox) while one is frozen.
+
+    Its busy timeout is short: where the frozen worker holds the write lock, it must wait that
+    long, back off cleanly and leave the job for later. Returns the time it spent blocked.
+    """
+    session = _short_busy(run.session(name))
+    blocked_s = 0.0
+    try:
+        for _ in range(ITERATIONS_PER_ROUND_MAX):
+            started = time.perf_counter()
+            outcome = session.run_once()
+            if outcome == "busy":
+                blocked_s += time.perf_counter() - started
+            if outcome in ("idle", "busy"):
+                break
+        for _ in range(ITERATIONS_PER_ROUND_MAX):
+            if not session.send_outbox():
+                break
+    except Exception as exc:  # the engine must survive a frozen peer: anything raised is a violation
+        return blocked_s, [Violation("drains", f"worker {name!r} raised {type(exc).__name__} while a peer was frozen: {exc}")]
+    finally:
+        _close_quietly(session)
+        run.sessions.remove(session)
+    return blocked_s, []
+
+
+def run_pause(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
+    """Freeze the worker at ``point``; another worker runs with its lease still valid
+    (``expired=False``) or past it; then resume the frozen worker, drain, and check."""
+    started = time.perf_counter()
+    directory = os.path.join(workdir, "point")
+    _copy(family, directory)
+    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
+    kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
+    pid = _fork_until(run, point, only, lambda: _doomed(run))
+    problems: list[Violation] = []
+    blocked_s = 0.0
+    interruptions: Counter = Counter()
+    if _is_stopped(pid):
+        exit_kind = "paused"
+        if expired:
+            interruptions = _interruptions(run)  # a pause longer than the lease interrupts the step
+            run.clock.advance(adapter.lease_s + 1)
+        blocked_s, problems = _other_worker(run, "w-other")
+        problems += _resume(run, pid, "the frozen worker")
+    else:
+        exit_kind = "not-reached"
+    after = check(run.evidence(family.submitted, interruptions), at_rest=False)
+    outcome = _recover_and_check(run, family.submitted, interruptions, point.id, exit_kind)
+    seen = {str(v) for v in outcome.violations}
+    outcome.violations = problems + [v for v in after if str(v) not in seen] + outcome.violations
+    outcome.fault = kind
+    outcome.blocked_s = blocked_s
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def run_interleaving(adapter: Any, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
+    """Two-level interleaving on one job: A frozen at ``first``; time passes A's lease; B runs
+    until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check."""
+    started = time.perf_counter()
+    directory = os.path.join(workdir, "point")
+    _copy(family, directory)
+    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
+    a = _fork_until(run, first, only, lambda: _doomed(run))
+    problems: list[Violation] = []
+    interruptions: Counter = Counter()
+    exit_kind = "not-reached"
+    if _is_stopped(a):
+        interruptions = _interruptions(run)
+        run.clock.advance(adapter.lease_s + 1)
+        b = _fork_until(run, second, only, lambda: _short_busy(run.session("w-b")).run_once)
+        b_stopped = _is_stopped(b)
+        problems += _resume(run, a, "worker A")
+        if b_stopped:
+            exit_kind = "interleaved"
+            problems += _resume(run, b, "worker B")
+    after = check(run.evidence(family.submitted, interruptions), at_rest=False)
+    point_id = f"{first.id}+{second.id}"
+    outcome = _recover_and_check(run, family.submitted, interruptions, point_id, exit_kind)
+    seen = {str(v) for v in outcome.violations}
+    outcome.violations = problems + [v for v in after if str(v) not in seen] + outcome.violations
+    outcome.fault = "interleave"
+    outcome.seconds = time.perf_counter() - started
     return outcome

@@ -71,8 +71,16 @@ def send_outbox(
         except Exception as exc:  # a failed delivery is retried later, never fatal to the loop
             failed += 1
             delay_s = backoff_s(row.attempts + 1, rng, backoff_s_max)
-            store.mark_send_failed(row.id, error=f"{type(exc).__name__}: {exc}", next_at=clock.now() + delay_s)
+            try:
+                store.mark_send_failed(row.id, error=f"{type(exc).__name__}: {exc}", next_at=clock.now() + delay_s)
+            except StoreBusy:
+                pass  # the row is simply due again at once; its backoff is lost, not the row
         else:
             delivered.append(row.id)
-    store.mark_sent(delivered, now=clock.now())
+    try:
+        store.mark_sent(delivered, now=clock.now())
+    except StoreBusy:
+        # Another process holds the write lock past the busy timeout. The rows stay unsent and
+        # are delivered again on a later pass: at-least-once, which the receiver dedupes.
+        return SendReport(0, failed)
     return SendReport(len(delivered), failed)

@@ -37,9 +37,10 @@ from ._workflow import NEEDS_HUMAN, NeedsHuman, Step, StepOutput, Workflow
 __all__ = ["Worker", "StepContext", "RunResult"]
 
 LEASE_S_DEFAULT = 120.0
-# A heartbeat writes only when less than this fraction of the lease is left: a step may call
-# ``ctx.heartbeat()`` as often as it likes without a commit each time.
-HEARTBEAT_RENEW_FRACTION = 2 / 3
+# A heartbeat writes only when it would extend the lease by at least this fraction of it: a step
+# may call ``ctx.heartbeat()`` as often as it likes without a commit each time, and every
+# heartbeat that is not a no-op pushes the lease as far as it may go.
+HEARTBEAT_MIN_EXTENSION_FRACTION = 1 / 8
 # A step completion renews the lease for the next step unless it was taken or renewed less than
 # this long ago (capped at half the gap between the lease and the longest step timeout, so the next
 # step always starts with more lease left than its timeout).
@@ -169,11 +170,16 @@ class StepContext:
         now = worker.clock.now()
         if now >= self.deadline:
             return
-        if self._lease_until - now > worker.lease_s * HEARTBEAT_RENEW_FRACTION:
-            return
         until = min(now + worker.lease_s, self.deadline + worker.lease_s)
-        with worker._db_lock:
-            renewed = worker.store.heartbeat(self._claim, state=self._state, until=until, now=now)
+        if until - self._lease_until < worker.lease_s * HEARTBEAT_MIN_EXTENSION_FRACTION:
+            return
+        try:
+            with worker._db_lock:
+                renewed = worker.store.heartbeat(self._claim, state=self._state, until=until, now=now)
+        except StoreBusy:
+            # The database is locked by another process: skip this renewal, the lease still runs.
+            # A busy database must never look like a failure of the step.
+            return
         if not renewed:
             raise LeaseLost(f"job {self.job_id!r}: lease token {self.token} was taken over during step {self.step!r}")
         self._lease_until = until

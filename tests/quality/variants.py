@@ -226,3 +226,108 @@ class ReleaseInFinally(_Variant):
 
 
 PLANTED = (SplitMemo, EffectInStep, MarkBeforeSend, NoHeartbeat, SkipMemoLookup, RetryPoison)
+
+
+# -- caught only when workers overlap (pauses, two-level interleavings) ---------------------------
+from dataclasses import replace as _replace  # noqa: E402
+
+from engine._store import COUNT_RECLAIM, FENCED_MOVE, Claim  # noqa: E402
+
+STEAL_ANY = (
+    "UPDATE job SET lease_owner = :owner, lease_until = :until, next_run_at = :until, "
+    "lease_token = lease_token + 1, updated = :now "
+    "WHERE id = (SELECT id FROM job WHERE next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1) "
+    "RETURNING id, state, payload, attempts, lease_token"
+)
+PICK = "SELECT id FROM job WHERE next_run_at <= ? ORDER BY next_run_at LIMIT 1"
+TAKE = (
+    "UPDATE job SET lease_owner = :owner, lease_until = :until, next_run_at = :until, "
+    "lease_token = lease_token + 1, updated = :now WHERE id = :id "
+    "RETURNING id, state, payload, attempts, lease_token"
+)
+
+
+def _start(conn: Any, row: Any, now: float, lease_s: float, starts: Any) -> Claim:
+    state, token, attempts = row["state"], row["lease_token"], row["attempts"]
+    ident = {"id": row["id"], "token": token, "now": now}
+    if state in starts:
+        conn.execute(FENCED_MOVE, {**ident, "to": starts[state], "from": state})
+        state = starts[state]
+    else:
+        conn.execute(COUNT_RECLAIM, {**ident, "state": state})
+        attempts += 1
+    return Claim(row["id"], state, row["payload"], attempts, token, now + lease_s)
+
+
+class _StealingStore(SqliteStore):
+    def claim(self, owner: str, *, now: float, lease_s: float, starts: Any) -> Any:
+        with self._write() as conn:
+            row = conn.execute(STEAL_ANY, {"owner": owner, "until": now + lease_s, "now": now}).fetchone()  # BUG
+            return None if row is None else _start(conn, row, now, lease_s, starts)
+
+
+class ClaimIgnoresLiveLease(_Variant):
+    """A claim that takes any unfinished job, whether or not its lease is still valid.
+
+    With one worker nothing is wrong. With two, the second takes the job from under the first,
+    which is alive and working, and the same step is paid for twice. Caught by the pause matrix
+    (another worker runs while the first is frozen with its lease valid): **bounded-spend**.
+    """
+
+    catches = ("bounded-spend",)
+    families = ("clean",)
+    faults = ("pause",)
+
+    def make_store(self, db_path: str) -> SqliteStore:
+        return _StealingStore(db_path)
+
+
+class _CheckThenActStore(SqliteStore):
+    def claim(self, owner: str, *, now: float, lease_s: float, starts: Any) -> Any:
+        picked = self.conn.execute(PICK, (now,)).fetchone()  # BUG: read outside the write transaction
+        if picked is None:
+            return None
+        with self._write() as conn:
+            row = conn.execute(TAKE, {"owner": owner, "until": now + lease_s, "now": now, "id": picked[0]}).fetchone()
+            return None if row is None else _start(conn, row, now, lease_s, starts)
+
+
+class UnguardedClaim(_Variant):
+    """A claim whose SELECT and UPDATE are two statements, the UPDATE not re-checking the lease.
+
+    Between the two, another worker can claim the job and start paying for its step; the UPDATE
+    then takes the job from under it. Only an interleaving of two workers (one frozen between its
+    SELECT and its UPDATE, the other frozen mid-step) shows it: **bounded-spend**.
+    """
+
+    catches = ("bounded-spend",)
+    families = ("clean",)
+    faults = ("interleave",)
+
+    def make_store(self, db_path: str) -> SqliteStore:
+        return _CheckThenActStore(db_path)
+
+
+class _UnfencedStore(SqliteStore):
+    def complete(self, claim: Any, **kw: Any) -> bool:
+        current = self.conn.execute("SELECT lease_token FROM job WHERE id = ?", (claim.job_id,)).fetchone()[0]
+        return super().complete(_replace(claim, token=current), **kw)  # BUG: the writer's token is not checked
+
+
+class NoFencing(_Variant):
+    """A step completion guarded by the job's state but not by the writer's lease token.
+
+    A worker frozen past its lease wakes up while its replacement is mid-step, finds the job in
+    the state it left it in, and commits on top of the replacement's work: the zombie write that
+    fencing tokens exist for. Caught by two-level interleavings: **fenced-writes**.
+    """
+
+    catches = ("fenced-writes",)
+    families = ("clean",)
+    faults = ("interleave",)
+
+    def make_store(self, db_path: str) -> SqliteStore:
+        return _UnfencedStore(db_path)
+
+
+OVERLAP = (ClaimIgnoresLiveLease, UnguardedClaim, NoFencing)
