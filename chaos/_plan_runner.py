@@ -28,7 +28,17 @@ from ._sandbox import Sandbox
 from ._scenario import Family, Outcome, Scenario, prepare, run_point
 from ._world import Call, Fault
 
-__all__ = ["PreparedPoints", "prepare_points", "select_points", "run_plan_point", "run_scenario", "ScenarioResult", "why"]
+__all__ = ["PreparedPoints", "prepare_points", "select_points", "run_plan_point", "run_scenario", "ScenarioResult", "why", "item_name"]
+
+
+def item_name(point: Point) -> str:
+    """A point's test-item name: its id without the angle brackets of ``<listcomp>`` and the like,
+    so that a test id pasted into a shell is not read as a redirection.
+
+    >>> item_name(Point("/src/engine/_worker.py", 368, 6, "<dictcomp>"))
+    '_worker.dictcomp:L368#6'
+    """
+    return point.id.replace("<", "").replace(">", "")
 
 
 @dataclass
@@ -131,7 +141,8 @@ def select_points(prepared: PreparedPoints, selection: str, *, seed: int) -> lis
         return sorted(random.Random(f"{seed}:{prepared.plan.name}").sample(indexes, n))
     group, _, point_id = selection.rpartition("::")
     points = prepared.family.points
-    return [i for i in indexes if points[i].id == point_id and (not group or prepared.groups[i] == group)]
+    wanted_ids = {point_id, point_id.replace("<", "").replace(">", "")}
+    return [i for i in indexes if item_name(points[i]) in wanted_ids and (not group or prepared.groups[i] == group)]
 
 
 def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: str, *, seed: int, mode: str) -> tuple[Outcome, list[str]]:

@@ -317,9 +317,11 @@ class PlanGroup(pytest.Collector):
         self.indexes = indexes
 
     def collect(self) -> Iterator[pytest.Item]:
+        from chaos._plan_runner import item_name
+
         points = self.prepared.family.points
         for index in self.indexes:
-            yield PlanPoint.from_parent(self, name=points[index].id, prepared=self.prepared, index=index)
+            yield PlanPoint.from_parent(self, name=item_name(points[index]), prepared=self.prepared, index=index)
 
 
 class _PlanItem(pytest.Item):
@@ -381,7 +383,7 @@ class PlanPoint(_PlanItem):
                 self.prepared, self.index, adapter, state.points_dir(), seed=state.settings.seed, mode=state.settings.mode
             )
         except Exception as exc:  # the harness or the recovery broke: count it, then show the traceback
-            self.record(kind="point", group=self.parent.name if self.parent else "", point=point.id, file=point.file,
+            self.record(kind="point", group=self.parent.name if self.parent else "", point=self.name, file=point.file,
                         line=point.line, hit=point.hit, function=point.function, source=_source(point.file, point.line),
                         exit="error", held=False, violations=[], failures=[f"{type(exc).__name__}: {exc}"], wasted=0, seconds=0.0)
             raise
@@ -395,7 +397,7 @@ class PlanPoint(_PlanItem):
         rec = self.record(
             kind="point",
             group=self.parent.name if self.parent else "",
-            point=point.id,
+            point=self.name,
             file=point.file,
             line=point.line,
             hit=point.hit,
@@ -414,7 +416,7 @@ class PlanPoint(_PlanItem):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         point = self.prepared.family.points[self.index]
-        return self.path, None, f"crash at {point.id} ({os.path.basename(point.file)}:{point.line})"
+        return self.path, None, f"crash at {self.name} ({os.path.basename(point.file)}:{point.line})"
 
 
 class PlanBaseline(_PlanItem):
