@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import shlex
+import shutil
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -222,7 +223,18 @@ def run_matrix(
     if not chosen:
         names = ", ".join(s.name for s in all_scenarios)
         raise ValueError(f"no scenario family matches {sorted(wanted or {only_family})}; families: {names}")
+    owned = workdir is None
     workdir = workdir or scratch_dir()
+    try:
+        return _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=only_family,
+                    only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started)
+    finally:
+        if owned:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
+         only_family: str, only_point: str, sample: int | None, jobs: int, faults: tuple[str, ...], pairs: int, started: float) -> MatrixReport:
     report = MatrixReport(target_name, mode, seed, faults=faults)
     prepared: dict[str, Family] = {}
     work: list[Work] = []

@@ -86,9 +86,12 @@ class _Scope:
 class Recorder:
     """Records every line event in scope, in order, during a ``with`` block (restores the tracer)."""
 
-    def __init__(self, paths: Iterable[str], only: Iterable[CodeType] | None = None) -> None:
+    def __init__(self, paths: Iterable[str], only: Iterable[CodeType] | None = None, between: Callable[[], bool] | None = None) -> None:
         self.scope = _Scope(paths, only)
         self.points: list[Point] = []
+        # For each point: was the worker between transactions there (holding no write lock)?
+        self.between: list[bool] = []
+        self._between = between
         self.codes: set[CodeType] = set()
         self._counts: Counter[tuple[str, int]] = Counter()
         self._previous: Any = None
@@ -105,6 +108,7 @@ class Recorder:
             key = (code.co_filename, frame.f_lineno)
             self._counts[key] += 1
             self.points.append(Point(code.co_filename, frame.f_lineno, self._counts[key], code.co_name))
+            self.between.append(self._between() if self._between is not None else True)
         return self._local
 
     def __enter__(self) -> "Recorder":

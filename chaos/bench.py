@@ -1,0 +1,55 @@
+"""The harness's own figures for ``python -m benchmarks``: how fast crash-testing runs.
+
+``rows(quick)`` returns table rows (``key``, ``label``, ``value``, ``unit``, ``note``). Quick
+mode runs tiny samples so CI can smoke-test the code path; the real figures come from a full run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ._adapter import ReferenceAdapter
+from ._matrix import run_matrix
+
+__all__ = ["rows"]
+
+QUICK_SAMPLE = 24
+FULL_SAMPLE = 600
+SPEED_FAMILY = "clean"
+
+
+def _rate(report: Any) -> float:
+    return report.points / report.seconds if report.seconds else 0.0
+
+
+def rows(quick: bool) -> list[dict[str, Any]]:
+    """Scenarios per second per kill mode and fault kind, and whole-matrix wall times."""
+    sample = QUICK_SAMPLE if quick else FULL_SAMPLE
+    adapter = ReferenceAdapter()
+    out: list[dict[str, Any]] = []
+    fork = run_matrix(adapter, families=[SPEED_FAMILY], faults=["crash"], sample=sample)
+    inproc = run_matrix(adapter, families=[SPEED_FAMILY], faults=["crash"], sample=sample, mode="inprocess")
+    pause = run_matrix(adapter, families=[SPEED_FAMILY], faults=["pause"], sample=sample)
+    pairs = run_matrix(adapter, families=[SPEED_FAMILY], faults=["interleave"], pairs=sample)
+    out += [
+        {"key": "fork_scenarios_per_s", "label": "fork-mode crash scenarios/s, 1 core", "value": round(_rate(fork), 1), "unit": "scenarios/s",
+         "note": f"{fork.points} points of the '{SPEED_FAMILY}' family"},
+        {"key": "inprocess_scenarios_per_s", "label": "in-process crash scenarios/s, 1 core", "value": round(_rate(inproc), 1), "unit": "scenarios/s",
+         "note": f"ratio to fork {(_rate(inproc) / _rate(fork)) if _rate(fork) else 0:.2f}x"},
+        {"key": "pause_scenarios_per_s", "label": "fork-mode pause scenarios/s, 1 core", "value": round(_rate(pause), 1), "unit": "scenarios/s"},
+        {"key": "interleave_pairs_per_s", "label": "two-level interleaving pairs/s, 1 core", "value": round(_rate(pairs), 1), "unit": "pairs/s",
+         "note": f"{pairs.points} of {pairs.pairs_possible} possible pairs"},
+    ]
+    if quick:
+        return out
+    for jobs in (1, 2):
+        started = time.perf_counter()
+        report = run_matrix(adapter, faults=["crash"], jobs=jobs)
+        out.append({"key": f"crash_matrix_s_n{jobs}", "label": f"full reference crash matrix, -n {jobs}", "value": round(time.perf_counter() - started, 1),
+                    "unit": "s", "note": f"{report.points} points, {report.violations} violations"})
+    started = time.perf_counter()
+    report = run_matrix(adapter, faults=["pause"], jobs=2)
+    out.append({"key": "pause_matrix_s_n2", "label": "full reference pause matrix, -n 2", "value": round(time.perf_counter() - started, 1),
+                "unit": "s", "note": f"{report.points} scenarios, {report.violations} violations"})
+    return out
