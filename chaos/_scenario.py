@@ -138,14 +138,14 @@ class _Run:
         self.sessions.clear()
         self.world.close()
 
-    def evidence(self, submitted: dict[str, str], interruptions: Counter) -> Evidence:
+    def evidence(self, submitted: dict[str, str], interruptions: Counter, snapshot: Any = None) -> Evidence:
         a = self.adapter
         return Evidence(
             table=a.states(),
             step_states=a.step_states(),
             settled_states=a.settled_states(),
             final_effects=a.final_effects(),
-            snapshot=a.inspect(self.db),
+            snapshot=snapshot if snapshot is not None else a.inspect(self.db),
             calls=self.world.calls(),
             deliveries=self.world.deliveries(),
             submitted=submitted,
@@ -256,8 +256,9 @@ def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed:
     run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
     only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
     exit_kind = _kill_fork(run, point, only) if mode == "fork" else _kill_inprocess(run, point, only)
-    interruptions = _interruptions(run)
-    after_kill = check(run.evidence(family.submitted, interruptions), at_rest=False)
+    snapshot = adapter.inspect(run.db)
+    interruptions = _interruptions(run, snapshot)
+    after_kill = check(run.evidence(family.submitted, interruptions, snapshot), at_rest=False)
     outcome = _recover_and_check(run, family.submitted, interruptions, point.id, exit_kind)
     seen = {str(v) for v in outcome.violations}
     outcome.violations = [v for v in after_kill if str(v) not in seen] + outcome.violations
@@ -316,10 +317,10 @@ def _close_quietly(session: Any) -> None:
         pass
 
 
-def _interruptions(run: _Run) -> Counter:
+def _interruptions(run: _Run, snapshot: Any = None) -> Counter:
     """Steps that were in flight when the worker died: each may be paid for once more."""
     working = {w: step for step, (w, _) in run.adapter.step_states().items()}
-    snapshot = run.adapter.inspect(run.db)
+    snapshot = snapshot if snapshot is not None else run.adapter.inspect(run.db)
     return Counter((job_id, working[job.state]) for job_id, job in snapshot.jobs.items() if job.state in working)
 
 
