@@ -249,6 +249,12 @@ class ReferenceAdapter:
         return send_outbox
 
     # -- what the harness asks -------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        # The cached workflow holds closures; a copy sent to a worker process rebuilds it.
+        state = dict(self.__dict__)
+        state["_table"] = None
+        return state
+
     def _shape(self) -> Workflow:
         # The workflow a subclass builds in workflow(), on offline services: its steps and table
         # are what the harness checks, so a custom workflow needs no other override.

@@ -8,14 +8,15 @@
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import shlex
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from typing import Any, Iterable
 
 from ._adapter import REFERENCE_TARGET, load_adapter
@@ -30,6 +31,9 @@ CHUNK_POINTS = 64
 FAULTS = ("crash", "pause", "interleave")
 DEFAULT_FAULTS = ("crash", "pause")
 PAIRS_DEFAULT = 200
+# Fork from a lean worker process once the caller is this heavy (and the run is this long).
+LEAN_RSS_MB_MAX = 60
+LEAN_ITEMS_MIN = 48
 
 
 @dataclass
@@ -262,11 +266,7 @@ def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *
         work = sorted(random.Random(seed).sample(work, sample))
     _SHARED.update(adapter=adapter, families=prepared, workdir=workdir, seed=seed, mode=mode, deep=deep)
     chunks = [work[i : i + CHUNK_POINTS] for i in range(0, len(work), CHUNK_POINTS)]
-    if jobs > 1 and len(chunks) > 1:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as pool:
-            done = [item for chunk in pool.map(_run_chunk, chunks) for item in chunk]
-    else:
-        done = [item for chunk in chunks for item in _run_chunk(chunk)]
+    done = _execute(chunks, jobs)
     for (fault, name, index, second), outcome in done:
         p = prepared[name].points[index]
         q = prepared[name].points[second] if second >= 0 else None
@@ -275,6 +275,51 @@ def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *
         report.results.append(result)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _execute(chunks: list[list[Work]], jobs: int) -> list[tuple[Work, Outcome]]:
+    """Run the chunks, in lean worker processes when that pays (see :mod:`chaos._zygote`).
+
+    Adapters that cannot be pickled (a closure, an open connection) run here instead, forking
+    from this process.
+    """
+    items = sum(len(chunk) for chunk in chunks)
+    lean = jobs > 1 or (items >= LEAN_ITEMS_MIN and _rss_mb() > LEAN_RSS_MB_MAX)
+    shared = (_SHARED["adapter"], _SHARED["families"], _SHARED["workdir"], _SHARED["seed"], _SHARED["mode"], _SHARED["deep"])
+    if lean:
+        try:
+            payload = pickle.dumps((shared, []))
+        except Exception:  # not picklable: fork from here
+            lean = False
+    if not lean:
+        return [item for chunk in chunks for item in _run_chunk(chunk)]
+    del payload
+    workers = max(1, min(jobs, len(chunks)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    procs = []
+    for n in range(workers):
+        source = os.path.join(_SHARED["workdir"], f"zygote-{n}.in")
+        target = os.path.join(_SHARED["workdir"], f"zygote-{n}.out")
+        with open(source, "wb") as f:
+            pickle.dump((shared, chunks[n::workers]), f)
+        procs.append((subprocess.Popen([sys.executable, "-m", "chaos._zygote", source, target], env=env), target))
+    done: list[tuple[Work, Outcome]] = []
+    for proc, target in procs:
+        if proc.wait() != 0:
+            raise RuntimeError(f"a matrix worker process exited with status {proc.returncode}; its error is printed above")
+        with open(target, "rb") as f:
+            done.extend(pickle.load(f))
+    return done
+
+
+def _adopt(adapter: Any, families: dict[str, Family], workdir: str, seed: int, mode: str, deep: bool) -> None:
+    _SHARED.update(adapter=adapter, families=families, workdir=workdir, seed=seed, mode=mode, deep=deep)
+
+
+def _rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _pairs(family: Family, only: str | None, budget: int, rng: random.Random) -> tuple[list[tuple[int, int]], int]:
