@@ -74,10 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        if args.json:
-            print(json.dumps(report.to_json(), indent=2))
-        else:
-            print(format_report(report, quiet=args.quiet))
+        try:
+            if args.json:
+                print(json.dumps(report.to_json(), indent=2))
+            else:
+                print(format_report(report, quiet=args.quiet))
+        except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
+            sys.stderr.close()
         return 1 if report.violations else 0
     return 2
 

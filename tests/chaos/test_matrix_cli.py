@@ -1,0 +1,88 @@
+"""The crash matrix from the command line: its table, its JSON, its exit codes, its replay."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from chaos import run_matrix
+
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]))
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "chaos", "matrix", *args], capture_output=True, text=True, timeout=600, env=ENV)
+
+
+def test_matrix_json_has_points_violations_coverage_and_per_point_results():
+    out = run("--family", "sender", "--faults", "crash", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["points"] == len(report["results"]) > 10
+    assert report["violations"] == 0
+    assert 0 < report["coverage"]["percent"] <= 100
+    first = report["results"][0]
+    assert {"id", "fault", "file", "line", "source", "held", "violations", "wasted_calls", "replay"} <= set(first)
+    assert first["replay"].startswith("python -m chaos matrix --target chaos:reference_adapter")
+
+
+def test_a_violation_exits_1_and_prints_the_invariant_the_lesson_and_a_replay_command_that_reproduces_it():
+    out = run("--target", "quality.variants:MarkBeforeSend", "--family", "sender", "--faults", "crash", "--quiet")
+    assert out.returncode == 1
+    assert "VIOLATION outbox-at-least-once" in out.stdout
+    assert "lesson: A crash between delivering and marking re-delivers" in out.stdout
+    replay = next(line for line in out.stdout.splitlines() if line.strip().startswith("replay:")).split("replay: ", 1)[1]
+    again = subprocess.run(replay, shell=True, capture_output=True, text=True, timeout=600, env=ENV)
+    assert again.returncode == 1
+    assert "1 points in 1 families" in again.stdout
+    assert "VIOLATION outbox-at-least-once" in again.stdout
+
+
+def test_the_table_shows_every_point_with_its_source_line_and_outcome():
+    out = run("--family", "sender", "--faults", "crash")
+    assert out.returncode == 0
+    rows = [line for line in out.stdout.splitlines() if line.startswith("crash ") and "::" in line]
+    assert len(rows) > 10
+    assert all(("held" in row) for row in rows)
+    assert "crash coverage:" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--family", "nope"), "no scenario family matches"),
+        (("--faults", "melt"), "fault kinds ['melt'] are not known"),
+        (("--point", "clean"), "must look like FAMILY::POINT"),
+        (("--target", "nowhere:thing"), "cannot load target"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message_that_names_it(args, message):
+    out = run(*args)
+    assert out.returncode == 2
+    assert message in out.stderr
+
+
+def test_the_harness_restores_the_callers_trace_function_so_coverage_keeps_measuring():
+    def tracer(frame, event, arg):
+        return None
+
+    sys.settrace(tracer)
+    try:
+        run_matrix(families=["sender"], faults=["crash"], mode="inprocess", sample=5)
+        assert sys.gettrace() is tracer
+    finally:
+        sys.settrace(None)
+
+
+def test_pause_and_interleave_results_carry_their_fault_kind_and_blocked_time():
+    report = run_matrix(families=["sender"], faults=["pause", "interleave"], pairs=10)
+    kinds = report.by_fault()
+    assert {"pause-live", "pause-expired"} <= set(kinds)
+    assert all(r.outcome.exit in ("paused", "interleaved", "not-reached") for r in report.results)
+    assert report.violations == 0
