@@ -13,6 +13,7 @@ from ._clock import Clock, FakeClock, SystemClock
 from ._errors import (
     BadRequest,
     ConnectionFailed,
+    DamagedRow,
     EngineError,
     IdempotencyConflict,
     IllegalAction,
@@ -28,6 +29,7 @@ from ._errors import (
     StepError,
     StepTimeout,
     StoreBusy,
+    StoreFailed,
     UnknownJob,
     ValidationFailed,
 )
@@ -59,6 +61,7 @@ __all__ = [
     "Claim",
     "Clock",
     "ConnectionFailed",
+    "DamagedRow",
     "Documents",
     "EngineError",
     "FakeClock",
@@ -98,6 +101,7 @@ __all__ = [
     "StepOutput",
     "StepTimeout",
     "StoreBusy",
+    "StoreFailed",
     "SystemClock",
     "UnknownJob",
     "ValidationFailed",

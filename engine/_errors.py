@@ -17,6 +17,8 @@ __all__ = [
     "SchemaMismatch",
     "LeaseLost",
     "StoreBusy",
+    "StoreFailed",
+    "DamagedRow",
     "StepError",
     "RetryableError",
     "StepTimeout",
@@ -96,6 +98,30 @@ class StoreBusy(EngineError):
     Nothing was written; the caller backs off and tries again later. A worker treats it as "no
     progress this iteration", never as a crash.
     """
+
+
+class StoreFailed(EngineError):
+    """The database refused a read or a write for a reason of the machine under it.
+
+    Disk full (SQLite's ``SQLITE_FULL``), an I/O error (``EIO`` from ``write``, ``fsync``), a
+    read-only file system, a lost server. The transaction that failed was rolled back: nothing of
+    it was written. A worker treats it like :class:`StoreBusy`, as "no progress this iteration":
+    it backs off and tries again, and its job is taken up again once its lease expires. If the
+    error persists, the message says what the database reported: free disk space or check the
+    device.
+    """
+
+
+class DamagedRow(EngineError, ValueError):
+    """A row holds what the engine never writes: a payload or memo output that is not JSON.
+
+    The worker quarantines the job (a failed state, with this message as ``last_error``) and
+    goes on with the others; nothing is retried until a person repairs the row and requeues it.
+    """
+
+    def __init__(self, job_id: str, what: str, detail: str, fix: str) -> None:
+        self.job_id = job_id
+        super().__init__(f"{what} of job {job_id!r} is not valid JSON ({detail}); {fix}")
 
 
 class StepError(Exception):

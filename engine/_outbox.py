@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ._clock import Clock, SystemClock
-from ._errors import StoreBusy
+from ._errors import StoreBusy, StoreFailed
 from ._retry import BACKOFF_S_MAX, backoff_s
 
 __all__ = ["Sender", "SendReport", "send_outbox", "BATCH_MAX"]
@@ -61,7 +61,7 @@ def send_outbox(
     now = clock.now()
     try:
         rows = store.due_outbox(now=now, limit=batch_max)
-    except StoreBusy:
+    except (StoreBusy, StoreFailed):
         return SendReport(0, 0)
     delivered: list[int] = []
     failed = 0
@@ -73,14 +73,15 @@ def send_outbox(
             delay_s = backoff_s(row.attempts + 1, rng, backoff_s_max)
             try:
                 store.mark_send_failed(row.id, error=f"{type(exc).__name__}: {exc}", next_at=clock.now() + delay_s)
-            except StoreBusy:
+            except (StoreBusy, StoreFailed):
                 pass  # the row is simply due again at once; its backoff is lost, not the row
         else:
             delivered.append(row.id)
     try:
         store.mark_sent(delivered, now=clock.now())
-    except StoreBusy:
-        # Another process holds the write lock past the busy timeout. The rows stay unsent and
-        # are delivered again on a later pass: at-least-once, which the receiver dedupes.
+    except (StoreBusy, StoreFailed):
+        # Another process holds the write lock past the busy timeout, or the disk failed. The
+        # rows stay unsent and are delivered again on a later pass: at-least-once, which the
+        # receiver dedupes.
         return SendReport(0, failed)
     return SendReport(len(delivered), failed)

@@ -37,7 +37,7 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
 
-from ._errors import IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, UnknownJob
+from ._errors import IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
 from ._store import (
     APPLICATION_ID,
     SCHEMA_VERSION,
@@ -48,6 +48,7 @@ from ._store import (
     _check_job_id,
     _clip_error,
     _job,
+    _memo_output,
     _payload_json,
 )
 
@@ -60,6 +61,11 @@ IDLE_IN_TRANSACTION_TIMEOUT_S_DEFAULT = 60.0
 # simply try again later. lock_not_available, query_canceled (statement_timeout),
 # deadlock_detected, serialization_failure.
 BUSY_SQLSTATES = frozenset({"55P03", "57014", "40P01", "40001"})
+# SQLSTATE classes of a failure of the machine rather than of the statement: connection
+# exceptions (08), insufficient resources such as disk_full (53), operator intervention such as a
+# server shutting down (57P), system errors such as io_error (58). Raised as StoreFailed, as
+# SQLite's SQLITE_FULL and SQLITE_IOERR are: the worker backs off and tries again.
+FAILED_SQLSTATE_PREFIXES = ("08", "53", "57P", "58")
 
 SCHEMA = (
     """CREATE TABLE crashgate_schema (
@@ -228,15 +234,38 @@ class PostgresStore:
         self.url = url
         self.workflow = workflow
         self.busy_timeout_s = busy_timeout_s
+        self._timeouts_s = (("lock_timeout", busy_timeout_s), ("statement_timeout", statement_timeout_s),
+                            ("idle_in_transaction_session_timeout", idle_in_transaction_timeout_s))
         try:
-            self.conn = psycopg.connect(url, autocommit=True)
+            self.conn = self._connect()
         except psycopg.OperationalError as exc:
             raise InvalidInput(f"cannot connect to {_safe(url)}: {str(exc).strip()}; check the database URL and that the server runs") from exc
         self.name = _describe(self.conn)
-        for setting, seconds in (("lock_timeout", busy_timeout_s), ("statement_timeout", statement_timeout_s),
-                                 ("idle_in_transaction_session_timeout", idle_in_transaction_timeout_s)):
-            self.conn.execute(SET_CONFIG, {"name": setting, "value": f"{round(seconds * 1000)}ms"})
         self._ensure_schema()
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True)
+        for setting, seconds in self._timeouts_s:
+            conn.execute(SET_CONFIG, {"name": setting, "value": f"{round(seconds * 1000)}ms"})
+        return conn
+
+    def _reconnect_if_lost(self) -> None:
+        """A connection the server dropped (a restart, a failover) is opened again on next use.
+
+        The failure that revealed the loss was raised as StoreFailed, and the worker backed off;
+        the transaction it was in was rolled back by the server. Reconnecting here lets the same
+        worker resume without a restart. If the server is still down, this raises StoreFailed again.
+        """
+        if not self.conn.closed:
+            return
+        import psycopg
+
+        try:
+            self.conn = self._connect()
+        except psycopg.OperationalError as exc:
+            raise _store_failed(self.name, "reconnecting", exc) from exc
 
     # -- connection and schema ----------------------------------------------------------------
     def close(self) -> None:
@@ -245,6 +274,7 @@ class PostgresStore:
     @contextmanager
     def _write(self) -> Iterator[Any]:
         """The one write path: BEGIN, commit on success, roll back on any exception."""
+        self._reconnect_if_lost()
         try:
             with self.conn.transaction():
                 yield self.conn
@@ -254,12 +284,15 @@ class PostgresStore:
                     f"database {self.name}: {type(exc).__name__} ({exc.sqlstate}) within {self.busy_timeout_s}s; "
                     "another transaction holds the rows this write needs; nothing was written, try again later"
                 ) from exc
+            if _machine_failure(exc):
+                raise _store_failed(self.name, "a write", exc) from exc
             raise
 
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one read (its own short transaction, autocommit) and return its rows as dicts."""
         from psycopg.rows import dict_row
 
+        self._reconnect_if_lost()
         try:
             with self.conn.cursor(row_factory=dict_row) as cur:
                 cur.execute(sql, params)
@@ -267,6 +300,8 @@ class PostgresStore:
         except _psycopg_error() as exc:
             if exc.sqlstate in BUSY_SQLSTATES:
                 raise StoreBusy(f"database {self.name}: read timed out ({exc.sqlstate}); try again later") from exc
+            if _machine_failure(exc):
+                raise _store_failed(self.name, "a read", exc) from exc
             raise
 
     def _ensure_schema(self) -> None:
@@ -457,10 +492,10 @@ class PostgresStore:
         rows = self._rows(SELECT_MEMO, {"id": job_id, "step": step})
         if not rows:
             return None
-        return Memo(json.loads(rows[0]["output"]), rows[0]["cost"], rows[0]["at"])
+        return Memo(_memo_output(job_id, step, rows[0]["output"]), rows[0]["cost"], rows[0]["at"])
 
     def memos(self, job_id: str) -> dict[str, Any]:
-        return {r["step"]: json.loads(r["output"]) for r in self._rows(SELECT_MEMOS, {"id": job_id})}
+        return {r["step"]: _memo_output(job_id, r["step"], r["output"]) for r in self._rows(SELECT_MEMOS, {"id": job_id})}
 
     # -- the outbox ------------------------------------------------------------------------------
     def due_outbox(self, *, now: float, limit: int) -> list[OutboxRow]:
@@ -495,6 +530,23 @@ def _psycopg_error() -> type[BaseException]:
     import psycopg
 
     return psycopg.Error
+
+
+def _machine_failure(exc: Any) -> bool:
+    """A failure of the server's machine or of the connection to it, not of the statement."""
+    import psycopg
+
+    if exc.sqlstate is None:
+        return isinstance(exc, psycopg.OperationalError)  # the connection broke: no SQLSTATE
+    return exc.sqlstate.startswith(FAILED_SQLSTATE_PREFIXES)
+
+
+def _store_failed(name: str, where: str, exc: Any) -> StoreFailed:
+    return StoreFailed(
+        f"database {name}: {where} failed with {type(exc).__name__} ({exc.sqlstate or 'no SQLSTATE'}: "
+        f"{str(exc).strip()}); nothing of it was written and the worker backs off and tries again; "
+        "if this persists, check the server's disk and that it runs"
+    )
 
 
 def _describe(conn: Any) -> str:

@@ -22,7 +22,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ._errors import IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, UnknownJob
+from ._errors import DamagedRow, IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
 
 __all__ = ["SqliteStore", "Job", "Claim", "Memo", "OutboxRow", "SCHEMA_VERSION", "dumps"]
 
@@ -319,13 +319,20 @@ class SqliteStore:
         return [job if job is not None else self.get(job_id) for job, (job_id, _) in zip(created, rows)]
 
     def get(self, job_id: str) -> Job:
-        row = self.conn.execute(SELECT_JOB, (job_id,)).fetchone()
-        if row is None:
+        rows = self._read(SELECT_JOB, (job_id,))
+        if not rows:
             raise UnknownJob(job_id)
-        return _job(row)
+        return _job(rows[0])
 
     def jobs(self) -> list[Job]:
-        return [_job(r) for r in self.conn.execute("SELECT * FROM job ORDER BY created, id")]
+        return [_job(r) for r in self._read("SELECT * FROM job ORDER BY created, id")]
+
+    def _read(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        """Run one read outside any write; a failure of the machine is raised as StoreFailed."""
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise _store_error(self, exc, "a read") from exc
 
     # -- the worker's writes --------------------------------------------------------------------
     def claim(self, owner: str, *, now: float, lease_s: float, starts: Mapping[str, str]) -> Claim | None:
@@ -448,19 +455,19 @@ class SqliteStore:
 
     # -- the memo --------------------------------------------------------------------------------
     def memo(self, job_id: str, step: str) -> Memo | None:
-        row = self.conn.execute(SELECT_MEMO, (job_id, step)).fetchone()
-        if row is None:
+        rows = self._read(SELECT_MEMO, (job_id, step))
+        if not rows:
             return None
-        return Memo(json.loads(row["output"]), row["cost"], row["at"])
+        return Memo(_memo_output(job_id, step, rows[0]["output"]), rows[0]["cost"], rows[0]["at"])
 
     def memos(self, job_id: str) -> dict[str, Any]:
-        return {r["step"]: json.loads(r["output"]) for r in self.conn.execute(SELECT_MEMOS, (job_id,))}
+        return {r["step"]: _memo_output(job_id, r["step"], r["output"]) for r in self._read(SELECT_MEMOS, (job_id,))}
 
     # -- the outbox ------------------------------------------------------------------------------
     def due_outbox(self, *, now: float, limit: int) -> list[OutboxRow]:
         return [
             OutboxRow(r["id"], r["job_id"], r["kind"], json.loads(r["payload"]), r["attempts"])
-            for r in self.conn.execute(SELECT_DUE_OUTBOX, (now, limit))
+            for r in self._read(SELECT_DUE_OUTBOX, (now, limit))
         ]
 
     def mark_sent(self, ids: list[int], *, now: float) -> int:
@@ -489,29 +496,55 @@ class _WriteTransaction:
 
     def __enter__(self) -> sqlite3.Connection:
         store = self._store
+        if store.conn.in_transaction:
+            _rollback(store.conn)  # what a failing disk left open (see _rollback)
         try:
             store.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise StoreBusy(
-                    f"database {store.path!r} stayed locked for {store.busy_timeout_s}s; another process holds its write lock"
-                ) from exc
-            raise
+            raise _store_error(store, exc, "BEGIN IMMEDIATE") from exc
         return store.conn
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         store = self._store
         if exc_type is not None:
-            store.conn.execute("ROLLBACK")
+            _rollback(store.conn)
+            if isinstance(exc, sqlite3.OperationalError):  # disk full or an I/O error mid-transaction
+                raise _store_error(store, exc, "a write") from exc
             return False  # the exception propagates
         try:
             store.conn.execute("COMMIT")
         except sqlite3.OperationalError as commit_exc:
-            store.conn.execute("ROLLBACK")
-            if _is_busy(commit_exc):
-                raise StoreBusy(f"database {store.path!r} stayed locked at commit") from commit_exc
-            raise
+            _rollback(store.conn)
+            raise _store_error(store, commit_exc, "COMMIT") from commit_exc
         return False
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what is left of a failed transaction, if anything is.
+
+    After ``SQLITE_FULL`` or an I/O error SQLite may have rolled the transaction back by itself
+    (a second ROLLBACK would fail), and on a failing disk the ROLLBACK itself may fail: the
+    transaction is then left open and the next write path rolls it back before its BEGIN, so a
+    connection is never stuck inside a transaction that a fault abandoned.
+    """
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.OperationalError:
+            pass
+
+
+def _store_error(store: SqliteStore, exc: sqlite3.OperationalError, where: str) -> Exception:
+    """The typed error for a failed statement: StoreBusy for a lock, StoreFailed for the machine."""
+    if _is_busy(exc):
+        if where == "COMMIT":
+            return StoreBusy(f"database {store.path!r} stayed locked at commit")
+        return StoreBusy(f"database {store.path!r} stayed locked for {store.busy_timeout_s}s; another process holds its write lock")
+    code = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
+    return StoreFailed(
+        f"database {store.path!r}: {where} failed with {code} ({exc}); nothing of it was written and "
+        "the worker backs off and tries again; if this persists, free disk space or check the device"
+    )
 
 
 def _job(row: sqlite3.Row) -> Job:
@@ -519,8 +552,8 @@ def _job(row: sqlite3.Row) -> Job:
         id=row["id"],
         workflow=row["workflow"],
         state=row["state"],
-        payload=json.loads(row["payload"]),
-        result=None if row["result"] is None else json.loads(row["result"]),
+        payload=_loads(row["payload"], row["id"], "payload", _PAYLOAD_FIX),
+        result=None if row["result"] is None else _loads(row["result"], row["id"], "result", _PAYLOAD_FIX),
         attempts=row["attempts"],
         next_run_at=row["next_run_at"],
         lease_until=row["lease_until"],
@@ -529,6 +562,27 @@ def _job(row: sqlite3.Row) -> Job:
         last_error=row["last_error"],
         created=row["created"],
         updated=row["updated"],
+    )
+
+
+_PAYLOAD_FIX = "repair the row with the payload that was submitted, then requeue the job"
+
+
+def _loads(text: str, job_id: str, what: str, fix: str) -> Any:
+    """Parse JSON the engine wrote itself; anything else is a damaged row (DamagedRow)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise DamagedRow(job_id, what, str(exc), fix) from None
+
+
+def _memo_output(job_id: str, step: str, text: str) -> Any:
+    return _loads(
+        text,
+        job_id,
+        f"memo row of step {step!r}",
+        f"delete that row (DELETE FROM step_result WHERE job_id = {job_id!r} AND step = {step!r}) so that the step "
+        "runs again, then requeue the job",
     )
 
 

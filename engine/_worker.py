@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._clock import Clock, SystemClock
-from ._errors import InvalidInput, LeaseLost, StepTimeout, StoreBusy
+from ._errors import DamagedRow, InvalidInput, LeaseLost, StepTimeout, StoreBusy, StoreFailed
 from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
-from ._store import Claim, dumps
+from ._store import _PAYLOAD_FIX, Claim, dumps
 from ._workflow import NEEDS_HUMAN, NeedsHuman, Step, StepOutput, Workflow
 
 __all__ = ["Worker", "StepContext", "RunResult"]
@@ -49,6 +49,9 @@ LEASE_RENEW_SLACK_S_MAX = 1.0
 # timeout and heartbeat. As the timeout is shorter than the lease, a step reaches it in fewer than
 # 12 waits; this bound only stops the loop if the monotonic clock itself stalls.
 WAITS_MAX = 10_000
+# Worker.run backs off after a database failure (disk full, I/O error): the idle sleep doubles
+# with every failure in a row, up to this many seconds, so a failing disk is not hammered.
+STORE_BACKOFF_S_MAX = 30.0
 
 
 class _ClaimInputs:
@@ -176,9 +179,10 @@ class StepContext:
         try:
             with worker._db_lock:
                 renewed = worker.store.heartbeat(self._claim, state=self._state, until=until, now=now)
-        except StoreBusy:
-            # The database is locked by another process: skip this renewal, the lease still runs.
-            # A busy database must never look like a failure of the step.
+        except (StoreBusy, StoreFailed):
+            # The database is locked by another process, or the disk failed: skip this renewal,
+            # the lease still runs. A busy or failing database must never look like a failure of
+            # the step (its commit will meet the same database, and back off there).
             return
         if not renewed:
             raise LeaseLost(f"job {self.job_id!r}: lease token {self.token} was taken over during step {self.step!r}")
@@ -189,10 +193,12 @@ class StepContext:
 class RunResult:
     """What one :meth:`Worker.run_once` did.
 
-    ``outcome`` is one of: ``idle`` (nothing due), ``busy`` (database locked; try later), ``done``
+    ``outcome`` is one of: ``idle`` (nothing due), ``busy`` (database locked; try later),
+    ``unavailable`` (the database failed: disk full, I/O error; back off, try later), ``done``
     (the job reached its final state), ``advanced`` (progress, job released for later),
     ``retry`` (a retryable failure, backoff scheduled), ``failed`` (a failed state),
-    ``needs_human``, ``lease_lost`` (another worker took over; nothing written).
+    ``needs_human``, ``quarantined`` (a damaged row: the job was parked in a failed state),
+    ``lease_lost`` (another worker took over; nothing written).
     """
 
     outcome: str
@@ -267,6 +273,8 @@ class Worker:
             claim = self.store.claim(self.worker_id, now=self.clock.now(), lease_s=self.lease_s, starts=self._starts)
         except StoreBusy:
             return RunResult("busy")
+        except StoreFailed as exc:
+            return self._store_failed(exc, None)
         if claim is None:
             return RunResult("idle")
         ran = skipped = 0
@@ -276,13 +284,19 @@ class Worker:
             step = self.workflow.step_for_working(claim.state)
             if step is None:
                 return self._quarantine(claim, f"state {claim.state!r} is not a working state of workflow {self.workflow.name!r}")
-            if claim.attempts >= self.attempts_max:
-                outcome = self._give_up(claim, step)
-                break
             try:
+                if claim.attempts >= self.attempts_max:
+                    outcome = self._give_up(claim, step)
+                    break
                 outcome, nxt, was_run = self._advance(claim, step, inputs)
             except StoreBusy:
                 return RunResult("busy", claim.job_id, claim.state, ran, skipped)
+            except StoreFailed as exc:
+                # Nothing of the failed transaction was written: the job keeps its state and this
+                # worker's lease, and is taken up again (by anyone) once the lease expires.
+                return self._store_failed(exc, claim)
+            except DamagedRow as exc:
+                return self._quarantine(claim, str(exc))
             ran += was_run
             skipped += not was_run and outcome in ("advanced", "done")
             if nxt is None:
@@ -297,10 +311,15 @@ class Worker:
         """Loop :meth:`run_once` until ``stop`` is set (or ``iterations_max``); returns jobs touched."""
         touched = 0
         iteration = 0
+        failures = 0  # database failures in a row
         while (stop is None or not stop.is_set()) and (iterations_max is None or iteration < iterations_max):
             iteration += 1
             result = self.run_once()
-            if result.outcome in ("idle", "busy"):
+            failures = failures + 1 if result.outcome == "unavailable" else 0
+            if failures:
+                delay_s = min(STORE_BACKOFF_S_MAX, idle_sleep_s * 2.0 ** min(failures, 16))
+                self.clock.sleep(delay_s * (0.5 + self.rng.random()))
+            elif result.outcome in ("idle", "busy"):
                 self.clock.sleep(idle_sleep_s * (0.5 + self.rng.random()))
             else:
                 touched += 1
@@ -318,7 +337,7 @@ class Worker:
         try:
             payload = json.loads(claim.payload_json)
         except ValueError as exc:
-            return self._park(claim, step, step.failed_state or NEEDS_HUMAN, f"damaged payload: {exc}", None), None, False
+            raise DamagedRow(claim.job_id, "payload", str(exc), _PAYLOAD_FIX) from None
         now = self.clock.now()
         timeout = step.timeout_s if step.timeout_s is not None else self.step_timeout_s
         ctx = self.context_class(self, claim, step, payload, inputs.load(self.store, claim.job_id), deadline=now + timeout)
@@ -453,8 +472,52 @@ class Worker:
             return "needs_human"
         return "retry" if next_run_at is not None else "failed"
 
+    # -- what the machine did ---------------------------------------------------------------------
+    def _store_failed(self, exc: StoreFailed, claim: Claim | None) -> RunResult:
+        """The database failed (disk full, I/O error): report it and let the loop back off.
+
+        Never raised out of the loop: nothing of the failed transaction was written, the job
+        keeps its state and lease, and the next iteration (or another worker, once the lease
+        expires) takes it up again when the disk recovers.
+        """
+        if claim is None:
+            return RunResult("unavailable")
+        return RunResult("unavailable", claim.job_id, claim.state)
+
     def _quarantine(self, claim: Claim, why: str) -> RunResult:
-        raise InvalidInput(f"job {claim.job_id!r}: {why}")
+        """Park a job whose row is damaged, with ``why`` as its last_error; the loop goes on.
+
+        A working state goes to its step's failed state (a review step's: needs_human). A state
+        the table does not know goes to the first step's failed state, whose requeue leads back
+        to pending: the steps whose memo rows are intact are then skipped, never paid for again.
+        A known state in which no step works (its ``next_run_at`` was set outside the engine) is
+        only released: it keeps its state and stops being claimable.
+        """
+        step = self.workflow.step_for_working(claim.state)
+        if step is None and claim.state in self.workflow.table:
+            to_state = claim.state
+        else:
+            to_state = (step or self.workflow.steps[0]).failed_state or NEEDS_HUMAN
+        if step is not None:
+            self.workflow.check(claim.state, to_state)
+        try:
+            with self._db_lock:
+                ok = self.store.park(
+                    claim,
+                    from_state=claim.state,
+                    to_state=to_state,
+                    attempts=claim.attempts,
+                    error=f"quarantined: {why}",
+                    next_run_at=None,
+                    now=self.clock.now(),
+                )
+        except StoreBusy:
+            return RunResult("busy", claim.job_id, claim.state)
+        except StoreFailed as exc:
+            return self._store_failed(exc, claim)
+        if not ok:
+            return RunResult("lease_lost", claim.job_id, self._peek_state(claim.job_id))
+        return RunResult("quarantined", claim.job_id, to_state)
 
     def _peek_state(self, job_id: str) -> str | None:
         try:
