@@ -36,6 +36,11 @@ def reference_scenarios() -> list[Scenario]:
         Scenario("extract-parse", "An answer that does not parse is poison: one call, then the failed state.", faults=(Fault("parse", task="extract", sticky=True),)),
         Scenario("verify-fail", "A review that cannot pass parks the job in needs_human, with no memo to skip it later.", faults=(Fault("verify_fail", task="verify"),)),
         Scenario(
+            "cancel-race",
+            "A person's cancel and a worker's claim race for a pending job: compare-and-swap on the state lets exactly one of them win.",
+            phase="human:cancel:doc-1",
+        ),
+        Scenario(
             "lost-lease",
             "A 180 s call against a 120 s lease stays safe: heartbeats keep the lease, and fencing stops a worker that lost it.",
             faults=(Fault("slow", task="extract", duration_s=180),),

@@ -51,8 +51,9 @@ class Scenario:
 
     ``setup`` is a list of actions run cleanly first: ``"run"`` (one worker iteration),
     ``"send"`` (one outbox pass), ``"advance:<s>"`` (move the clock), ``"claim:<worker>"`` (a
-    worker claims the next job and dies holding its lease). ``phase`` is ``"worker"`` or
-    ``"sender"``. ``faults`` are armed for the doomed iteration; ``second_worker`` lets a slow call
+    worker claims the next job and dies holding its lease). ``phase`` is ``"worker"``,
+    ``"sender"`` or a person's action, ``"human:<action>:<job>[:<arg>]"`` (e.g.
+    ``"human:cancel:doc-1"``; an action the engine refuses with its clear error is a clean end). ``faults`` are armed for the doomed iteration; ``second_worker`` lets a slow call
     run another worker while it lasts.
     """
 
@@ -161,7 +162,21 @@ def _doomed(run: _Run) -> Callable[[], Any]:
     session = run.session("w-doomed")
     if scenario.second_worker:
         run.world.during_slow = lambda: run.session("w-second").run_once()
-    return session.run_once if scenario.phase == "worker" else session.send_outbox
+    if scenario.phase == "worker":
+        return session.run_once
+    if scenario.phase == "sender":
+        return session.send_outbox
+    _, action, *args = scenario.phase.split(":")
+    operation = getattr(session, action)
+    human_errors = getattr(run.adapter, "human_errors", ())
+
+    def human() -> None:
+        try:
+            operation(*args)
+        except human_errors:
+            pass  # refused with the engine's clear error: the right answer to a lost race
+
+    return human
 
 
 def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:

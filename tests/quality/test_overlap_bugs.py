@@ -27,7 +27,7 @@ def test_an_overlap_bug_passes_the_crash_matrix_and_is_caught_with_pauses(varian
 
 
 def test_the_unmodified_engine_holds_under_pauses_and_interleavings():
-    report = run_matrix(ReferenceAdapter(), families=["clean", "lost-lease", "sender"], faults=["pause", "interleave"], pairs=400)
+    report = run_matrix(ReferenceAdapter(), families=["clean", "lost-lease", "sender", "cancel-race"], faults=["pause", "interleave"], pairs=400)
     assert report.violations == 0, [f"{r.id} {v}" for r in report.results for v in r.outcome.violations][:5]
     kinds = report.by_fault()
     assert set(kinds) == {"pause-live", "pause-expired", "interleave"}

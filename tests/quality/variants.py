@@ -331,3 +331,35 @@ class NoFencing(_Variant):
 
 
 OVERLAP = (ClaimIgnoresLiveLease, UnguardedClaim, NoFencing)
+
+
+class _BlindHumanStore(SqliteStore):
+    def human_move(self, job_id: str, *, from_state: str, to_state: str, next_run_at: Any, now: float) -> bool:
+        with self._write() as conn:
+            moved = conn.execute(  # BUG: no `AND state = :from`: whatever the job is doing now is overwritten
+                "UPDATE job SET state = :to, attempts = 0, next_run_at = :next_run_at, lease_owner = NULL, "
+                "lease_until = NULL, updated = :now WHERE id = :id",
+                {"id": job_id, "to": to_state, "next_run_at": next_run_at, "now": now},
+            ).rowcount
+        return moved == 1
+
+
+class NoCompareAndSwap(_Variant):
+    """A transition written without its compare-and-swap guard (``WHERE state = :from``).
+
+    Worker writes are also fenced by the lease token, which would mask a missing state guard
+    there; a person's action has no lease, so the state guard is all that stands between a cancel
+    and a worker that claimed the job a moment after the person looked at it. The job is
+    cancelled under the worker's feet (or after it finished). Caught by the pause matrix (the
+    person frozen between reading and writing while a worker runs): **legal-transitions**.
+    """
+
+    catches = ("legal-transitions",)
+    families = ("cancel-race",)
+    faults = ("pause",)
+
+    def make_store(self, db_path: str) -> SqliteStore:
+        return _BlindHumanStore(db_path)
+
+
+OVERLAP = OVERLAP + (NoCompareAndSwap,)
