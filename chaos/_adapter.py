@@ -150,7 +150,7 @@ class Probe:
     def __call__(self, job_id: str, step: str, worker_id: str, token: int, now: float) -> tuple[bool, bool]:
         conn = self._conns.get(os.getpid())
         if conn is None:
-            conn = self._conns[os.getpid()] = sqlite3.connect(self.db_path, timeout=30)
+            conn = self._conns[os.getpid()] = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
         memo = conn.execute("SELECT 1 FROM step_result WHERE job_id = ? AND step = ?", (job_id, step)).fetchone()
         lease = conn.execute("SELECT lease_owner, lease_until, lease_token FROM job WHERE id = ?", (job_id,)).fetchone()
         valid = lease is not None and lease[0] == worker_id and lease[2] == token and (lease[1] or 0) > now
@@ -253,6 +253,7 @@ class ReferenceAdapter:
         # The cached workflow holds closures; a copy sent to a worker process rebuilds it.
         state = dict(self.__dict__)
         state["_table"] = None
+        state.pop("_readers", None)
         return state
 
     def _shape(self) -> Workflow:
@@ -296,7 +297,15 @@ class ReferenceAdapter:
         return ReferenceSession(self, db_path, world, worker_id=worker_id, clock=clock, rng=rng)
 
     def inspect(self, db_path: str) -> Snapshot:
-        conn = sqlite3.connect(db_path, timeout=30)
+        """Read the database on a connection of the harness's own, kept per process and file
+        until :meth:`release` (a scenario inspects the same file several times)."""
+        key = (os.getpid(), db_path)
+        readers = self.__dict__.setdefault("_readers", {})
+        conn = readers.get(key)
+        if conn is None:
+            conn = readers[key] = sqlite3.connect(db_path, timeout=30, check_same_thread=False)
+        # One read transaction: every table is read from the same committed state.
+        conn.execute("BEGIN")
         try:
             snap = Snapshot()
             for r in conn.execute("SELECT id, state, payload, lease_owner, lease_until, next_run_at FROM job"):
@@ -309,6 +318,12 @@ class ReferenceAdapter:
                 snap.writes = [tuple(r) for r in conn.execute("SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq")]  # type: ignore[misc]
             return snap
         finally:
+            conn.execute("COMMIT")
+
+    def release(self, db_path: str) -> None:
+        """Close this process's inspection connection to ``db_path``."""
+        conn = self.__dict__.get("_readers", {}).pop((os.getpid(), db_path), None)
+        if conn is not None:
             conn.close()
 
     def probe(self, db_path: str) -> Probe:

@@ -138,6 +138,9 @@ class _Run:
             _close_quietly(session)
         self.sessions.clear()
         self.world.close()
+        release = getattr(self.adapter, "release", None)
+        if release is not None:
+            release(self.db)
 
     def evidence(self, submitted: dict[str, str], interruptions: Counter, snapshot: Any = None) -> Evidence:
         a = self.adapter
