@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see; at run time each name lo
     from ._families import reference_scenarios
     from ._invariants import INVARIANTS, Evidence, Violation
     from ._matrix import MatrixReport, PointResult, replay_command, run_matrix
+    from .machine import ExploreReport, explore, machine_for, state_machine_test
     from ._plans import Plan, PlanError, load_plan
     from ._points import Point
     from ._sandbox import Sandbox
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see; at run time each name lo
 __all__ = [
     "Adapter",
     "Evidence",
+    "ExploreReport",
     "FAULT_KINDS",
     "Fault",
     "INVARIANTS",
@@ -48,12 +50,15 @@ __all__ = [
     "Snapshot",
     "Violation",
     "World",
+    "explore",
     "load_adapter",
     "load_plan",
+    "machine_for",
     "reference_adapter",
     "reference_scenarios",
     "replay_command",
     "run_matrix",
+    "state_machine_test",
 ]
 
 # name -> the private module that defines it.
@@ -72,6 +77,10 @@ _EXPORTS = {
     "PointResult": "._matrix",
     "replay_command": "._matrix",
     "run_matrix": "._matrix",
+    "ExploreReport": ".machine",
+    "explore": ".machine",
+    "machine_for": ".machine",
+    "state_machine_test": ".machine",
     "Plan": "._plans",
     "PlanError": "._plans",
     "load_plan": "._plans",

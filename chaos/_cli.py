@@ -2,6 +2,7 @@
 
 ``matrix`` kills a worker at every crash point and checks the invariants; it exits 1 on any
 violation, printing for each the invariant, what was seen, and the one command that replays it.
+``explore`` runs random histories (chaos.machine) and exits 1 with the shrunk program on a violation.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ._scenario import MODES
 
 __all__ = ["main", "COMMANDS", "format_report"]
 
-COMMANDS = ("matrix", "demo", "soak")
+COMMANDS = ("matrix", "explore", "demo", "soak")
 SOURCE_CHARS_MAX = 60
 
 
@@ -42,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--pairs", type=int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run, a seeded sample (default {PAIRS_DEFAULT})")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     m.add_argument("--quiet", action="store_true", help="print only violations and the summary")
+    # Random histories (chaos.machine, which imports Hypothesis only when the command runs).
+    e = sub.add_parser("explore", help="random histories of runs, kills, clock jumps and faults; a failure is shrunk and replayable")
+    e.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
+    e.add_argument("--profile", choices=("ci", "nightly"), default="ci", help="ci: about 3,000 steps, seed 0 (default); nightly: 125,000 steps")
+    e.add_argument("--seed", type=int, help="seed of the exploration (default: 0 for ci, a fresh one for nightly; printed either way)")
+    e.add_argument("--max-examples", type=int, help="explore at most this many histories (default: the profile's)")
     from . import _demo, _soak  # the fleet commands: workers, sender and monkey as real processes
 
     _demo.add_arguments(sub.add_parser("demo", help="workers SIGKILLed at random while documents go through; nothing lost",
@@ -57,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import _demo, _soak
 
         return _demo.run_demo(args) if args.command == "demo" else _soak.run_soak(args)
+    if args.command == "explore":
+        from . import machine
+
+        return machine.run_cli(args)
     if args.command == "matrix":
         try:
             report = run_matrix(

@@ -24,7 +24,8 @@ def _rate(report: Any) -> float:
 
 
 def rows(quick: bool) -> list[dict[str, Any]]:
-    """Scenarios per second per kill mode and fault kind, and whole-matrix wall times."""
+    """Scenarios per second per kill mode and fault kind, state-machine rules per second, and
+    whole-matrix wall times."""
     sample = QUICK_SAMPLE if quick else FULL_SAMPLE
     adapter = ReferenceAdapter()
     out: list[dict[str, Any]] = []
@@ -41,6 +42,9 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         {"key": "interleave_pairs_per_s", "label": "two-level interleaving pairs/s, 1 core", "value": round(_rate(pairs), 1), "unit": "pairs/s",
          "note": f"{pairs.points} of {pairs.pairs_possible} possible pairs"},
     ]
+    from .machine import bench_rows as machine_rows  # imports Hypothesis: only when measured
+
+    out += machine_rows(quick)
     if quick:
         return out
     for jobs in (1, 2):

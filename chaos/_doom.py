@@ -1,0 +1,338 @@
+"""Killing a worker in the middle of a random history.
+
+A kill first *records* the iteration about to run: the database and ledger files are copied (no
+transaction is open between two steps of a history), the same iteration runs on the copy under a
+line recorder, with the same clock reading, armed faults and RNG seeds, and its crash points are
+the lines it reached. Then the real iteration runs and dies at the drawn point:
+
+* ``fork``: in a forked child that opens its own connections and is SIGKILLed at the point (no
+  ``finally``, no ``atexit``), exactly as the crash matrix does. The clock is shared memory, so
+  time the child spent (a slow call) has passed for everyone; the faults it used up and whether a
+  slow call's second worker ran come back through a pipe.
+* ``inprocess``: the iteration is abandoned by an exception at the point, and its connections
+  are closed, which rolls back what it had open. Cheaper, and weaker: ``finally`` blocks run.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import traceback
+from collections import Counter
+from dataclasses import asdict
+from typing import Any, Callable
+
+from engine import FakeClock
+
+from ._points import Killer, Point, Recorder
+from ._scenario import EXIT_ERROR, EXIT_NOT_REACHED, Abandon
+from ._world import Fault, World
+
+__all__ = ["Env", "record", "kill", "SECOND"]
+
+SECOND = "w-second"  # the worker that runs while a slow call outlives the lease
+SECOND_ITERATIONS_MAX = 20
+DATABASE_FILES = ("engine.db", "engine.db-wal", "world.db", "world.db-wal")
+ERROR_CHARS_MAX = 4000
+
+
+class Env:
+    """One process's view of the system: its database, world, clock and the sessions it opened.
+
+    Sessions open lazily with an RNG seeded by ``tag``, the worker and its life, so the recording
+    of an iteration and the iteration then killed make the same random choices.
+    """
+
+    def __init__(self, adapter: Any, directory: str, clock: Any, world: World, tag: str) -> None:
+        self.adapter = adapter
+        self.directory = directory
+        self.db = os.path.join(directory, "engine.db")
+        self.clock = clock
+        self.world = world
+        self.tag = tag
+        self.sessions: dict[str, Any] = {}
+        self.lives: Counter[str] = Counter()
+        self.slow_fired = False
+        self.report: Callable[[dict[str, Any]], None] | None = None  # a forked child's pipe
+
+    def session(self, worker_id: str) -> Any:
+        session = self.sessions.get(worker_id)
+        if session is None:
+            rng = random.Random(f"{self.tag}:{worker_id}:{self.lives[worker_id]}")
+            session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
+            self.sessions[worker_id] = session
+        return session
+
+    def bury(self, worker_id: str) -> None:
+        """The worker's process died: its restarted successor opens new connections."""
+        session = self.sessions.pop(worker_id, None)
+        self.lives[worker_id] += 1
+        if session is not None:
+            close_quietly(session)
+
+    def slow_hook(self) -> Callable[[], None]:
+        """What runs while a slow call outlives the lease: a second worker, in this process, that
+        loops as a real one would (until nothing is due) while the slow call hangs."""
+
+        def second_worker() -> None:
+            self.slow_fired = True
+            if self.report is not None:
+                self.report({"slow": True})
+            session = self.session(SECOND)
+            for _ in range(SECOND_ITERATIONS_MAX):
+                if session.run_once() in ("idle", "busy"):
+                    break
+
+        return second_worker
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            close_quietly(session)
+        self.sessions.clear()
+
+
+class _DieAfterDeliveries:
+    """The world's receiver, except that the sender dies right after the n-th delivery."""
+
+    def __init__(self, inner: Any, deliveries: int, die: Callable[[], None]) -> None:
+        self.inner = inner
+        self.left = deliveries
+        self.die = die
+
+    def send(self, key: str, kind: str, payload: Any) -> None:
+        self.inner.send(key, kind, payload)
+        self.left -= 1
+        if self.left == 0:
+            self.die()
+
+
+def _iteration(main: Env, env: Env, worker: str, phase: str, deliveries: int | None, die: Callable[[], None]) -> Callable[[], Any]:
+    """The iteration ``env``'s process is about to run (and die in)."""
+    if main.world.during_slow is not None:  # a slow call's second worker lives in that process
+        env.world.during_slow = env.slow_hook()
+    if deliveries is not None:
+        env.world.sender = _DieAfterDeliveries(env.world.sender, deliveries, die)  # type: ignore[assignment]
+    session = env.session(worker)
+    return session.run_once if phase == "worker" else session.send_outbox
+
+
+class _SegmentRecorder(Recorder):
+    """A line recorder that also notes, at each point, how many durable writes came before it.
+
+    Two kill points with no durable write between them leave the same files behind: the dead
+    worker's memory is gone either way. Grouping points into such segments lets a kill be drawn
+    segment first, so a short window between two commits is as likely as a long stretch of code.
+    """
+
+    def __init__(self, paths: list[str], writes: Callable[[], Any]) -> None:
+        super().__init__(paths)
+        self.writes = writes
+        self.marks: list[Any] = []
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.marks.append(self.writes())
+        return super()._local(frame, event, arg)
+
+
+def record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
+    """Run the iteration on a copy of the files under a line recorder: its crash points, grouped
+    into segments between durable writes (engine commits, paid calls, deliveries)."""
+    adapter = main.adapter
+    directory = os.path.join(main.directory, "dry")
+    os.makedirs(directory, exist_ok=True)
+    for name in DATABASE_FILES:
+        path = os.path.join(main.directory, name)
+        if os.path.exists(path):
+            shutil.copyfile(path, os.path.join(directory, name))
+    clock = FakeClock(main.clock.now())
+    world = World(directory, clock, lease_s=adapter.lease_s)
+    world.probe = adapter.probe(os.path.join(directory, "engine.db"))
+    for fault in main.world.pending_faults():
+        world.arm(fault)
+    ledger_writes = [0]
+    for name in ("record_call", "deliver"):
+        setattr(world, name, _counting(getattr(world, name), ledger_writes))
+    observer = _observer(os.path.join(directory, "engine.db"))
+    commits: Callable[[], Any] = (lambda: observer.execute("PRAGMA data_version").fetchone()[0]) if observer else (lambda: 0)
+    env = Env(adapter, directory, clock, world, tag)
+    recorder = _SegmentRecorder(adapter.trace_paths(), lambda: (commits(), ledger_writes[0]))
+    try:
+        iteration = _iteration(main, env, worker, phase, None, lambda: None)
+        with recorder:
+            iteration()
+    except Exception:  # the iteration that is killed raises it again, and is reported there
+        pass
+    finally:
+        env.close()
+        world.close()
+        if observer is not None:
+            observer.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    segments: list[list[Point]] = []
+    previous = None
+    for point, mark in zip(recorder.points, recorder.marks):
+        if mark != previous or not segments:
+            segments.append([])
+            previous = mark
+        segments[-1].append(point)
+    return segments
+
+
+def _counting(fn: Callable[..., Any], counter: list[int]) -> Callable[..., Any]:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            counter[0] += 1
+
+    return counted
+
+
+def _observer(path: str) -> sqlite3.Connection | None:
+    """A connection whose ``PRAGMA data_version`` moves whenever another connection commits."""
+    if not os.path.exists(path):
+        return None
+    try:
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA data_version").fetchone()
+        return conn
+    except sqlite3.DatabaseError:  # not a SQLite file: segments follow the ledger alone
+        return None
+
+
+def kill(main: Env, worker: str, phase: str, mode: str, tag: str, point: Point | None, deliveries: int | None) -> str:
+    """Run ``worker``'s iteration and kill it at ``point`` (or after ``deliveries``).
+
+    Returns ``"killed"``, ``"not reached"`` (the iteration ended first) or what it raised first
+    (that ends a process as surely). Either way the process is gone: ``main`` buries its session.
+    """
+    try:
+        if mode == "fork":
+            return _kill_fork(main, worker, phase, tag, point, deliveries)
+        return _kill_inprocess(main, worker, phase, tag, point, deliveries)
+    except Exception as exc:  # the iteration raised before its point: that ended the process too
+        return f"raised {type(exc).__name__}: {exc}; its process died"
+    finally:
+        main.bury(worker)
+
+
+def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point | None, deliveries: int | None) -> str:
+    world = main.world
+    env = Env(main.adapter, main.directory, main.clock, world, tag)
+    hook, sender = world.during_slow, world.sender
+    reached = False
+
+    def abandon() -> None:
+        raise Abandon(tag)
+
+    try:
+        iteration = _iteration(main, env, worker, phase, deliveries, abandon)
+        if point is None:
+            iteration()
+        else:
+            with Killer(main.adapter.trace_paths(), point, abandon):
+                iteration()
+    except Abandon:
+        reached = True
+    finally:
+        env.close()  # closing a connection rolls back whatever the dead worker had open
+        world.sender = sender
+        world.during_slow = None if env.slow_fired else hook
+    return "killed" if reached else "not reached"
+
+
+def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None, deliveries: int | None) -> str:
+    read_fd, write_fd = os.pipe()
+    gc.freeze()  # the child's collections then leave the parent's objects (and pages) alone
+    pid = os.fork()
+    if pid == 0:  # the doomed worker: never returns into the caller
+        code = EXIT_ERROR
+        try:
+            gc.disable()  # a short life: no collection copying pages it shares with the parent
+            os.close(read_fd)
+            code = _doomed_child(main, worker, phase, tag, point, deliveries, write_fd)
+        except BaseException as exc:  # reported to the parent, which raises it
+            _tell(write_fd, {"error": "".join(traceback.format_exception(exc))[-ERROR_CHARS_MAX:]})
+        finally:
+            os._exit(code)
+    gc.unfreeze()
+    os.close(write_fd)
+    _, status = os.waitpid(pid, 0)
+    error = None
+    for message in _hear(read_fd):
+        if "faults" in message:  # the faults the child used up are used up
+            main.world.disarm()
+            for fault in message["faults"]:
+                main.world.arm(Fault(**fault))
+        if message.get("slow"):
+            main.world.during_slow = None
+        error = message.get("error", error)
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        return "killed"
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_NOT_REACHED:
+        return "not reached"
+    last = (error or f"exit status {status}").strip().splitlines()[-1]
+    return f"raised {last}; its process died"
+
+
+def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, deliveries: int | None, fd: int) -> int:
+    # This process's copy of the world reopens its ledger; its sessions open new connections.
+    world = main.world
+    env = Env(main.adapter, main.directory, main.clock, world, tag)
+    env.report = lambda message: _tell(fd, message)
+    take = world.take_fault
+
+    def take_and_report(task: str) -> Fault | None:
+        fault = take(task)
+        if fault is not None:
+            _tell(fd, {"faults": [asdict(f) for f in world.pending_faults()]})
+        return fault
+
+    world.take_fault = take_and_report  # type: ignore[method-assign]
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    iteration = _iteration(main, env, worker, phase, deliveries, die)
+    if point is None:
+        iteration()
+    else:
+        with Killer(main.adapter.trace_paths(), point, die):
+            iteration()
+    return EXIT_NOT_REACHED
+
+
+def _tell(fd: int, message: dict[str, Any]) -> None:
+    os.write(fd, (json.dumps(message) + "\n").encode())
+
+
+def _hear(fd: int) -> list[dict[str, Any]]:
+    chunks = []
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    messages = []
+    for line in b"".join(chunks).decode(errors="replace").splitlines():
+        try:
+            messages.append(json.loads(line))
+        except ValueError:  # a line cut short by the kill
+            pass
+    return messages
+
+
+def close_quietly(session: Any) -> None:
+    try:
+        session.close()
+    except Exception:  # an abandoned connection may be mid-statement; closing rolls it back
+        pass

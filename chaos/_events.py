@@ -1,0 +1,164 @@
+"""What can happen in a random history: the events the state machine draws, as data.
+
+Each event is a small frozen dataclass, so Hypothesis prints a failing history as a program a
+person can read (``state.step(event=Run(worker='w1', kill=Kill(at=2047, mode='fork')))``) and
+shrinks it field by field: a kill towards the first crash point, a clock jump towards 1 s, any
+event towards ``Advance(seconds=1)``, the one that changes least.
+
+All events are drawn by one rule (runs and sends with twice the odds of the others) rather than
+one rule each: Hypothesis's "swarm"
+selection switches most rules off in many examples, and a history with no runs, or only clock
+jumps, tests nothing here.
+
+>>> Run("w1", Kill(at=0, mode="fork"))
+Run(worker='w1', kill=Kill(at=0, mode='fork'))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Union
+
+from hypothesis import strategies as st
+
+from ._world import FAULT_KINDS
+
+__all__ = [
+    "Advance",
+    "Arm",
+    "Event",
+    "Human",
+    "Kill",
+    "KillAfterDelivery",
+    "Run",
+    "Send",
+    "Submit",
+    "events",
+    "ACTIONS",
+    "JOB_IDS",
+    "PAYLOADS",
+    "POSITIONS",
+    "FAULT_TASKS",
+    "WORKERS",
+]
+
+JOB_IDS = ("doc-1", "doc-2", "doc-3", "doc-4", "doc-5")  # a small pool: duplicates and conflicts happen
+WORKERS = ("w1", "w2")
+PAYLOADS: dict[str, Callable[[str], Any]] = {
+    "plain": lambda job: {"source": job},
+    "revised": lambda job: {"source": job, "revision": 2},  # the same id, another payload: a conflict
+    "poison": lambda job: {"source": ""},  # the first step refuses it: a failed state to requeue
+}
+# The calls each fault kind changes anything in (a fault armed elsewhere would be used up for
+# nothing): the document source, the model's two tasks, the outbox's receiver.
+FAULT_TASKS: dict[str, tuple[str, ...]] = {
+    "timeout": ("fetch", "extract", "verify", "send"),
+    "connection": ("fetch", "extract", "verify", "send"),
+    "rate_limit": ("fetch", "extract", "verify", "send"),
+    "server_error": ("fetch", "extract", "verify", "send"),
+    "bad_request": ("fetch", "extract", "verify", "send"),
+    "parse": ("extract",),
+    "verify_fail": ("verify",),
+    "slow": ("fetch", "extract", "verify"),
+}
+ACTIONS = ("requeue", "resolve reverify", "resolve cancel", "cancel")
+# A crash point is drawn as a position in [0, POSITIONS) and scaled onto the points a recording of
+# the iteration reached: it shrinks towards the first point, whatever the iteration's length.
+POSITIONS = 1 << 12
+ADVANCE_S_MAX = 300
+DELIVERIES_BEFORE_KILL_MAX = 3
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Kill the iteration at a crash point (``at`` of :data:`POSITIONS`), in ``mode``."""
+
+    at: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class KillAfterDelivery:
+    """Kill the outbox sender right after its n-th delivery, before it marks anything sent."""
+
+    delivery: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Move the fake clock: leases expire, backoffs elapse."""
+
+    seconds: int
+
+
+@dataclass(frozen=True)
+class Run:
+    """One iteration of a worker; killed at a drawn crash point if ``kill`` is set."""
+
+    worker: str
+    kill: Kill | None = None
+
+
+@dataclass(frozen=True)
+class Send:
+    """One outbox pass; killed at a crash point, or between delivering and marking."""
+
+    kill: Kill | KillAfterDelivery | None = None
+
+
+@dataclass(frozen=True)
+class Submit:
+    """Submit a job id from the pool with one of :data:`PAYLOADS`."""
+
+    job: str
+    payload: str = "plain"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """Arm a fault (one of ``chaos.FAULT_KINDS``) for the next call of ``task`` (see :data:`FAULT_TASKS`)."""
+
+    kind: str
+    task: str
+
+
+@dataclass(frozen=True)
+class Human:
+    """A person requeues, resolves or cancels a job, whether its state allows that or not."""
+
+    action: str
+    job: str
+
+
+Event = Union[Advance, Run, Send, Submit, Arm, Human]
+
+
+def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
+    """Every event (runs and sends twice as often as the others); kills use the given ``modes``.
+
+    Events with few possible values are drawn whole from a list (one choice, cheap to draw and
+    to shrink) rather than field by field.
+    """
+    mode = st.sampled_from(tuple(modes))
+    kill = st.none() | st.builds(Kill, at=st.integers(0, POSITIONS - 1), mode=mode)
+    after_delivery = st.builds(KillAfterDelivery, delivery=st.integers(1, DELIVERIES_BEFORE_KILL_MAX), mode=mode)
+
+    def run() -> st.SearchStrategy[Run]:
+        return st.builds(Run, worker=st.sampled_from(WORKERS), kill=kill)
+
+    def send() -> st.SearchStrategy[Send]:
+        return st.builds(Send, kill=kill | after_delivery)
+
+    # Runs and sends twice as often: they (and their kills) are what the other events prepare.
+    # (Two equal strategy objects would count once: one_of drops repeats of the same object.)
+    return st.one_of(
+        st.builds(Advance, seconds=st.integers(1, ADVANCE_S_MAX)),
+        run(),
+        send(),
+        run(),
+        send(),
+        st.sampled_from([Submit(job, payload) for job in JOB_IDS for payload in PAYLOADS]),
+        st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
+        st.sampled_from([Human(action, job) for action in ACTIONS for job in JOB_IDS]),
+    )

@@ -1,0 +1,391 @@
+"""Random histories: a Hypothesis state machine that drives an engine through submits, runs,
+kills, clock jumps, faults, outbox sends and human actions, checking the invariants after each.
+
+The crash matrix kills one iteration at every line of a few fixed scenarios; a history mixes
+everything in a random order. Two workers and a sender share one SQLite file. A worker is killed
+at a crash point drawn from a recording of the very iteration it is about to run (``_doom``). The
+fake clock jumps, so leases expire and backoffs elapse. Faults are armed for the next calls. A
+person requeues, resolves and cancels, legally or not. After every step the invariants that hold
+at every moment are checked; at the end the faults stop, time passes every lease and backoff, the
+system drains and the whole catalog is checked at rest. Hypothesis shrinks a failure to a
+minimal program.
+
+>>> from chaos import ReferenceAdapter
+>>> machine_for(ReferenceAdapter()).__name__
+'ReferenceHistories'
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from typing import Any, Callable, Iterable
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from ._adapter import REFERENCE_TARGET, Snapshot, load_adapter
+from ._clock import SharedClock
+from ._doom import SECOND, Env, kill, record
+from ._events import JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Human, Kill, KillAfterDelivery, Run, Send, Submit, events
+from ._invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
+from ._matrix import scratch_dir
+from ._scenario import BACKOFF_JUMP_S, ITERATIONS_PER_ROUND_MAX, MODES, RECOVERY_ROUNDS_MAX, T0
+from ._world import Fault, World
+
+__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS"]
+
+CLIENT, OPS, SENDER, RECOVER = "client", "ops", "sender", "w-recover"
+PENDING, NEEDS_HUMAN = "pending", "needs_human"
+RETRY_AFTER_S = 30.0
+FAULTS_ARMED_MAX = 4
+START_JOBS_MAX = 3
+SENDS_PER_ROUND_MAX = 50
+LOG_LINES_MAX = 60
+HUMAN_ACTIONS = "human-actions"
+HUMAN_ACTIONS_DOC = (
+    "An illegal human action (requeue, resolve, cancel) raises the engine's clear error and changes "
+    "nothing; a legal one is accepted."
+)
+
+
+class InvariantViolated(AssertionError):
+    """An invariant did not hold during a random history; the message says what happened."""
+
+    def __init__(self, violations: list[Violation], when: str, log: list[str], replay: str) -> None:
+        self.violations = violations
+        lines = [f"{len(violations)} violation(s) {when}:"]
+        lines += [f"  {v}" for v in violations]
+        for name in sorted({v.invariant for v in violations}):
+            doc = HUMAN_ACTIONS_DOC if name == HUMAN_ACTIONS else describe(INVARIANTS[name]) if name in INVARIANTS else ""
+            lines.append(f"  {name} holds when: {doc}")
+        lines.append("what happened:")
+        lines += [f"  {line}" for line in log[-LOG_LINES_MAX:]]
+        if replay:
+            lines.append(f"replay: {replay}")
+        super().__init__("\n".join(lines))
+
+
+class Histories(RuleBasedStateMachine):
+    """Random histories of one adapter's engine. Use :func:`machine_for`, which sets the adapter."""
+
+    adapter: Any = None
+    target: str = REFERENCE_TARGET
+    modes: tuple[str, ...] = MODES
+    replay: str = ""
+    stats: Counter = Counter()
+
+    def __init__(self) -> None:
+        super().__init__()
+        a = self.adapter
+        if a is None:
+            raise TypeError("Histories needs an adapter: use chaos.machine.machine_for(adapter)")
+        directory = tempfile.mkdtemp(prefix="history-", dir=_scratch_root())
+        _create(a, directory)
+        clock = SharedClock(T0)  # a forked worker's time passes for everyone
+        world = World(directory, clock, lease_s=a.lease_s)
+        world.probe = a.probe(os.path.join(directory, "engine.db"))
+        self.env = Env(a, directory, clock, world, "main")
+        self.world, self.clock = world, clock
+        self.table = a.states()
+        self.step_states = a.step_states()
+        self.settled = a.settled_states()
+        self.final_effects = a.final_effects()
+        self.working = {w: step for step, (w, _) in self.step_states.items()}
+        self.failed_states = {s for s in self.settled if self.table.get(s) and s != NEEDS_HUMAN}
+        self.human_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "human_errors", ()))
+        self.humane = all(hasattr(self.env.session(OPS), verb) for verb in ("requeue", "resolve", "cancel"))
+        self.submitted: dict[str, str] = {}
+        self.interruptions: Counter = Counter()
+        self.counted: set[tuple[Any, ...]] = set()
+        self.memos: dict[tuple[str, str], str] | None = None
+        self.log: list[str] = []
+        self.kills = 0
+        self.ok = True  # False while a step runs and after any failure: teardown then only cleans up
+        self.stats["examples"] += 1
+
+    # -- checks ------------------------------------------------------------------------------------
+    def _inspect(self) -> Snapshot:
+        return self.adapter.inspect(self.env.db)
+
+    def _evidence(self, snapshot: Snapshot) -> Evidence:
+        return Evidence(
+            table=self.table,
+            step_states=self.step_states,
+            settled_states=self.settled,
+            final_effects=self.final_effects,
+            snapshot=snapshot,
+            calls=self.world.calls(),
+            deliveries=self.world.deliveries(),
+            submitted=dict(self.submitted),
+            interruptions=Counter(self.interruptions),
+            previous_memos=self.memos,
+        )
+
+    def _fail(self, violations: list[Violation], when: str | None = None) -> None:
+        self.ok = False
+        raise InvariantViolated(violations, when or f"at step {len(self.log)}", self.log, self.replay)
+
+    @invariant()
+    def every_invariant_holds_now(self) -> None:
+        snapshot = self._inspect()
+        violations = check(self._evidence(snapshot), at_rest=False)
+        if violations:
+            self._fail(violations, f"after step {len(self.log)}" if self.log else "before any step")
+        self.memos = dict(snapshot.memos)
+        self.ok = True
+
+    # -- steps -------------------------------------------------------------------------------------
+    @initialize(jobs=st.integers(1, START_JOBS_MAX))
+    def start(self, jobs: int) -> None:
+        """Every history starts with work to do; later submits add, repeat and conflict."""
+        for job in JOB_IDS[:jobs]:
+            self._step(Submit(job))
+
+    # The rule drawing every event is added by machine_for, which knows the kill modes.
+    def _step(self, event: Event) -> None:
+        self.ok = False
+        self.stats["rules"] += 1
+        self.log.append(f"{len(self.log) + 1}. {event}")
+        handler = getattr(self, "_" + type(event).__name__.lower())
+        outcome = handler(event)
+        if outcome:
+            self.log[-1] += f": {outcome}"
+        if outcome.startswith("raised"):
+            self.stats["raised"] += 1
+
+    def _advance(self, event: Advance) -> str:
+        self.clock.advance(event.seconds)
+        return ""
+
+    def _run(self, event: Run) -> str:
+        if event.kill is None:
+            return self._survive(event.worker, lambda: str(self.env.session(event.worker).run_once()))
+        return self._kill_at_point(event.worker, "worker", event.kill)
+
+    def _send(self, event: Send) -> str:
+        if event.kill is None:
+            return self._survive(SENDER, lambda: f"{self.env.session(SENDER).send_outbox()} sent")
+        if isinstance(event.kill, KillAfterDelivery):
+            self.kills += 1
+            return kill(self.env, SENDER, "sender", event.kill.mode, f"doomed-{self.kills}", None, event.kill.delivery)
+        return self._kill_at_point(SENDER, "sender", event.kill)
+
+    def _survive(self, worker: str, iteration: Callable[[], str]) -> str:
+        """An exception escaping an iteration ends that process, as a supervisor would see it: the
+        history goes on with a restarted worker. (At rest, a worker that raises is a violation.)"""
+        try:
+            return iteration()
+        except Exception as exc:
+            self.env.bury(worker)
+            self._count_interruptions({worker, SECOND})
+            return f"raised {type(exc).__name__}: {exc}; its process died"
+
+    def _submit(self, event: Submit) -> str:
+        job, body = event.job, PAYLOADS[event.payload](event.job)
+        body_json = json.dumps(body, sort_keys=True)
+        known = self.submitted.get(job)
+        before = self._inspect()
+        try:
+            self.env.session(CLIENT).submit(job, body)
+        except self.adapter.conflict_errors as exc:
+            problems = []
+            if known is None or known == body_json:
+                why = "it is new" if known is None else "it repeats the stored payload"
+                problems.append(Violation("idempotent-submit", f"submitting {job!r} was refused as a conflict though {why}: {exc}"))
+            if self._inspect() != before:
+                problems.append(Violation("idempotent-submit", f"a conflicting submit of {job!r} was refused but changed the database"))
+            if problems:
+                self._fail(problems)
+            return "refused as a conflict"
+        if known is None:
+            self.submitted[job] = body_json
+            return "created"
+        if known != body_json:
+            self._fail([Violation("idempotent-submit", f"re-submitting {job!r} with a different payload was accepted")])
+        if self._inspect() != before:
+            self._fail([Violation("idempotent-submit", f"re-submitting {job!r} with its own payload changed the database")])
+        return "a no-op"
+
+    def _arm(self, event: Arm) -> str:
+        if len(self.world.pending_faults()) >= FAULTS_ARMED_MAX:
+            return f"ignored: {FAULTS_ARMED_MAX} faults are armed already"
+        self.world.arm(Fault(event.kind, task=event.task, retry_after_s=RETRY_AFTER_S if event.kind == "rate_limit" else None))
+        if event.kind == "slow" and self.world.during_slow is None:
+            self.world.during_slow = self.env.slow_hook()
+        return "armed"
+
+    def _human(self, event: Human) -> str:
+        if not self.humane:
+            return "ignored: the adapter's sessions have no human actions"
+        verb, _, resolution = event.action.partition(" ")
+        what = f"{event.action} {event.job!r}"
+        before = self._inspect()
+        view = before.jobs.get(event.job)
+        state = view.state if view is not None else None
+        legal = self._legal(verb, state)
+        try:
+            getattr(self.env.session(OPS), verb)(event.job, *([resolution] if resolution else []))
+        except self.human_errors as exc:
+            problems = []
+            if legal:
+                problems.append(Violation(HUMAN_ACTIONS, f"{what} on a job in state {state!r} was refused: {exc}"))
+            if self._inspect() != before:
+                problems.append(Violation(HUMAN_ACTIONS, f"{what} was refused but changed the database"))
+            if problems:
+                self._fail(problems)
+            return f"refused ({exc})"
+        if not legal:
+            where = "an unknown job" if state is None else f"a job in state {state!r}"
+            self._fail([Violation(HUMAN_ACTIONS, f"{what} on {where} was accepted")])
+        after = self._inspect().jobs[event.job].state
+        # The step the job now waits for runs again: one more paid call for it is no waste.
+        rerun = next((self.working[s] for s in self.table.get(after, ()) if s in self.working), None)
+        if rerun is not None:
+            self.interruptions[(event.job, rerun)] += 1
+        return f"{state} -> {after}"
+
+    def _legal(self, verb: str, state: str | None) -> bool:
+        if state is None:
+            return False
+        if verb == "requeue":
+            return state in self.failed_states
+        return state == (NEEDS_HUMAN if verb == "resolve" else PENDING)
+
+    def _kill_at_point(self, worker: str, phase: str, how: Kill) -> str:
+        self.kills += 1
+        tag = f"doomed-{self.kills}"
+        segments = record(self.env, worker, phase, tag)
+        if len(segments) < 2:
+            # No durable write anywhere in it: killed or not, it leaves the files as they are.
+            self.env.bury(worker)
+            return "nothing to kill: that iteration writes nothing"
+        # The segment first (a stretch between two durable writes), then a point inside it.
+        scaled = how.at * len(segments)
+        segment = segments[scaled // POSITIONS]
+        point = segment[(scaled % POSITIONS) * len(segment) // POSITIONS]
+        exit_kind = kill(self.env, worker, phase, how.mode, tag, point, None)
+        self._count_interruptions({worker, SECOND})
+        return f"{exit_kind} at {point.id} (after durable write {scaled // POSITIONS} of {len(segments) - 1})"
+
+    def _count_interruptions(self, owners: set[str]) -> None:
+        """Steps whose worker died mid-step: each may be paid for once more."""
+        for job_id, job in self._inspect().jobs.items():
+            step = self.working.get(job.state)
+            if step is None or job.lease_owner not in owners:
+                continue
+            lease = (job_id, job.state, job.lease_owner, job.lease_until)
+            if lease not in self.counted:
+                self.counted.add(lease)
+                self.interruptions[(job_id, step)] += 1
+
+    # -- the end of a history ----------------------------------------------------------------------
+    def teardown(self) -> None:
+        try:
+            if self.ok:
+                self._drain_and_check()
+        finally:
+            self.env.close()
+            self.world.close()
+            shutil.rmtree(self.env.directory, ignore_errors=True)
+
+    def _drain_and_check(self) -> None:
+        """Stop the faults, let time pass every lease and backoff, drain, check everything."""
+        self.log.append(f"{len(self.log) + 1}. at rest: faults stopped, the clock past every lease and backoff, drained")
+        self.world.disarm()
+        self.world.during_slow = None
+        self.clock.advance(self.adapter.lease_s + 1)
+        session = self.env.session(RECOVER)
+        crashed: list[Violation] = []
+        for _ in range(RECOVERY_ROUNDS_MAX):
+            try:
+                for _ in range(ITERATIONS_PER_ROUND_MAX):
+                    if session.run_once() in ("idle", "busy"):
+                        break
+                for _ in range(SENDS_PER_ROUND_MAX):
+                    if not session.send_outbox():
+                        break
+            except Exception as exc:  # the engine's loop must survive recovery: report, then go on
+                crashed.append(Violation("drains", f"the recovering worker raised {type(exc).__name__}: {exc}"))
+                self.env.bury(RECOVER)
+                session = self.env.session(RECOVER)
+            snapshot = self._inspect()
+            waiting = [j for j in snapshot.jobs.values() if j.state not in self.settled or j.lease_owner is not None]
+            if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
+                break
+            due = max((t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None), default=0.0)
+            self.clock.advance(max(BACKOFF_JUMP_S, due - self.clock.now() + 1))
+        violations = crashed[:1] + check(self._evidence(self._inspect()), at_rest=True)
+        violations += idempotent_submit(session, self._inspect, self.submitted, self.adapter.conflict_errors)
+        if violations:
+            self._fail(violations, "at rest")
+
+
+def machine_for(adapter: Any, *, target: str | None = None, modes: Iterable[str] = MODES) -> type[Histories]:
+    """A :class:`Histories` subclass for ``adapter`` (an adapter object, or ``module:attr``).
+
+    ``modes`` are the kill modes the kills draw from (``fork``, ``inprocess``).
+    """
+    if isinstance(adapter, str):
+        target = target or adapter
+        adapter = load_adapter(adapter)
+    modes = tuple(modes)
+    if not modes or set(modes) - set(MODES):
+        raise ValueError(f"modes {modes!r} must be a non-empty selection of: {', '.join(MODES)}")
+    stem = type(adapter).__name__
+    stem = stem[: -len("Adapter")] if stem.endswith("Adapter") and stem != "Adapter" else stem
+
+    @rule(event=events(modes))
+    def step(self: Histories, event: Event) -> None:
+        self._step(event)
+
+    namespace = {
+        "adapter": adapter,
+        "target": target or f"{type(adapter).__module__}:{type(adapter).__qualname__}",
+        "modes": modes,
+        "stats": Counter(),
+        "step": step,
+        "__module__": __name__,
+        "__doc__": f"Random histories of the {stem} engine ({', '.join(modes)} kills).",
+    }
+    return type(stem + "Histories", (Histories,), namespace)
+
+
+_ROOT: dict[int, str] = {}
+
+
+def _scratch_root() -> str:
+    """One scratch directory per process (on tmpfs where there is one); histories live under it."""
+    root = _ROOT.get(os.getpid())
+    if root is None or not os.path.isdir(root):
+        root = _ROOT[os.getpid()] = scratch_dir()
+        atexit.register(shutil.rmtree, root, True)
+    return root
+
+
+_TEMPLATES: dict[tuple[int, int], str] = {}
+
+
+def _create(adapter: Any, directory: str) -> None:
+    """A fresh database in ``directory``: a copy of one the adapter created once in this process.
+
+    It is created with writer attribution (the fenced-writes check) where the adapter offers it.
+    Copying the closed file costs a tenth of creating the schema and triggers every history.
+    """
+    key = (os.getpid(), id(adapter))
+    template = _TEMPLATES.get(key)
+    if template is None or not os.path.exists(os.path.join(template, "engine.db")):
+        template = _TEMPLATES[key] = tempfile.mkdtemp(prefix="template-", dir=_scratch_root())
+        db_path = os.path.join(template, "engine.db")
+        if "attribute_writers" in inspect.signature(adapter.create).parameters:
+            adapter.create(db_path, attribute_writers=True)
+        else:
+            adapter.create(db_path)
+    for name in ("engine.db", "engine.db-wal"):  # never a -shm: the first connection rebuilds it
+        if os.path.exists(os.path.join(template, name)):
+            shutil.copyfile(os.path.join(template, name), os.path.join(directory, name))

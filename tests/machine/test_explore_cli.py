@@ -1,0 +1,40 @@
+"""``python -m chaos explore`` from the command line: its exit codes, its report, its replay."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+
+
+def explore(*args):
+    return subprocess.run([sys.executable, "-m", "chaos", "explore", *args], capture_output=True, text=True, timeout=600, env=ENV, cwd=ROOT)
+
+
+def test_a_clean_exploration_exits_0_and_says_every_invariant_held():
+    out = explore("--max-examples", "3")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("explore chaos:reference_adapter (profile ci, seed 0): ")
+    assert out.stdout.rstrip().endswith("every invariant held")
+
+
+def test_a_violation_exits_1_with_the_shrunk_program_and_a_replay_command_that_reproduces_it():
+    out = explore("--target", "tests.quality.variants:EffectInStep")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "shrunk program:\n  state = EffectInStepHistories()" in out.stdout
+    assert "outbox-at-least-once" in out.stdout
+    replay = next(line for line in out.stdout.splitlines() if line.startswith("replay: ")).split("replay: ", 1)[1]
+    assert replay == "python -m chaos explore --target tests.quality.variants:EffectInStep --profile ci --seed 0"
+    again = subprocess.run(replay.split(), capture_output=True, text=True, timeout=600, env=ENV, cwd=ROOT)
+    assert again.returncode == 1
+    program = out.stdout.split("shrunk program:")[1].split("\n\n")[0]
+    assert program == again.stdout.split("shrunk program:")[1].split("\n\n")[0]
+
+
+def test_a_target_that_cannot_be_loaded_exits_2_with_one_line():
+    out = explore("--target", "no_such_module:adapter")
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: cannot load target 'no_such_module:adapter'")

@@ -1,0 +1,229 @@
+"""Random histories (chaos.machine): each event does what it says, kills in both modes are real,
+and a failure is reported, shrunk and replayed exactly.
+
+The goal is that the state machine can be trusted as a gate; the method is to drive it by hand
+(``Histories._step``) where a behaviour must be pinned down, and through ``explore`` where the
+whole loop (generation, shrinking, the report) is what is under test.
+"""
+
+from __future__ import annotations
+
+import os
+import unittest
+
+import pytest
+
+import engine
+from chaos import ReferenceAdapter
+from chaos._events import Advance, Arm, Human, Kill, KillAfterDelivery, Run, Send, Submit
+from chaos._histories import InvariantViolated, machine_for
+from chaos.machine import PROFILES, explore, replay_command, state_machine_test
+from hypothesis import settings
+
+
+@pytest.fixture
+def history():
+    """A fresh history of the reference engine with one job submitted; checked after each step."""
+    machines = []
+
+    def make(adapter=None, jobs=1):
+        machine = machine_for(adapter or ReferenceAdapter())()
+        machines.append(machine)
+        machine.start(jobs)
+        machine.every_invariant_holds_now()
+        return machine
+
+    yield make
+    for machine in machines:
+        machine.ok = False  # only clean up: a test that wants the at-rest checks calls teardown itself
+        machine.teardown()
+
+
+def step(machine, event):
+    machine._step(event)
+    machine.every_invariant_holds_now()
+    return machine.log[-1]
+
+
+def test_a_plain_run_takes_a_job_to_delivered_and_the_history_drains_clean(history):
+    machine = history()
+    assert step(machine, Run("w1")).endswith(": done")
+    assert step(machine, Send()).endswith(": 1 sent")
+    machine._drain_and_check()  # raises on any at-rest violation
+
+
+@pytest.mark.parametrize("mode", ["fork", "inprocess"])
+def test_a_kill_lands_on_a_recorded_point_in_both_modes_and_the_job_still_drains(history, mode):
+    machine = history()
+    line = step(machine, Run("w1", Kill(at=2048, mode=mode)))
+    assert "killed at " in line, line
+    assert "after durable write" in line
+    machine._drain_and_check()
+    assert machine.adapter.inspect(machine.env.db).jobs["doc-1"].state == "delivered"
+
+
+def test_a_forked_doomed_worker_dies_by_sigkill_and_never_returns_into_the_test(history):
+    machine = history()
+    pid = os.getpid()
+    line = step(machine, Run("w1", Kill(at=4095, mode="fork")))
+    assert os.getpid() == pid
+    assert "killed at " in line
+
+
+def test_a_kill_mid_step_counts_one_interruption_so_the_re_run_is_allowed(history):
+    machine = history()
+    machine.world.arm(engine_fault := __import__("chaos").Fault("slow", task="extract"))
+    del engine_fault
+    # The last segment of the iteration is after the extract call; killing there makes a second
+    # worker pay for extract again, which bounded-spend must allow (one interruption).
+    step(machine, Run("w1", Kill(at=1400, mode="fork")))
+    step(machine, Advance(300))
+    step(machine, Run("w2"))
+    assert sum(machine.interruptions.values()) >= 1
+
+
+def test_time_a_forked_worker_spent_in_a_slow_call_has_passed_for_everyone(history):
+    machine = history()
+    step(machine, Arm("slow", "fetch"))
+    before = machine.clock.now()
+    line = step(machine, Run("w1", Kill(at=4095, mode="fork")))
+    assert "killed" in line or "not reached" in line
+    assert machine.clock.now() - before >= 150  # the slow call's 180 s, shared through memory
+    assert machine.world.pending_faults() == []  # and the fault it used up is used up here too
+
+
+def test_a_repeated_submit_is_a_no_op_and_a_conflicting_one_is_refused_and_changes_nothing(history):
+    machine = history()
+    assert step(machine, Submit("doc-1", "plain")).endswith(": a no-op")
+    assert step(machine, Submit("doc-1", "revised")).endswith(": refused as a conflict")
+    assert step(machine, Submit("doc-2", "revised")).endswith(": created")
+
+
+def test_illegal_human_actions_are_refused_with_the_engines_error_and_legal_ones_move_the_job(history):
+    machine = history()
+    line = step(machine, Human("requeue", "doc-1"))
+    assert "refused (job 'doc-1' is in state 'pending'; requeue needs one of:" in line
+    assert "refused (no job with id 'doc-5'" in step(machine, Human("cancel", "doc-5"))
+    step(machine, Submit("doc-2", "poison"))
+    step(machine, Run("w1"))  # doc-1 delivered
+    step(machine, Run("w1"))  # doc-2's fetch refuses the payload
+    assert step(machine, Human("requeue", "doc-2")).endswith(": failed_fetch -> pending")
+    assert machine.interruptions[("doc-2", "fetch")] == 1  # the step that runs again may be paid again
+
+
+class _CancelAnything(ReferenceAdapter):
+    """A planted bug: cancel moves any job straight to cancelled (an operator's shortcut)."""
+
+    def open(self, db_path, world, **kw):
+        session = super().open(db_path, world, **kw)
+
+        def cancel(job_id):
+            with session.store._write() as conn:
+                conn.execute("UPDATE job SET state = 'cancelled', next_run_at = NULL WHERE id = ?", (job_id,))
+
+        session.cancel = cancel
+        return session
+
+
+def test_an_illegal_human_action_that_is_accepted_is_reported(history):
+    machine = history(_CancelAnything())
+    step(machine, Run("w1"))
+    with pytest.raises(InvariantViolated) as caught:
+        step(machine, Human("cancel", "doc-1"))
+    assert "human-actions: cancel 'doc-1' on a job in state 'delivered' was accepted" in str(caught.value)
+
+
+def test_killing_the_sender_after_a_delivery_re_delivers_and_the_receiver_applies_it_once(history):
+    machine = history(jobs=2)
+    step(machine, Run("w1"))
+    step(machine, Run("w1"))
+    assert step(machine, Send(KillAfterDelivery(1, "fork"))).endswith(": killed")
+    step(machine, Send())
+    keys = [d.key for d in machine.world.deliveries()]
+    assert keys.count("doc-1:delivery") == 2 and machine.world.applied_effects()["doc-1:delivery"] == 1
+    machine._drain_and_check()
+
+
+def test_the_reference_engine_passes_a_short_exploration_with_both_kill_modes():
+    report = explore(profile="ci", max_examples=6, stateful_step_count=25)
+    assert report.passed, report.format()
+    assert report.examples >= 6 and report.rules > 50
+    assert report.replay == "python -m chaos explore --target chaos:reference_adapter --profile ci --seed 0"
+
+
+GOLDEN = """\
+explore tests.quality.variants:EffectInStep (profile ci, seed 0): FAILED
+
+shrunk program:
+  state = EffectInStepHistories()
+  state.start(jobs=1)
+  state.every_invariant_holds_now()
+  state.step(event=Run(worker='w1', kill=None))
+  state.every_invariant_holds_now()
+  state.teardown()
+
+InvariantViolated: 1 violation(s) after step 2:
+  outbox-at-least-once: effect 'doc-1:delivery' arrived at the receiver without a committed outbox row
+  outbox-at-least-once holds when: Every committed outbox row is delivered at least once; the receiver applies exactly one effect per key; no effect arrives without a committed outbox row; ``sent_at`` set implies delivered.
+what happened:
+  1. Submit(job='doc-1', payload='plain'): created
+  2. Run(worker='w1', kill=None): done
+replay: python -m chaos explore --target tests.quality.variants:EffectInStep --profile ci --seed 0"""
+
+
+def _without_timing(text):
+    head, _, rest = text.partition("\n")
+    return head.split(": ", 1)[0] + ": FAILED\n" + rest
+
+
+def test_a_failure_prints_the_shrunk_program_what_happened_and_the_replay_command_golden():
+    report = explore("tests.quality.variants:EffectInStep", profile="ci")
+    assert _without_timing(report.format()) == GOLDEN
+
+
+def test_the_same_seed_explores_and_shrinks_to_the_same_program():
+    first = explore("tests.quality.variants:EffectInStep", profile="ci", seed=3)
+    again = explore("tests.quality.variants:EffectInStep", profile="ci", seed=3)
+    assert (first.rules, first.examples, first.program) == (again.rules, again.examples, again.program)
+    assert first.replay == replay_command("tests.quality.variants:EffectInStep", "ci", 3)
+
+
+@pytest.mark.slow
+def test_a_failure_found_through_kills_replays_to_the_same_shrunk_program():
+    first = explore("tests.quality.variants:MarkBeforeSend", profile="ci")
+    again = explore("tests.quality.variants:MarkBeforeSend", profile="ci")
+    assert not first.passed and "Kill" in "\n".join(first.program)
+    assert (first.rules, first.examples, first.program, first.failure) == (again.rules, again.examples, again.program, again.failure)
+
+
+def test_the_factory_returns_a_test_case_that_passes_for_the_reference_engine():
+    case = state_machine_test("chaos:reference_adapter", profile="ci", max_examples=3, stateful_step_count=10)
+    assert issubclass(case, unittest.TestCase)
+    result = unittest.TestResult()
+    case().run(result)
+    assert result.wasSuccessful(), result.failures + result.errors
+
+
+def test_the_factory_test_fails_with_the_program_and_the_replay_command_for_a_planted_bug():
+    case = state_machine_test("tests.quality.variants:EffectInStep", profile="ci")
+    with pytest.raises(InvariantViolated) as caught:
+        case().runTest()
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert "state.step(event=Run(worker='w1', kill=None))" in notes
+    assert "replay: python -m chaos explore --target tests.quality.variants:EffectInStep --profile ci --seed 0" in str(caught.value)
+
+
+def test_profiles_ci_is_small_nightly_runs_at_least_100000_steps_and_both_are_registered_without_a_database():
+    ci, nightly = PROFILES["ci"], PROFILES["nightly"]
+    assert ci.max_examples * ci.stateful_step_count <= 5_000
+    assert nightly.max_examples * nightly.stateful_step_count >= 100_000
+    for name, profile in PROFILES.items():
+        assert profile.database is None
+        assert settings.get_profile(f"crashgate-{name}") is profile
+
+
+def test_an_unknown_profile_or_kill_mode_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="profile 'weekly' is not one of: ci, nightly"):
+        explore(profile="weekly")
+    with pytest.raises(ValueError, match="must be a non-empty selection of: fork, inprocess"):
+        machine_for(ReferenceAdapter(), modes=("thread",))
