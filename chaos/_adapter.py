@@ -230,7 +230,9 @@ class ReferenceAdapter:
     name = "reference"
     lease_s = 120.0
     conflict_errors: tuple[type[BaseException], ...] = (IdempotencyConflict,)
-    human_errors: tuple[type[BaseException], ...] = (engine.IllegalAction, engine.UnknownJob)
+    # What a person's action may answer instead of acting: refused (illegal now, no such job) or
+    # "the database is busy, try again"; none of them changes anything.
+    human_errors: tuple[type[BaseException], ...] = (engine.IllegalAction, engine.UnknownJob, engine.StoreBusy)
 
     def __init__(self) -> None:
         self._table: Workflow | None = None
