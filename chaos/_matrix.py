@@ -322,30 +322,34 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _pairs(family: Family, only: str | None, budget: int, rng: random.Random) -> tuple[list[tuple[int, int]], int]:
+def _pairs(family: Family, only: str | None, budget: int, rng: random.Random,
+           firsts: Iterable[int] | None = None) -> tuple[list[tuple[int, int]], int]:
     """Which (p, q) pairs of a family to interleave, and how many exist.
 
     Two workers share nothing but the database, and a transaction is atomic to the other, so
     freezing one anywhere between two of its transactions is, to the other, the same as freezing
     it just before the next statement: the candidates are the points just before a statement
     reaches the database while the worker holds no open transaction. Every candidate p gets an
-    equal share of the ``budget`` of q's (a seeded sample), so no p is left out.
+    equal share of the ``budget`` of q's (a seeded sample), so no p is left out. ``firsts``
+    restricts p (a fault plan's ``steps``); q is any candidate, as the second worker starts afresh.
     """
     between = family.between or [True] * len(family.points)
-    candidates = [
+    seconds = [
         i for i, p in enumerate(family.points) if between[i] and ".execute(" in _source(p.file, p.line)
     ]
+    allowed = set(firsts) if firsts is not None else None
+    candidates = seconds if allowed is None else [i for i in seconds if i in allowed]
     if only:
         first, _, second = only.partition("+")
         ids = {p.id: i for i, p in enumerate(family.points)}
         if first in ids and second in ids:
-            return [(ids[first], ids[second])], len(candidates) ** 2
-        return [], len(candidates) ** 2
-    possible = len(candidates) ** 2
+            return [(ids[first], ids[second])], len(candidates) * len(seconds)
+        return [], len(candidates) * len(seconds)
+    possible = len(candidates) * len(seconds)
     if possible <= budget:
-        return [(i, j) for i in candidates for j in candidates], possible
+        return [(i, j) for i in candidates for j in seconds], possible
     per_point = max(1, budget // max(1, len(candidates)))
-    chosen = [(i, j) for i in candidates for j in rng.sample(candidates, min(per_point, len(candidates)))]
+    chosen = [(i, j) for i in candidates for j in rng.sample(seconds, min(per_point, len(seconds)))]
     return chosen[:budget] if len(chosen) > budget else chosen, possible
 
 

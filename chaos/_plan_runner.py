@@ -4,7 +4,10 @@ A ``[points]`` section becomes a scenario family (:func:`chaos._scenario.prepare
 iteration is recorded once, then re-run under a second recorder that notes, at every point, the
 job's committed state. That state names the point's group: the step the job was in when the
 worker died (``extract``), ``claim`` before the worker's claim committed, ``release`` after its
-last commit, ``send`` for the outbox sender. A test id is ``PLAN::GROUP::POINT``.
+last commit, ``send`` for the outbox sender. A test id is ``PLAN::GROUP::POINT`` for a crash,
+``PLAN::GROUP::POINT@pause-live`` and ``@pause-expired`` for a worker frozen there while another
+runs (its lease still valid, or expired), ``PLAN::GROUP::P+Q@interleave`` for two workers frozen
+in turn at P and Q: ``@`` and ``+`` need no quoting in any shell, as ``[`` would in zsh.
 
 A ``[[scenario]]`` runs its script on a :class:`~chaos._sandbox.Sandbox`, drains, and checks the
 whole invariant catalog and its ``expect`` table.
@@ -25,20 +28,42 @@ from ._invariants import INVARIANTS, Violation
 from ._plans import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Expect, FaultSpec, Plan, PlanError, ScriptedScenario
 from ._points import Point, Recorder
 from ._sandbox import Sandbox
-from ._scenario import Family, Outcome, Scenario, prepare, run_point
+from ._scenario import PAUSE_KINDS, Family, Outcome, Scenario, prepare, run_interleaving, run_pause, run_point
 from ._world import Call, Fault
 
-__all__ = ["PreparedPoints", "prepare_points", "select_points", "run_plan_point", "run_scenario", "ScenarioResult", "why", "item_name"]
+__all__ = [
+    "PreparedPoints", "PlanItem", "prepare_points", "select_items", "run_plan_point", "run_scenario", "ScenarioResult",
+    "why", "item_name", "ITEM_FAULTS", "FAULT_MARK",
+]
+
+# What one item does at its point: the plan's fault kinds, a pause run twice (lease valid, expired).
+ITEM_FAULTS = ("crash", *PAUSE_KINDS, "interleave")
+FAULT_MARK = "@"  # POINT@pause-live: shell-safe (shlex leaves it unquoted), unlike [ ] or < >
 
 
-def item_name(point: Point) -> str:
+@dataclass(frozen=True)
+class PlanItem:
+    """One test item of a plan's points: a point, what happens there, and (interleave) B's point."""
+
+    index: int
+    fault: str = "crash"
+    second: int = -1
+
+
+def item_name(point: Point, fault: str = "crash", second: Point | None = None) -> str:
     """A point's test-item name: its id without the angle brackets of ``<listcomp>`` and the like,
-    so that a test id pasted into a shell is not read as a redirection.
+    so that a test id pasted into a shell is not read as a redirection; then ``+`` the second
+    worker's point of an interleaving, and ``@`` the fault kind unless it is a crash.
 
     >>> item_name(Point("/src/engine/_worker.py", 368, 6, "<dictcomp>"))
     '_worker.dictcomp:L368#6'
+    >>> item_name(Point("/src/engine/_worker.py", 257, 1, "run_once"), "pause-live")
+    '_worker.run_once:L257#1@pause-live'
     """
-    return point.id.replace("<", "").replace(">", "")
+    name = point.id.replace("<", "").replace(">", "")
+    if second is not None:
+        name += "+" + second.id.replace("<", "").replace(">", "")
+    return name if fault == "crash" else f"{name}{FAULT_MARK}{fault}"
 
 
 @dataclass
@@ -127,29 +152,65 @@ def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool
     return groups
 
 
-def select_points(prepared: PreparedPoints, selection: str, *, seed: int) -> list[int]:
-    """The indexes of the points to collect: ``all``, a seeded sample of N, or one point id
-    (``POINT`` or ``GROUP::POINT``); restricted to the plan's ``steps``."""
+def select_items(prepared: PreparedPoints, selection: str, *, seed: int, faults: tuple[str, ...] = ("crash",),
+                 pairs: int = 200) -> tuple[list[PlanItem], int]:
+    """The items to collect, and how many interleaving pairs exist (0 without ``interleave``).
+
+    ``faults`` are the plan's kinds (crash, pause, interleave); ``selection`` is ``all``, a seeded
+    sample of N items, or one item name (``POINT``, ``P+Q``, either with ``@KIND``, and an optional
+    ``GROUP::`` before it); ``pairs`` bounds the interleavings, a seeded sample of them. Everything
+    is restricted to the plan's ``steps``.
+    """
     wanted = prepared.plan.points.steps if prepared.plan.points else None
     indexes = [i for i, g in enumerate(prepared.groups) if wanted is None or g in wanted]
+    items: list[PlanItem] = []
+    for i in indexes:
+        items += [PlanItem(i, "crash")] if "crash" in faults else []
+        items += [PlanItem(i, kind) for kind in PAUSE_KINDS] if "pause" in faults else []
+    possible = 0
+    if "interleave" in faults:
+        from ._matrix import _pairs  # the matrix's rule for which pairs can differ
+
+        found, possible = _pairs(prepared.family, None, pairs, random.Random(f"{seed}:{prepared.plan.name}:pairs"), firsts=indexes)
+        items += [PlanItem(i, "interleave", j) for i, j in found]
+    order = {kind: n for n, kind in enumerate(ITEM_FAULTS)}
+    items.sort(key=lambda it: (it.index, order[it.fault], it.second))
     if selection == "all":
-        return indexes
+        return items, possible
     if selection.isdigit():
         n = int(selection)
-        if n >= len(indexes):
-            return indexes
-        return sorted(random.Random(f"{seed}:{prepared.plan.name}").sample(indexes, n))
-    group, _, point_id = selection.rpartition("::")
+        if n >= len(items):
+            return items, possible
+        picked = sorted(random.Random(f"{seed}:{prepared.plan.name}").sample(range(len(items)), n))
+        return [items[k] for k in picked], possible
+    group, _, name = selection.rpartition("::")
+    name, _, kind = name.partition(FAULT_MARK)
+    wanted_names = {name, name.replace("<", "").replace(">", "")}
+    return [it for it in items if _base_name(prepared, it) in wanted_names and (not kind or it.fault == kind)
+            and (not group or prepared.groups[it.index] == group)], possible
+
+
+def _base_name(prepared: PreparedPoints, item: PlanItem) -> str:
     points = prepared.family.points
-    wanted_ids = {point_id, point_id.replace("<", "").replace(">", "")}
-    return [i for i in indexes if item_name(points[i]) in wanted_ids and (not group or prepared.groups[i] == group)]
+    return item_name(points[item.index], "crash", points[item.second] if item.second >= 0 else None)
 
 
-def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: str, *, seed: int, mode: str) -> tuple[Outcome, list[str]]:
-    """Kill at point ``index``; return the outcome and the failed expectations of the plan."""
+def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: str, *, seed: int, mode: str,
+                   fault: str = "crash", second: int = -1) -> tuple[Outcome, list[str]]:
+    """Kill at point ``index`` (or freeze there: ``fault``, see :data:`ITEM_FAULTS`); return the
+    outcome and the failed expectations of the plan. A pause forks whatever ``mode`` says: only a
+    process can be frozen."""
     section = prepared.plan.points
     assert section is not None, "run_plan_point needs a plan with a [points] section"
-    outcome = run_point(adapter, prepared.family, prepared.family.points[index], scratch, seed=seed, mode=mode, deep=section.deep)
+    assert fault in ITEM_FAULTS, f"fault {fault!r} is not one of {ITEM_FAULTS}"
+    family, point = prepared.family, prepared.family.points[index]
+    if fault == "crash":
+        outcome = run_point(adapter, family, point, scratch, seed=seed, mode=mode, deep=section.deep)
+    elif fault in PAUSE_KINDS:
+        outcome = run_pause(adapter, family, point, scratch, seed=seed, expired=fault == PAUSE_KINDS[1], deep=section.deep)
+    else:
+        assert second >= 0, "an interleaving needs the second worker's point"
+        outcome = run_interleaving(adapter, family, point, family.points[second], scratch, seed=seed, deep=section.deep)
     failures: list[str] = []
     if section.expect is not None:
         calls = Counter()

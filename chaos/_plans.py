@@ -61,7 +61,9 @@ GROUP_CLAIM = "claim"
 GROUP_RELEASE = "release"
 GROUP_SEND = "send"
 PHASES = ("worker", "sender")
-POINT_FAULTS = ("crash",)
+# What happens at each point (chaos._matrix.FAULTS): a kill, a freeze while another worker runs
+# (lease valid, then expired), or two workers frozen in turn at a pair of points.
+POINT_FAULTS = ("crash", "pause", "interleave")
 EXPECTED_ERRORS = ("conflict", "illegal")
 RESOLUTIONS = ("reverify", "cancel")
 JOBS_MAX = 1_000
@@ -83,7 +85,7 @@ POINTS_KEYS = {
     "second_worker": "a slow call lets a second worker run meanwhile (bool)",
     "steps": "which groups of points: claim, a step name, release (worker phase) or send",
     "deep": "also the lines of what the iteration calls, not only its own (bool, default true)",
-    "fault": "what happens at each point: crash",
+    "fault": "what happens at each point: crash, pause or interleave, or a list of them (default: the --chaos-faults setting)",
     "expect": "checks on every point's outcome after recovery (an expect table)",
 }
 SCENARIO_KEYS = {
@@ -168,7 +170,7 @@ class PointsSection:
     second_worker: bool = False
     steps: tuple[str, ...] | None = None
     deep: bool = True
-    fault: str = "crash"
+    fault: tuple[str, ...] | None = None  # None: the plugin's --chaos-faults setting decides
     expect: Expect | None = None
 
 
@@ -265,9 +267,21 @@ def _points(path: str, raw: Mapping[str, Any]) -> PointsSection:
         second_worker=_bool(path, f"{where}.second_worker", raw.get("second_worker", False)),
         steps=None if steps is None else tuple(_texts(path, f"{where}.steps", steps)),
         deep=_bool(path, f"{where}.deep", raw.get("deep", True)),
-        fault=_choice(path, f"{where}.fault", raw.get("fault", "crash"), POINT_FAULTS),
+        fault=_point_faults(path, f"{where}.fault", raw["fault"]) if "fault" in raw else None,
         expect=_expect(path, f"{where}.expect", raw["expect"], scenario=False) if "expect" in raw else None,
     )
+
+
+def _point_faults(path: str, key: str, value: Any) -> tuple[str, ...]:
+    """``fault = "pause"`` or ``fault = ["crash", "pause"]``: the kinds, each once, in order."""
+    if isinstance(value, str):
+        return (_choice(path, key, value, POINT_FAULTS),)
+    if not isinstance(value, list):
+        raise PlanError(f"{path}: key '{key}' must be one of {', '.join(POINT_FAULTS)} or an array of them, got {_kind(value)}")
+    kinds = [_choice(path, f"{key}[{i}]", v, POINT_FAULTS) for i, v in enumerate(value)]
+    if not kinds:
+        raise PlanError(f"{path}: key '{key}' is an empty array; name at least one of: {', '.join(POINT_FAULTS)}")
+    return tuple(dict.fromkeys(kinds))
 
 
 def _scenario(path: str, index: int, raw: Mapping[str, Any], plan_lesson: str) -> ScriptedScenario:

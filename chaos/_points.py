@@ -131,11 +131,21 @@ class Killer:
         self.reached = False
         self._count = 0
         self._previous: Any = None
+        self._holds: dict[CodeType, bool] = {}
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if self.scope(frame.f_code):
-            return self._local
-        return None
+        # Only a frame whose own bytecode has the target line is traced line by line: every
+        # other frame runs at full speed (a function's nested functions are code objects of
+        # their own). This is most of what a scenario costs before its kill.
+        code = frame.f_code
+        holds = self._holds.get(code)
+        if holds is None:
+            holds = self._holds[code] = (
+                code.co_filename == self.target[0]
+                and self.scope(code)
+                and any(line == self.target[1] for _, _, line in code.co_lines())
+            )
+        return self._local if holds else None
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line" and frame.f_lineno == self.target[1] and frame.f_code.co_filename == self.target[0]:

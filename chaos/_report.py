@@ -4,10 +4,15 @@ Both are built from *records*, one plain dict per crash point, baseline or scrip
 written by the pytest plugin into each test report's ``user_properties`` (so that under
 pytest-xdist they travel from the workers to the controller, which prints the summary once).
 
+Every fault kind is counted on its own (a crash, a pause with the frozen worker's lease still
+valid, one with it expired, an interleaving of two workers), beside the others: a line each in the
+terminal, a row each in the page's table.
+
 The HTML page shows the traced source with line numbers, every line coloured by outcome the way
-coverage.py colours coverage: not a crash point, every point at the line held, a point at the line
-violated an invariant, or an executable line no point killed. A click on a line shows its points:
-the invariant, what was seen, why it matters, the wasted calls and the command that replays it.
+coverage.py colours coverage, across every fault kind: not a point, every point at the line held,
+a point at the line violated an invariant, or an executable line no point killed or froze. A click
+on a line shows its points: the fault kind, the invariant, what was seen, why it matters, the
+wasted calls, how long a pause blocked the other worker, and the command that replays it.
 Everything a user or the code under test wrote is escaped.
 
 >>> summary = summarize([{"kind": "scenario", "nodeid": "p.toml::s", "plan": "p.toml", "lesson": "L.",
@@ -28,6 +33,20 @@ __all__ = ["Summary", "summarize", "terminal_lines", "render_html", "write_html"
 
 SLOWEST_MAX = 5
 EXERCISED_EXITS = ("killed", "paused")  # the worker was stopped at the point (killed, or frozen)
+# The kinds of fault at a point, in the order they are shown (chaos._plan_runner.ITEM_FAULTS).
+FAULT_ORDER = ("crash", "pause-live", "pause-expired", "interleave")
+FAULT_LABELS = {
+    "crash": "crash points",
+    "pause-live": "pause-live scenarios",
+    "pause-expired": "pause-expired scenarios",
+    "interleave": "interleavings",
+}
+FAULT_MEANING = {
+    "crash": "the worker killed at the point, then recovery",
+    "pause-live": "the worker frozen at the point while another runs, its lease still valid",
+    "pause-expired": "the worker frozen at the point while another takes over its expired lease",
+    "interleave": "worker A frozen at P, B run to Q and frozen, A resumed, then B",
+}
 VIOLATIONS_LISTED_MAX = 20
 CONTEXT_BEFORE = 3  # source lines shown before an executable line
 CONTEXT_AFTER = 1
@@ -58,6 +77,27 @@ class Summary:
     def failed(self) -> list[dict[str, Any]]:
         """Every record that did not hold: points, baselines and scenarios."""
         return [r for r in self.baselines + self.points + self.scenarios if not r["held"]]
+
+    def by_fault(self) -> dict[str, dict[str, Any]]:
+        """Per fault kind, in :data:`FAULT_ORDER`: scenarios, held, violated, wasted calls, paid
+        calls made without a valid lease, the other worker's blocked time, and (for interleavings)
+        how many pairs exist."""
+        rows: dict[str, dict[str, Any]] = {}
+        possible: dict[str, int] = {}
+        for r in self.points:
+            kind = r.get("fault", "crash")
+            row = rows.setdefault(kind, {"scenarios": 0, "held": 0, "violated": 0, "wasted": 0, "zombie": 0, "blocked_s": 0.0})
+            row["scenarios"] += 1
+            row["held" if r["held"] else "violated"] += 1
+            row["wasted"] += r["wasted"]
+            row["zombie"] += r.get("zombie", 0)
+            row["blocked_s"] += r.get("blocked_s", 0.0)
+            if "pairs_possible" in r:
+                possible[r["plan"]] = max(possible.get(r["plan"], 0), r["pairs_possible"])
+        if "interleave" in rows:
+            rows["interleave"]["pairs_possible"] = sum(possible.values())
+        rank = {kind: n for n, kind in enumerate(FAULT_ORDER)}
+        return dict(sorted(rows.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
 
     def killed_lines(self) -> dict[str, set[int]]:
         seen: dict[str, set[int]] = {}
@@ -103,10 +143,19 @@ def terminal_lines(summary: Summary) -> list[str]:
     """The summary pytest prints at the end of the run."""
     s = summary
     runs = f" ({s.modes()})" if s.modes() else ""
-    out = [f"{len(s.points)} crash points: {s.held} held, {s.violated} violated; {s.wasted} wasted calls{runs}"]
+    rows = s.by_fault() or {"crash": {"scenarios": 0, "held": 0, "violated": 0, "wasted": 0}}
+    out: list[str] = []
+    for kind, row in rows.items():  # a line per fault kind that ran, crash first
+        line = f"{row['scenarios']} {FAULT_LABELS.get(kind, kind)}: {row['held']} held, {row['violated']} violated; {row['wasted']} wasted calls"
+        if kind == "interleave":
+            line += f"; {row['scenarios']} pairs run of {row['pairs_possible']} possible"
+        elif kind != "crash":
+            line += f" ({row['zombie']} without a valid lease); other worker blocked {row['blocked_s']:.3f}s"
+        out.append(line + (runs if not out else ""))
     hit, total, percent = s.coverage()
     if total:
-        out.append(f"crash coverage: {percent}% ({hit} of the {total} executable lines of the functions reached had a point killed)")
+        what = "had a point killed" if set(rows) == {"crash"} else "had a point killed or frozen"
+        out.append(f"crash coverage: {percent}% ({hit} of the {total} executable lines of the functions reached {what})")
     others = []
     if s.scenarios:
         passed = sum(1 for r in s.scenarios if r["held"])
@@ -148,8 +197,11 @@ def render_html(summary: Summary) -> str:
     s = summary
     hit, total, percent = s.coverage()
     passed = sum(1 for r in s.scenarios if r["held"])
+    only_crash = set(s.by_fault()) <= {"crash"}
+    # Totals over every fault kind, so a violated pause can never hide behind a green card; the
+    # table below the cards splits them by kind.
     cards = [
-        ("points", len(s.points), "crash points", ""),
+        ("points", len(s.points), "crash points" if only_crash else "points, all fault kinds", ""),
         ("held", s.held, "held", "good"),
         ("violated", s.violated, "violated", "bad" if s.violated else "good"),
         ("wasted", s.wasted, "wasted calls", ""),
@@ -168,6 +220,7 @@ def render_html(summary: Summary) -> str:
     for key, value, label, tone in cards:
         parts.append(f'<div class="card {tone}"><div class="num" id="count-{key}">{e(value)}</div><div class="label">{e(label)}</div></div>')
     parts.append("</section>")
+    parts += _faults(s)
     parts += _violations(s)
     parts += _plans(s)
     parts += _sources(s)
@@ -184,6 +237,28 @@ def _file_order(s: Summary) -> list[str]:
     bad = {r["file"] for r in s.points if not r["held"]}
     count = {f: sum(1 for r in s.points if r["file"] == f) for f in files}
     return sorted(files, key=lambda f: (f not in bad, -count[f], f))
+
+
+def _faults(s: Summary) -> list[str]:
+    """A row per fault kind: scenarios, held, violated, wasted calls, calls without a lease, blocked time.
+    Each number has an id (``fault-pause-live-violated``), for tests and for links."""
+    rows = s.by_fault()
+    if not rows:
+        return []
+    out = ['<section id="faults"><h2>By fault kind</h2><table class="plans faults">',
+           "<tr><th>fault</th><th>what happens at the point</th><th>scenarios</th><th>held</th><th>violated</th>"
+           "<th>wasted calls</th><th>of them without a valid lease</th><th>other worker blocked</th></tr>"]
+    for kind, row in rows.items():
+        tone = "bad" if row["violated"] else "good"
+        count = str(row["scenarios"]) + (f' of {row["pairs_possible"]} pairs' if "pairs_possible" in row else "")
+        paused = kind != "crash"
+        cells = [("scenarios", count), ("held", row["held"]), ("violated", row["violated"]), ("wasted", row["wasted"]),
+                 ("zombie", row["zombie"] if paused else "&ndash;"), ("blocked", f'{row["blocked_s"]:.3f}s' if kind in ("pause-live", "pause-expired") else "&ndash;")]
+        out.append(f'<tr class="{tone}"><td><code>{e(kind)}</code></td><td>{e(FAULT_MEANING.get(kind, ""))}</td>'
+                   + "".join(f'<td class="n" id="fault-{e(kind)}-{key}">{value if value == "&ndash;" else e(value)}</td>' for key, value in cells)
+                   + "</tr>")
+    out.append("</table></section>")
+    return out
 
 
 def _violations(s: Summary) -> list[str]:
@@ -246,12 +321,13 @@ def _sources(s: Summary) -> list[str]:
         out.append(f'<a href="#f{i}" class="{"bad" if bad else ""}">{e(s.short(f))} <span>{n} pts{f", {bad} violated" if bad else ""}</span></a>')
     out.append("</nav>")
     for i, f in enumerate(files):
-        out += _file_table(s, i, f, by_line, killed.get(f, set()))
+        out += _file_table(s, i, f, by_line, killed.get(f, set()), {f: n for n, f in enumerate(files)})
     out.append("</section>")
     return out
 
 
-def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int], list[dict[str, Any]]], killed: set[int]) -> list[str]:
+def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int], list[dict[str, Any]]], killed: set[int],
+                files: dict[str, int]) -> list[str]:
     lines = linecache.getlines(path)
     executable = s.executable.get(path, set()) | {line for (f, line) in by_line if f == path}
     out = [f'<h3 id="f{index}">{e(s.short(path))}</h3>']
@@ -269,11 +345,12 @@ def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int]
         row_id = _line_id(index, number)
         if points:
             bad = [r for r in points if not r["held"]]
-            tone = "violated" if bad else "held"
+            tone = "violated" if bad else "held"  # across every fault kind at the line
             badge = f"{len(bad)}/{len(points)} violated" if bad else f"{len(points)} held"
+            kinds = _kind_counts(points)
             out.append(
-                f'<tr class="{tone}" id="{row_id}"><td class="ln">{number}</td><td class="badge">{e(badge)}</td>'
-                f'<td class="src"><details><summary><code>{text}</code></summary>{_point_details(s, points)}</details></td></tr>'
+                f'<tr class="{tone}" id="{row_id}"><td class="ln">{number}</td><td class="badge" title="{e(kinds)}">{e(badge)}</td>'
+                f'<td class="src"><details><summary><code>{text}</code></summary>{_point_details(s, points, files)}</details></td></tr>'
             )
         else:
             tone = "missed" if number in executable and number not in killed else "plain"
@@ -298,18 +375,43 @@ def _shown_lines(executable: set[int], count: int) -> list[int]:
     return filled
 
 
-def _point_details(s: Summary, points: list[dict[str, Any]]) -> str:
+def _kind_counts(points: list[dict[str, Any]]) -> str:
+    """``crash 2, pause-live 2, pause-expired 2``: the points at a line, per fault kind."""
+    counts: dict[str, int] = {}
+    for r in points:
+        counts[r.get("fault", "crash")] = counts.get(r.get("fault", "crash"), 0) + 1
+    rank = {kind: n for n, kind in enumerate(FAULT_ORDER)}
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+
+
+EXPECTED_EXITS = ("killed", "paused", "interleaved")  # the exit each fault kind aims for
+
+
+def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, int] | None = None) -> str:
     from ._plan_runner import why
 
-    points = sorted(points, key=lambda r: (r["held"], r["nodeid"]))
+    rank = {kind: n for n, kind in enumerate(FAULT_ORDER)}
+    points = sorted(points, key=lambda r: (r["held"], rank.get(r.get("fault", "crash"), len(rank)), r["nodeid"]))
     out = ['<div class="points">']
     for r in points:
         tone = "held" if r["held"] else "violated"
         label = "held" if r["held"] else "VIOLATED"
-        if r.get("exit") not in (None, "killed"):
+        fault = r.get("fault", "crash")
+        if r.get("exit") not in (None, *EXPECTED_EXITS) and not (fault == "interleave" and r.get("exit") == "not-reached"):
             label += f" ({r['exit']})"
-        out.append(f'<div class="pt {tone}"><div class="head"><span class="tag">{e(label)}</span> <code>{e(r["nodeid"])}</code>'
-                   f'<span class="wasted">{r["wasted"]} wasted call{"s" if r["wasted"] != 1 else ""} &middot; {r["seconds"]:.3f}s</span></div>')
+        extra = f' &middot; other worker blocked {r.get("blocked_s", 0.0):.3f}s' if fault in ("pause-live", "pause-expired") else ""
+        out.append(f'<div class="pt {tone}"><div class="head"><span class="tag">{e(label)}</span> <span class="fault {e(fault)}">{e(fault)}</span> '
+                   f'<code>{e(r["nodeid"])}</code>'
+                   f'<span class="wasted">{r["wasted"]} wasted call{"s" if r["wasted"] != 1 else ""}{extra} &middot; {r["seconds"]:.3f}s</span></div>')
+        out.append(f'<div class="what">{e(FAULT_MEANING.get(fault, ""))}</div>')
+        if r.get("second"):
+            where = e(r["second"])
+            if files is not None and r.get("second_file") in files:
+                where = f'<a href="#{_line_id(files[r["second_file"]], r["second_line"])}">{where}</a>'
+            reached = "froze at" if r.get("exit") == "interleaved" else "never reached"
+            out.append(f'<div class="what">worker B {reached} {where}</div>')
+        if r.get("zombie"):
+            out.append(f'<div class="what">{r["zombie"]} paid call(s) without a valid lease, after the memo was committed</div>')
         for inv, detail in r["violations"]:
             out.append(f'<div class="inv"><b>{e(inv)}</b>: {e(detail)}<div class="why">{e(why(inv))}</div></div>')
         for failure in r["failures"]:
@@ -325,9 +427,9 @@ def _point_details(s: Summary, points: list[dict[str, Any]]) -> str:
 
 LEGEND = (
     '<p class="legend"><span class="sw plain"></span> not a crash point '
-    '<span class="sw held"></span> every point held '
-    '<span class="sw violated"></span> a point violated an invariant '
-    '<span class="sw missed"></span> executable, but no point killed here. '
+    '<span class="sw held"></span> every point held (crash, pause, interleave) '
+    '<span class="sw violated"></span> a point of some fault kind violated an invariant '
+    '<span class="sw missed"></span> executable, but no point killed or froze here. '
     "Click a coloured line for its points.</p>"
 )
 
@@ -388,6 +490,9 @@ details[open] > summary { font-weight: 600; }
 .pt .tag { font-size: 11px; font-weight: 700; color: var(--good); } .pt.violated .tag { color: var(--bad); }
 .pt .wasted { margin-left: auto; color: var(--muted); font-size: 12px; }
 .pt .inv { margin-top: 4px; } .pt .why { color: var(--muted); font-size: 12.5px; }
+.pt .what { color: var(--muted); font-size: 12.5px; }
+.pt .fault { font: 600 11px ui-monospace, monospace; border-radius: 4px; padding: 0 5px; background: #eef1f4; }
+.pt .fault.pause-live, .pt .fault.pause-expired { background: #e8eefc; } .pt .fault.interleave { background: #f3e8fc; }
 """
 
 JS = """

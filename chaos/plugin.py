@@ -15,14 +15,20 @@ flag                environment          ini key         default
 --chaos-mode        CRASHGATE_MODE       chaos_mode      fork
 --chaos-seed        CRASHGATE_SEED       chaos_seed      0
 --chaos-points      CRASHGATE_POINTS     chaos_points    all
+--chaos-faults      CRASHGATE_FAULTS     chaos_faults    crash
+--chaos-pairs       CRASHGATE_PAIRS      chaos_pairs     200
 --chaos-report      CRASHGATE_REPORT     chaos_report    (none)
 ==================  ===================  ==============  ==========================
 
 pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos._plans`): one item per crash
-point, ``fault_plans/lost_lease.toml::extract::_worker.run_once:L57#1``, one per scripted
+point, ``fault_plans/lost_lease.toml::extract::_worker.run_once:L57#1``, two per pause point (the
+other worker runs with the frozen one's lease valid, then expired),
+``fault_plans/frozen_worker.toml::extract::_worker.run_once:L57#1@pause-live`` and
+``...@pause-expired``, one per interleaving pair, ``...::P+Q@interleave``, one per scripted
 scenario, ``fault_plans/poison.toml::poison``, and one ``::baseline`` per plan with points (the
-iteration run without a crash). Under pytest-xdist each item is a separate test, and the
-controller's summary counts them all.
+iteration run without a crash). A plan's ``fault`` key picks its fault kinds; ``--chaos-faults``
+does for the plans that have none, and for ``crash_matrix`` tests. Under pytest-xdist each item is
+a separate test, and the controller's summary counts them all.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ __all__ = [
     "HELP_MODE",
     "HELP_SEED",
     "HELP_POINTS",
+    "HELP_FAULTS",
+    "HELP_PAIRS",
     "HELP_REPORT",
     "HELP_MARKER",
     "MARKER",
@@ -55,6 +63,8 @@ PLAN_DIR = "fault_plans"
 MARKER = "crash_matrix"
 REFERENCE_TARGET = "chaos:reference_adapter"  # chaos._adapter.REFERENCE_TARGET, without importing it
 MODES = ("fork", "inprocess")  # chaos._scenario.MODES (a test checks they agree)
+FAULTS = ("crash", "pause", "interleave")  # the point faults of chaos._matrix.FAULTS (a test checks they agree)
+PAIRS_DEFAULT = 200  # chaos._matrix.PAIRS_DEFAULT
 RECORD_KEY = "crashgate"
 EXPLAINED_MAX = 5  # violations a failing crash_matrix test explains in full; the rest are counted
 
@@ -73,7 +83,16 @@ HELP_SEED = (
 )
 HELP_POINTS = (
     "which crash points to run: all (default), N (a seeded sample of N per plan and per matrix), or one "
-    "point as [GROUP::]POINT, e.g. extract::_worker.run_once:L57#1. Environment: CRASHGATE_POINTS; ini: chaos_points."
+    "point as [GROUP::]POINT[@KIND], e.g. extract::_worker.run_once:L57#1@pause-live. Environment: CRASHGATE_POINTS; ini: chaos_points."
+)
+HELP_FAULTS = (
+    "what happens at each point, a comma list of: crash (kill the worker; default), pause (freeze it while "
+    "another worker runs, its lease valid, then expired), interleave (two workers frozen in turn at pairs of "
+    "points). For plans without a fault key, and crash_matrix tests. Environment: CRASHGATE_FAULTS; ini: chaos_faults."
+)
+HELP_PAIRS = (
+    "at most this many interleaving pairs per plan and per crash_matrix test, a seeded sample when more exist, "
+    "each first point its share (default 200). Environment: CRASHGATE_PAIRS; ini: chaos_pairs."
 )
 HELP_REPORT = (
     "write the HTML crash report (the traced source, each line coloured by outcome) to this path. "
@@ -102,9 +121,11 @@ OPTIONS = (
     Option("mode", "--chaos-mode", "CRASHGATE_MODE", "chaos_mode", "fork", HELP_MODE),
     Option("seed", "--chaos-seed", "CRASHGATE_SEED", "chaos_seed", "0", HELP_SEED),
     Option("points", "--chaos-points", "CRASHGATE_POINTS", "chaos_points", "all", HELP_POINTS),
+    Option("faults", "--chaos-faults", "CRASHGATE_FAULTS", "chaos_faults", "crash", HELP_FAULTS),
+    Option("pairs", "--chaos-pairs", "CRASHGATE_PAIRS", "chaos_pairs", str(PAIRS_DEFAULT), HELP_PAIRS),
     Option("report", "--chaos-report", "CRASHGATE_REPORT", "chaos_report", "", HELP_REPORT),
 )
-_POINT_FORM = re.compile(r"^(?:[^:\s]+::)?\S+:L\d+#\d+$")
+_POINT_FORM = re.compile(r"^(?:[^:\s]+::)?[^@\s]+:L\d+#\d+(?:@(?:crash|pause-live|pause-expired|interleave))?$")
 _TARGET_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
@@ -118,6 +139,8 @@ class Settings:
     points: str
     report: str | None
     sources: dict[str, str]
+    faults: tuple[str, ...] = ("crash",)
+    pairs: int = PAIRS_DEFAULT
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -150,6 +173,8 @@ def resolve(config: pytest.Config) -> Settings:
         points=_check_points(values["points"], sources["points"]),
         report=_report_path(config, values["report"], sources["report"]),
         sources=sources,
+        faults=_check_faults(values["faults"], sources["faults"]),
+        pairs=_check_pairs(values["pairs"], sources["pairs"]),
     )
 
 
@@ -178,8 +203,26 @@ def _check_points(value: str, source: str) -> str:
         return value
     raise pytest.UsageError(
         f"crashgate points {value!r} (from {source}) is not allowed; use all, a sample size N > 0, "
-        "or one point as [GROUP::]POINT, e.g. extract::_worker.run_once:L57#1"
+        "or one point as [GROUP::]POINT[@KIND], e.g. extract::_worker.run_once:L57#1"
     )
+
+
+def _check_faults(value: str, source: str) -> tuple[str, ...]:
+    kinds = tuple(dict.fromkeys(k.strip() for k in value.split(",") if k.strip()))
+    unknown = [k for k in kinds if k not in FAULTS]
+    if unknown or not kinds:
+        what = f"has unknown kind {unknown[0]!r}" if unknown else "names no fault kind"
+        raise pytest.UsageError(
+            f"crashgate faults {value!r} (from {source}) {what}; use a comma list of: {', '.join(FAULTS)}, e.g. crash,pause"
+        )
+    return kinds
+
+
+def _check_pairs(value: str, source: str) -> int:
+    value = value.strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise pytest.UsageError(f"crashgate pairs {value!r} (from {source}) must be an integer > 0, e.g. {PAIRS_DEFAULT}")
 
 
 def _report_path(config: pytest.Config, value: str, source: str) -> str | None:
@@ -282,8 +325,10 @@ class CrashFailure(Exception):
 class PlanFile(pytest.File):
     """``fault_plans/NAME.toml``: a baseline, a group per step with an item per point, scenarios."""
 
+    pairs_possible = 0  # interleaving pairs of the plan's points, when it interleaves
+
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        from chaos._plan_runner import select_points
+        from chaos._plan_runner import select_items
         from chaos._plans import PlanError, check_against, load_plan
 
         state = _state(self.config)
@@ -299,29 +344,39 @@ class PlanFile(pytest.File):
         self.plan, self.target = plan, target
         if prepared is not None:
             yield PlanBaseline.from_parent(self, name="baseline", prepared=prepared)
-            chosen = select_points(prepared, state.settings.points, seed=state.settings.seed)
+            s = state.settings
+            chosen, self.pairs_possible = select_items(prepared, s.points, seed=s.seed, faults=self.faults(), pairs=s.pairs)
             for group in prepared.group_names():
-                indexes = [i for i in chosen if prepared.groups[i] == group]
-                if indexes:
-                    yield PlanGroup.from_parent(self, name=group, prepared=prepared, indexes=indexes)
+                items = [item for item in chosen if prepared.groups[item.index] == group]
+                if items:
+                    yield PlanGroup.from_parent(self, name=group, prepared=prepared, items=items)
         for scenario in plan.scenarios:
             yield PlanScenario.from_parent(self, name=scenario.name, scenario=scenario)
+
+
+    def faults(self) -> tuple[str, ...]:
+        """The plan's fault kinds: its own ``fault`` key, else the ``--chaos-faults`` setting."""
+        section = self.plan.points
+        own = section.fault if section is not None else None
+        return own if own is not None else _state(self.config).settings.faults
 
 
 class PlanGroup(pytest.Collector):
     """``PLAN::GROUP``: the points reached while the job was in one step (or claim, release, send)."""
 
-    def __init__(self, *, prepared: Any, indexes: list[int], **kwargs: Any) -> None:
+    def __init__(self, *, prepared: Any, items: list[Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.prepared = prepared
-        self.indexes = indexes
+        self.items = items
 
     def collect(self) -> Iterator[pytest.Item]:
         from chaos._plan_runner import item_name
 
         points = self.prepared.family.points
-        for index in self.indexes:
-            yield PlanPoint.from_parent(self, name=item_name(points[index]), prepared=self.prepared, index=index)
+        for item in self.items:
+            second = points[item.second] if item.second >= 0 else None
+            name = item_name(points[item.index], item.fault, second)
+            yield PlanPoint.from_parent(self, name=name, prepared=self.prepared, index=item.index, fault=item.fault, second=item.second)
 
 
 class _PlanItem(pytest.Item):
@@ -341,7 +396,12 @@ class _PlanItem(pytest.Item):
         parts = ["python", "-m", "pytest", self.nodeid, "--chaos-mode", s.mode, "--chaos-seed", str(s.seed)]
         if self.plan.target is None and s.target != REFERENCE_TARGET:
             parts += ["--chaos-target", s.target]
+        parts += self._replay_settings()
         return " ".join(shlex.quote(p) for p in parts)
+
+    def _replay_settings(self) -> list[str]:
+        """The settings that decide whether this item exists at all (see :class:`PlanPoint`)."""
+        return []
 
     def record(self, **fields: Any) -> dict[str, Any]:
         s = _state(self.config).settings
@@ -365,49 +425,75 @@ class _PlanItem(pytest.Item):
 
 
 class PlanPoint(_PlanItem):
-    """``PLAN::GROUP::POINT``: kill the worker at one point, recover, check every invariant."""
+    """``PLAN::GROUP::POINT``: kill the worker at one point, recover, check every invariant.
 
-    def __init__(self, *, prepared: Any, index: int, **kwargs: Any) -> None:
+    With ``fault`` a pause kind (``POINT@pause-live``, ``POINT@pause-expired``), freeze it there
+    while another worker runs, then resume it; with ``interleave`` (``P+Q@interleave``), freeze it
+    at P while a second worker runs to Q and freezes, then resume both in turn.
+    """
+
+    EXPECTED_EXITS = {"crash": ("killed",), "pause-live": ("paused",), "pause-expired": ("paused",),
+                      # B never reaching Q is still an interleaving (B ran to its end while A was frozen).
+                      "interleave": ("interleaved", "not-reached")}
+
+    def __init__(self, *, prepared: Any, index: int, fault: str = "crash", second: int = -1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.prepared = prepared
         self.index = index
+        self.fault = fault
+        self.second = second
+
+    def _replay_settings(self) -> list[str]:
+        s = _state(self.config).settings
+        out: list[str] = []
+        if self.plan.points is not None and self.plan.points.fault is None and self.fault != "crash":
+            out += ["--chaos-faults", ",".join(s.faults)]
+        if self.fault == "interleave" and s.pairs != PAIRS_DEFAULT:
+            out += ["--chaos-pairs", str(s.pairs)]
+        return out
+
+    def _fields(self) -> dict[str, Any]:
+        from chaos._plan_runner import item_name
+
+        point = self.prepared.family.points[self.index]
+        fields = {"kind": "point", "fault": self.fault, "group": self.parent.name if self.parent else "", "point": item_name(point),
+                  "file": point.file, "line": point.line, "hit": point.hit, "function": point.function,
+                  "source": _source(point.file, point.line)}
+        if self.second >= 0:
+            q = self.prepared.family.points[self.second]
+            fields.update(second=item_name(q), second_file=q.file, second_line=q.line, pairs_possible=self.plan_file.pairs_possible)
+        return fields
 
     def runtest(self) -> None:
         from chaos._plan_runner import run_plan_point
 
         state = _state(self.config)
         adapter = state.adapter(self.plan_file.target)
-        point = self.prepared.family.points[self.index]
         try:
             outcome, failures = run_plan_point(
-                self.prepared, self.index, adapter, state.points_dir(), seed=state.settings.seed, mode=state.settings.mode
+                self.prepared, self.index, adapter, state.points_dir(), seed=state.settings.seed, mode=state.settings.mode,
+                fault=self.fault, second=self.second,
             )
         except Exception as exc:  # the harness or the recovery broke: count it, then show the traceback
-            self.record(kind="point", group=self.parent.name if self.parent else "", point=self.name, file=point.file,
-                        line=point.line, hit=point.hit, function=point.function, source=_source(point.file, point.line),
-                        exit="error", held=False, violations=[], failures=[f"{type(exc).__name__}: {exc}"], wasted=0, seconds=0.0)
+            self.record(**self._fields(), exit="error", held=False, violations=[], failures=[f"{type(exc).__name__}: {exc}"],
+                        wasted=0, zombie=0, blocked_s=0.0, seconds=0.0)
             raise
-        if outcome.exit not in ("killed",):
-            failures = failures + [_not_killed(outcome.exit)]
+        if outcome.exit not in self.EXPECTED_EXITS[self.fault]:
+            failures = failures + [_not_killed(outcome.exit, self.fault)]
         extra = {}
         family_key = f"{self.plan_file.nodeid}@{self.plan_file.target}"
         if family_key not in state.sent_executable:  # once per process: the controller merges them
             state.sent_executable.add(family_key)
             extra["executable"] = {f: sorted(lines) for f, lines in self.prepared.family.executable.items()}
         rec = self.record(
-            kind="point",
-            group=self.parent.name if self.parent else "",
-            point=self.name,
-            file=point.file,
-            line=point.line,
-            hit=point.hit,
-            function=point.function,
-            source=_source(point.file, point.line),
+            **self._fields(),
             exit=outcome.exit,
             held=outcome.held and not failures,
             violations=[[v.invariant, v.detail] for v in outcome.violations],
             failures=failures,
             wasted=outcome.wasted_calls,
+            zombie=outcome.zombie_calls,
+            blocked_s=round(outcome.blocked_s, 4),
             seconds=round(outcome.seconds, 5),
             **extra,
         )
@@ -416,7 +502,8 @@ class PlanPoint(_PlanItem):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         point = self.prepared.family.points[self.index]
-        return self.path, None, f"crash at {self.name} ({os.path.basename(point.file)}:{point.line})"
+        verb = {"crash": "crash", "pause-live": "pause (lease valid)", "pause-expired": "pause (lease expired)"}.get(self.fault, "interleave")
+        return self.path, None, f"{verb} at {self.name} ({os.path.basename(point.file)}:{point.line})"
 
 
 class PlanBaseline(_PlanItem):
@@ -489,9 +576,11 @@ class PlanScenario(_PlanItem):
         return self.path, None, f"scenario {self.scenario.name}"
 
 
-def _not_killed(exit_kind: str) -> str:
+def _not_killed(exit_kind: str, fault: str = "crash") -> str:
     if exit_kind == "not-reached":
         return "the worker never reached this point when run again: the iteration is not deterministic"
+    if fault != "crash":
+        return f"the frozen worker ended with {exit_kind!r} instead of stopping at the point"
     return f"the doomed worker ended with {exit_kind!r} instead of dying at the point (it raised an exception)"
 
 
@@ -508,8 +597,11 @@ def explain(rec: dict[str, Any]) -> str:
     out: list[str] = []
     if rec["kind"] == "point":
         where = f"family {rec['group']!r}" if rec.get("matrix") else f"the job in {rec['group']!r}"
-        out.append(f"crash at {rec['point']} ({where}), then recovery")
+        out.append(f"{_what_happened(rec.get('fault', 'crash'), rec['point'], where)}")
         out.append(f"  {os.path.relpath(rec['file']) if rec['file'].startswith(os.getcwd()) else rec['file']}:{rec['line']}: {rec['source']}")
+        if rec.get("second"):
+            out.append(f"  the second worker froze at {rec['second']}" if rec.get("exit") == "interleaved"
+                       else f"  the second worker never reached {rec['second']}: it ran to its end")
     elif rec["kind"] == "baseline":
         out.append(f"family {rec['group']!r} without any crash" if rec.get("matrix") else "the plan's iteration without any crash")
     else:
@@ -523,8 +615,22 @@ def explain(rec: dict[str, Any]) -> str:
         out.append(f"FAILED {failure}")
     out.append(f"lesson: {rec['lesson']}")
     out.append(f"wasted calls: {rec['wasted']}")
+    if rec.get("fault", "crash") != "crash":
+        out.append(f"paid calls without a valid lease, after the memo was committed: {rec.get('zombie', 0)}; "
+                   f"the other worker was blocked {rec.get('blocked_s', 0.0):.3f}s")
     out.append(f"replay: {rec['replay']}")
     return "\n".join(out)
+
+
+def _what_happened(fault: str, point: str, where: str) -> str:
+    """The first line of a point's failure text: what the harness did there."""
+    if fault == "pause-live":
+        return f"worker frozen at {point} ({where}); another worker ran with its lease still valid, then it resumed"
+    if fault == "pause-expired":
+        return f"worker frozen at {point} ({where}); its lease expired, another worker took the job over, then it resumed"
+    if fault == "interleave":
+        return f"worker A frozen at {point} ({where}), its lease expired; worker B ran, A resumed and finished, then B"
+    return f"crash at {point} ({where}), then recovery"
 
 
 # -- fixtures -----------------------------------------------------------------------------------
@@ -558,8 +664,9 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
     Keyword arguments (each defaults to the ``crash_matrix`` marker's, then to the settings):
     ``target``, ``families``, ``scenarios``, ``mode``, ``seed``, ``points``, ``deep``, ``faults``
-    (passed to :func:`chaos.run_matrix`, e.g. ``["crash", "pause"]``), ``check`` (default True:
-    fail on any violation; False: just return the :class:`chaos.MatrixReport`).
+    (passed to :func:`chaos.run_matrix`, e.g. ``["crash", "pause"]``; the ``--chaos-faults``
+    setting otherwise), ``pairs`` (interleavings, a seeded sample; ``--chaos-pairs``), ``check``
+    (default True: fail on any violation; False: just return the :class:`chaos.MatrixReport`).
 
     >>> @pytest.mark.crash_matrix(families=["clean", "sender"])   # doctest: +SKIP
     ... def test_my_engine_survives_a_crash_anywhere(crash_matrix):
@@ -573,7 +680,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         from chaos._matrix import run_matrix
 
         options = {**defaults, **kwargs}
-        unknown = set(options) - {"target", "families", "scenarios", "mode", "seed", "points", "deep", "faults", "check"}
+        unknown = set(options) - {"target", "families", "scenarios", "mode", "seed", "points", "deep", "faults", "pairs", "check"}
         if unknown:
             raise TypeError(f"crash_matrix() got unknown arguments {sorted(unknown)}; see the fixture's docstring")
         s = state.settings
@@ -583,7 +690,12 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         points = str(options.get("points") or s.points)
         sample = int(points) if points.isdigit() else None
         point = points if "::" in points else None
-        extra = {"faults": options["faults"]} if options.get("faults") else {}
+        faults = options.get("faults") or s.faults
+        faults = tuple(k.strip() for k in faults.split(",")) if isinstance(faults, str) else tuple(faults)
+        if point is not None and "@" in point:  # one item's name, as a plan prints it: POINT@pause-live
+            point, _, kind = point.partition("@")
+            faults = ("pause",) if kind.startswith("pause") else (kind,)
+        pairs = s.pairs if options.get("pairs") is None else int(options["pairs"])
         workdir = state.scratch("matrix")
         try:
             report = run_matrix(
@@ -596,7 +708,8 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 point=point,
                 sample=sample,
                 workdir=workdir,
-                **extra,
+                faults=faults,
+                pairs=pairs,
             )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -607,7 +720,8 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         if bad and options.get("check", True):
             bad_points = sum(1 for rec in bad if rec["kind"] == "point")
             bad_bases = len(bad) - bad_points
-            head = f"{bad_points} of {report.points} crash points violated an invariant"
+            what = "crash points" if faults == ("crash",) else f"points ({', '.join(faults)})"
+            head = f"{bad_points} of {report.points} {what} violated an invariant"
             if bad_bases:
                 head += f", and {bad_bases} of {len(report.baselines)} families already without a crash"
             text = "\n\n".join(explain(rec) for rec in bad[:EXPLAINED_MAX])
@@ -630,15 +744,18 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
             "replay": " ".join(shlex.quote(p) for p in ["python", "-m", "pytest", nodeid]),
         })
     for r in report.results:
+        suffix = "" if r.fault == "crash" else f"@{r.fault}"
         rec = {
-            "nodeid": f"{nodeid}::{r.id}", "plan": nodeid, "lesson": report.lessons.get(r.family, ""),
+            "nodeid": f"{nodeid}::{r.id}{suffix}", "plan": nodeid, "lesson": report.lessons.get(r.family, ""),
             "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "point", "matrix": True,
             "group": r.family, "point": r.point.id, "file": r.point.file, "line": r.point.line, "hit": r.point.hit,
-            "function": r.point.function, "source": r.source, "exit": r.outcome.exit,
-            "fault": getattr(r.outcome, "fault", "crash"),
+            "function": r.point.function, "source": r.source, "exit": r.outcome.exit, "fault": r.fault,
             "held": r.outcome.held, "violations": [[v.invariant, v.detail] for v in r.outcome.violations],
-            "failures": [], "wasted": r.outcome.wasted_calls, "seconds": round(r.outcome.seconds, 5), "replay": r.replay,
+            "failures": [], "wasted": r.outcome.wasted_calls, "zombie": r.outcome.zombie_calls,
+            "blocked_s": round(r.outcome.blocked_s, 4), "seconds": round(r.outcome.seconds, 5), "replay": r.replay,
         }
+        if r.second is not None:
+            rec.update(second=r.second.id, second_file=r.second.file, second_line=r.second.line, pairs_possible=report.pairs_possible)
         if first:
             rec["executable"] = {f: sorted(lines) for f, lines in report.executable.items()}
             first = False

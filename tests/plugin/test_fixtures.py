@@ -74,6 +74,29 @@ def test_crash_matrix_runs_the_families_of_its_marker_and_fails_explained_on_a_v
     assert "replay: python -m chaos matrix --target quality.variants:MarkBeforeSend" in out
 
 
+FAULTS_TEST = '''
+import pytest
+
+
+@pytest.mark.crash_matrix(families=["sender"])
+def test_the_settings_pick_the_fault_kinds(crash_matrix):
+    report = crash_matrix(points=6)
+    assert {r.fault for r in report.results} <= {"pause-live", "pause-expired", "interleave"}
+    assert report.faults == ("pause", "interleave")
+    assert sum(1 for r in report.results if r.fault == "interleave") <= 2
+
+
+@pytest.mark.crash_matrix(families=["sender"], faults=["crash"])
+def test_the_marker_overrides_them(crash_matrix):
+    assert {r.fault for r in crash_matrix(points=2).results} == {"crash"}
+'''
+
+
+def test_crash_matrix_passes_the_faults_and_pairs_settings_to_the_matrix(project):
+    project.makepyfile(test_faults=FAULTS_TEST)
+    project.runpytest("--chaos-faults", "pause,interleave", "--chaos-pairs", "2").assert_outcomes(passed=2)
+
+
 def test_the_marker_selects_crash_matrix_tests_and_fault_plan_items(project):
     project.makepyfile(test_gate=MATRIX_TESTS)
     add_plan(project, "double_submit")

@@ -55,6 +55,27 @@ def test_the_command_line_wins_over_the_environment_which_wins_over_the_ini_file
     assert settings.sources["seed"] == source
 
 
+@pytest.mark.parametrize(
+    ("cli", "env", "ini", "expected", "source"),
+    [
+        ("pause", "interleave", "crash,pause", ("pause",), "command line --chaos-faults"),
+        (None, "interleave,crash", "crash,pause", ("interleave", "crash"), "environment variable CRASHGATE_FAULTS"),
+        (None, None, "crash, pause", ("crash", "pause"), "ini key chaos_faults"),
+        (None, None, None, ("crash",), "default"),
+    ],
+)
+def test_the_fault_kinds_follow_the_same_precedence(project, monkeypatch, cli, env, ini, expected, source):
+    if env is not None:
+        monkeypatch.setenv("CRASHGATE_FAULTS", env)
+    if ini is not None:
+        project.makeini(f"[pytest]\nchaos_faults = {ini}\nchaos_pairs = 9\n")
+    config = project.parseconfigure(*(["--chaos-faults", cli] if cli else []))
+    settings = resolve(config)
+    assert settings.faults == expected
+    assert settings.sources["faults"] == source
+    assert settings.pairs == (9 if ini is not None else plugin.PAIRS_DEFAULT)
+
+
 def test_every_setting_resolves_from_each_source(project, monkeypatch):
     project.makeini("[pytest]\nchaos_target = planted:NoJitter\nchaos_points = 4\nchaos_report = out/report.html\n")
     monkeypatch.setenv("CRASHGATE_MODE", "inprocess")
@@ -96,6 +117,9 @@ def test_a_bad_setting_is_a_usage_error_naming_its_source_and_the_allowed_values
         ("--chaos-points", "some", "use all, a sample size N > 0, or one point"),
         ("--chaos-points", "0", "use all, a sample size N > 0, or one point"),
         ("--chaos-target", "no_colon", "must look like MODULE:ATTR"),
+        ("--chaos-faults", "crash,freeze", "has unknown kind 'freeze'; use a comma list of: crash, pause, interleave, e.g. crash,pause"),
+        ("--chaos-faults", ",", "names no fault kind; use a comma list of: crash, pause, interleave"),
+        ("--chaos-pairs", "0", "must be an integer > 0, e.g. 200"),
     ],
 )
 def test_a_malformed_value_is_refused_with_what_to_write_instead(project, flag, value, fragment):
@@ -129,9 +153,13 @@ def test_loading_the_plugin_imports_neither_the_engine_nor_the_harness():
 
 def test_the_plugin_names_the_same_modes_and_reference_target_as_the_harness():
     from chaos import MODES, REFERENCE_TARGET
+    from chaos._matrix import FAULTS, PAIRS_DEFAULT
+    from chaos._plans import POINT_FAULTS
 
     assert plugin.MODES == MODES
     assert plugin.REFERENCE_TARGET == REFERENCE_TARGET
+    assert plugin.FAULTS == POINT_FAULTS == FAULTS[:3]  # the harness also has the machine's faults
+    assert plugin.PAIRS_DEFAULT == PAIRS_DEFAULT
 
 
 def test_every_fixture_and_the_marker_are_documented_in_the_readme():

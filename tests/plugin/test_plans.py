@@ -4,6 +4,7 @@ explain themselves, and checks that catch the bugs they exist for."""
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 
@@ -13,6 +14,9 @@ from chaos._plans import check_against
 from .conftest import SHIPPED_PLANS, add_plan, collected_ids
 
 POINT_ID = re.compile(r"^fault_plans/poison\.toml::(extract|release)::_\w+\.\w+:L\d+#\d+$")  # no <>: pasteable in a shell
+# A pause item: the point, then @ and the kind (no [ ] either: zsh would read them as a glob).
+PAUSE_ID = re.compile(r"^fault_plans/frozen_worker\.toml::extract::_\w+\.\w+:L\d+#\d+@pause-(live|expired)$")
+PAIR_ID = re.compile(r"^fault_plans/pairs\.toml::extract::_\w+\.\w+:L\d+#\d+\+_\w+\.\w+:L\d+#\d+@interleave$")
 
 
 def test_every_shipped_plan_is_valid_and_states_its_lesson_in_one_sentence():
@@ -80,6 +84,9 @@ MALFORMED = [
     ("unknown-expect", 'lesson = "L."\n[[scenario]]\nname = "s"\nscript = []\nexpect = { finally = 1 }\n', ["unknown key 'finally'", "allowed keys: state, states, calls"]),
     ("bad-resolution", 'lesson = "L."\n[[scenario]]\nname = "s"\nscript = [{ resolve = "doc-1", action = "approve" }]\n', ["'approve'", "allowed: reverify, cancel"]),
     ("not-toml", 'lesson = "unterminated\n', ["not valid TOML"]),
+    ("unknown-point-fault", 'lesson = "L."\n[points]\nfault = "freeze"\n', ["'points.fault'", "'freeze'", "allowed: crash, pause, interleave"]),
+    ("bad-point-fault-list", 'lesson = "L."\n[points]\nfault = ["crash", "kill"]\n', ["'points.fault[1]'", "'kill'", "allowed: crash, pause, interleave"]),
+    ("point-fault-table", 'lesson = "L."\n[points]\nfault = { kind = "pause" }\n', ["'points.fault'", "must be one of crash, pause, interleave or an array of them"]),
 ]
 
 
@@ -129,3 +136,71 @@ def test_a_violated_point_names_the_invariant_why_it_matters_the_line_and_the_re
     assert "why it matters: Protects against advancing the state in one transaction and writing the result in another" in out
     assert "lesson: A crash at any line of a job's run leaves one of two cases" in out
     assert re.search(r"replay: python -m pytest 'fault_plans/every_line\.toml::extract::\S+' --chaos-mode fork --chaos-seed 0 --chaos-target quality\.variants:SplitMemo", out)
+
+
+def test_a_pause_plan_collects_two_items_per_point_with_pasteable_ids_and_they_pass(project):
+    add_plan(project, "frozen_worker")
+    ids = collected_ids(project.runpytest("--collect-only", "-q"))
+    assert ids[0] == "fault_plans/frozen_worker.toml::baseline"
+    items = ids[1:]
+    assert items and all(PAUSE_ID.match(i) for i in items), items[:5]
+    assert sorted(i.rsplit("@", 1)[0] for i in items[::2]) == sorted(i.rsplit("@", 1)[0] for i in items[1::2])  # each point twice
+    one = items[-1].split("::", 1)[1]  # GROUP::POINT@KIND
+    picked = collected_ids(project.runpytest("--collect-only", "-q", "--chaos-points", one))
+    assert picked == ["fault_plans/frozen_worker.toml::baseline", items[-1]]
+    chosen = items[:2] + items[-2:]
+    result = project.runpytest("-v", *chosen)
+    result.assert_outcomes(passed=4)
+    assert f"{chosen[0]} PASSED" in result.stdout.str()
+
+
+def test_the_faults_setting_adds_pause_items_to_plans_without_a_fault_key_and_a_plans_own_key_wins(project):
+    add_plan(project, "outbox_crash")
+    add_plan(project, "frozen_worker")
+    ids = collected_ids(project.runpytest("--collect-only", "-q", "--chaos-faults", "crash"))
+    assert not any("outbox_crash" in i and "@" in i for i in ids)
+    assert all(i.endswith(("@pause-live", "@pause-expired")) for i in ids if "frozen_worker.toml::extract" in i)
+    paused = collected_ids(project.runpytest("--collect-only", "-q", "--chaos-faults", "crash,pause"))
+    crash_ids = [i for i in paused if "outbox_crash.toml::send::" in i and "@" not in i]
+    assert {f"{i}@pause-live" for i in crash_ids} | {f"{i}@pause-expired" for i in crash_ids} == {
+        i for i in paused if "outbox_crash" in i and "@" in i
+    }
+
+
+def test_the_replay_of_an_item_that_exists_only_with_the_faults_setting_carries_the_setting(project):
+    add_plan(project, "lost_lease")
+    target = "quality.variants:ClaimIgnoresLiveLease"
+    result = project.runpytest("--chaos-faults", "pause", "--chaos-target", target, "-x", "-k", "pause-live")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    replay = re.search(r"^replay: (.*)$", result.stdout.str(), re.M).group(1)
+    assert re.fullmatch(rf"python -m pytest 'fault_plans/lost_lease\.toml::extract::\S+@pause-live' --chaos-mode fork --chaos-seed 0 "
+                        rf"--chaos-target {re.escape(target)} --chaos-faults pause", replay), replay
+    item = shlex.split(replay)[3]
+    again = project.runpytest(*shlex.split(replay)[3:])
+    again.assert_outcomes(failed=1)
+    assert f"FAILED {item}" in again.stdout.str()
+
+
+def test_an_interleaving_plan_collects_a_seeded_sample_of_pairs_and_the_summary_counts_them(project):
+    add_plan(project, "pairs", 'lesson = "Two workers on one job stay safe in any order."\n[points]\nsteps = ["extract"]\nfault = "interleave"\n')
+    ids = collected_ids(project.runpytest("--collect-only", "-q", "--chaos-pairs", "3"))
+    pairs = ids[1:]
+    assert 1 <= len(pairs) <= 3 and all(PAIR_ID.match(i) for i in pairs), ids  # at most the budget, each p its share
+    result = project.runpytest("--chaos-pairs", "3")
+    result.assert_outcomes(passed=1 + len(pairs))
+    n = len(pairs)
+    assert re.search(rf"^{n} interleavings: {n} held, 0 violated; \d+ wasted calls; {n} pairs run of \d+ possible \(fork mode, seed 0\)$",
+                     result.stdout.str(), re.M)
+
+
+def test_a_frozen_worker_whose_lease_is_stolen_is_explained_with_its_fault_kind_and_replay(project):
+    add_plan(project, "frozen_worker")
+    target = "quality.variants:ClaimIgnoresLiveLease"
+    result = project.runpytest("--chaos-target", target, "-x", "-k", "pause-live")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert re.search(r"worker frozen at \S+ \(the job in 'extract'\); another worker ran with its lease still valid, then it resumed", out)
+    assert re.search(r"VIOLATED bounded-spend: job 'doc-1' step 'extract': 2 paid calls, at most 1 allowed", out)
+    assert "lesson: A frozen worker only believes it holds the lease" in out
+    assert re.search(r"paid calls without a valid lease, after the memo was committed: \d+; the other worker was blocked \d\.\d{3}s", out)
+    assert re.search(rf"replay: python -m pytest 'fault_plans/frozen_worker\.toml::extract::\S+@pause-live' --chaos-mode fork --chaos-seed 0 --chaos-target {re.escape(target)}\n", out)

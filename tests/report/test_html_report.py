@@ -1,5 +1,6 @@
-"""The HTML crash report: self-contained, everything escaped, every line coloured by outcome, and
-rendered by a real headless Chromium showing the same counts as the terminal summary."""
+"""The HTML crash report: self-contained, everything escaped, every line coloured by outcome across
+every fault kind, pauses counted beside crashes, and rendered by a real headless Chromium showing
+the same counts as the terminal summary."""
 
 from __future__ import annotations
 
@@ -56,6 +57,32 @@ def test_each_line_is_coloured_by_its_outcome_and_its_points_are_one_click_away(
     assert re.search(r'id="count-coverage">66.7%<', page)  # lines 2 and 3 of the 3 executable ones
 
 
+def test_each_fault_kind_is_counted_beside_the_crashes_and_a_line_is_coloured_across_all_of_them(tmp_path):
+    source = tmp_path / "code.py"
+    source.write_text("def f():\n    a = 1\n    b = 2\n    return a + b\n")
+    records = _records(source)
+    paused = {**records[0], "fault": "pause-expired", "nodeid": "p::g::m.f:L2#1@pause-expired", "exit": "paused", "zombie": 1,
+              "blocked_s": 0.0512, "held": False, "violations": [["fenced-writes", "a write after the takeover"]]}
+    live = {**records[0], "fault": "pause-live", "nodeid": "p::g::m.f:L2#1@pause-live", "exit": "paused", "zombie": 0, "blocked_s": 0.0}
+    summary = summarize(records + [paused, live])
+    lines = terminal_lines(summary)
+    assert lines[:3] == [
+        "2 crash points: 1 held, 1 violated; 1 wasted calls (fork mode, seed 0)",
+        "1 pause-live scenarios: 1 held, 0 violated; 1 wasted calls (0 without a valid lease); other worker blocked 0.000s",
+        "1 pause-expired scenarios: 0 held, 1 violated; 1 wasted calls (1 without a valid lease); other worker blocked 0.051s",
+    ]
+    page = render_html(summary)
+    for cell, value in (("pause-expired-scenarios", "1"), ("pause-expired-violated", "1"), ("pause-live-held", "1"),
+                        ("pause-expired-blocked", "0.051s"), ("crash-scenarios", "2"), ("crash-blocked", "&ndash;")):
+        assert re.search(rf'id="fault-{cell}">{value}<', page), cell
+    assert re.search(r'id="count-points">4<', page) and re.search(r'id="count-violated">2<', page)  # totals over every kind
+    row = page[page.index('id="f0-L2"') :].split("</tr>", 1)[0]
+    assert '<tr class="violated" id="f0-L2"' in page  # a pause broke at a line where every crash held
+    assert 'title="crash 1, pause-live 1, pause-expired 1"' in row
+    assert '<span class="fault pause-expired">pause-expired</span>' in row and "other worker blocked 0.051s" in row
+    assert "while another takes over its expired lease" in row and "1 paid call(s) without a valid lease" in row
+
+
 def _chromium() -> str | None:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
@@ -77,7 +104,7 @@ def _run_chromium(binary: str, profile: Path, *args: str) -> subprocess.Complete
 REPORT_PROJECT = '''
 import pytest
 
-@pytest.mark.crash_matrix(target="quality.variants:MarkBeforeSend", families=["sender"])
+@pytest.mark.crash_matrix(target="quality.variants:MarkBeforeSend", families=["sender"], faults=["crash", "pause"])
 def test_a_sender_that_marks_before_sending(crash_matrix):
     crash_matrix()
 '''
@@ -85,7 +112,8 @@ def test_a_sender_that_marks_before_sending(crash_matrix):
 
 def test_the_report_renders_in_headless_chromium_with_the_counts_of_the_summary(pytester, monkeypatch, tmp_path):
     binary = _chromium()
-    for name in ("CRASHGATE_TARGET", "CRASHGATE_MODE", "CRASHGATE_SEED", "CRASHGATE_POINTS", "CRASHGATE_REPORT"):
+    for name in ("CRASHGATE_TARGET", "CRASHGATE_MODE", "CRASHGATE_SEED", "CRASHGATE_POINTS", "CRASHGATE_REPORT", "CRASHGATE_FAULTS",
+                 "CRASHGATE_PAIRS"):
         monkeypatch.delenv(name, raising=False)
     plans = pytester.path / "fault_plans"
     plans.mkdir()
@@ -94,8 +122,13 @@ def test_the_report_renders_in_headless_chromium_with_the_counts_of_the_summary(
         shutil.copyfile(repo / "fault_plans" / f"{name}.toml", plans / f"{name}.toml")
     pytester.makepyfile(test_gate=REPORT_PROJECT)
     result = pytester.runpytest("--chaos-report", "out/report.html")
-    summary = next(line for line in result.outlines if re.match(r"\d+ crash points: ", line))
-    points, held, violated, wasted = map(int, re.match(r"(\d+) crash points: (\d+) held, (\d+) violated; (\d+) wasted", summary).groups())
+    kinds = {}  # fault kind -> (points, held, violated, wasted), one summary line each
+    for line in result.outlines:
+        m = re.match(r"(\d+) (crash points|pause-live scenarios|pause-expired scenarios): (\d+) held, (\d+) violated; (\d+) wasted", line)
+        if m:
+            kinds[m.group(2).split()[0]] = tuple(map(int, m.group(1, 3, 4, 5)))
+    assert list(kinds) == ["crash", "pause-live", "pause-expired"]
+    points, held, violated, wasted = (sum(k[i] for k in kinds.values()) for i in range(4))
     assert violated > 0 and held > 0
     report = pytester.path / "out" / "report.html"
     assert f"crash report: {report}" in result.stdout.str()
@@ -103,6 +136,10 @@ def test_the_report_renders_in_headless_chromium_with_the_counts_of_the_summary(
     dom = _run_chromium(binary, tmp_path / "profile", "--dump-dom", report.as_uri()).stdout
     for key, value in (("points", points), ("held", held), ("violated", violated), ("wasted", wasted), ("scenarios", "2/2")):
         assert re.search(rf'id="count-{key}">{value}<', dom), key
+    for kind, (n, n_held, n_violated, _) in kinds.items():  # the pauses are counted beside the crashes
+        for key, value in (("scenarios", n), ("held", n_held), ("violated", n_violated)):
+            assert re.search(rf'id="fault-{kind}-{key}">{value}<', dom), (kind, key)
+    assert kinds["pause-live"][0] > 0
     first_bad = re.search(r'<tr class="violated" id="(f\d+-L\d+)"', dom).group(1)
     opened = _run_chromium(binary, tmp_path / "profile", "--dump-dom", f"{report.as_uri()}#{first_bad}").stdout
     row = opened[opened.index(f'id="{first_bad}"') :].split("</tr>", 1)[0]
