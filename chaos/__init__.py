@@ -54,6 +54,7 @@ __all__ = [
     "load_adapter",
     "load_plan",
     "machine_for",
+    "postgres_adapter",
     "reference_adapter",
     "reference_scenarios",
     "replay_command",
@@ -113,3 +114,11 @@ def reference_adapter() -> Any:
     from ._adapter import ReferenceAdapter
 
     return ReferenceAdapter()
+
+
+def postgres_adapter() -> Any:
+    """The reference engine on PostgreSQL (``chaos:postgres_adapter``): the matrix creates its
+    scenario databases on the server given by ``--db postgresql://...`` (or ``--backend postgresql``)."""
+    from ._pgadapter import PostgresReferenceAdapter
+
+    return PostgresReferenceAdapter()

@@ -19,6 +19,7 @@ from ._scenario import MODES
 
 __all__ = ["main", "COMMANDS", "format_report"]
 
+POSTGRES_TARGET = "chaos:postgres_adapter"
 COMMANDS = ("matrix", "explore", "demo", "soak")
 SOURCE_CHARS_MAX = 60
 
@@ -42,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--pairs", type=int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run, a seeded sample (default {PAIRS_DEFAULT})")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    m.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite",
+                   help="postgresql: scenario databases on a PostgreSQL server (--db, or a throwaway local one)")
+    m.add_argument("--db", help="postgresql://... URL of a server whose user may create databases (implies --backend postgresql)")
     m.add_argument("--quiet", action="store_true", help="print only violations and the summary")
     # Random histories (chaos.machine, which imports Hypothesis only when the command runs).
     e = sub.add_parser("explore", help="random histories of runs, kills, clock jumps and faults; a failure is shrunk and replayable")
@@ -69,9 +73,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return machine.run_cli(args)
     if args.command == "matrix":
+        return _matrix(args)
+    return 2
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    import contextlib
+
+    postgresql = args.backend == "postgresql" or args.db is not None
+    target = POSTGRES_TARGET if postgresql and args.target == REFERENCE_TARGET else args.target
+    with contextlib.ExitStack() as stack:
+        db, replay_db = args.db, None
+        if postgresql and db is None:  # a throwaway local server, removed afterwards, as the soak does
+            from engine._pgserver import ServerUnavailable, TemporaryPostgres
+
+            try:
+                server = stack.enter_context(TemporaryPostgres())
+            except ServerUnavailable as exc:
+                print(f"error: cannot start a throwaway PostgreSQL server: {exc}; or pass --db postgresql://...", file=sys.stderr)
+                return 2
+            db, replay_db = server.url(), ("--backend", "postgresql")
         try:
             report = run_matrix(
-                args.target,
+                target,
                 mode=args.mode,
                 seed=args.seed,
                 deep=not args.shallow,
@@ -81,19 +105,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 jobs=args.jobs,
                 faults=[f.strip() for f in args.faults.split(",") if f.strip()],
                 pairs=args.pairs,
+                db=db,
+                replay_db=replay_db,
             )
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        try:
-            if args.json:
-                print(json.dumps(report.to_json(), indent=2))
-            else:
-                print(format_report(report, quiet=args.quiet))
-        except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
-            sys.stderr.close()
-        return 1 if report.violations else 0
-    return 2
+    try:
+        if args.json:
+            print(json.dumps(report.to_json(), indent=2))
+        else:
+            print(format_report(report, quiet=args.quiet))
+    except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
+        sys.stderr.close()
+    return 1 if report.violations else 0
 
 
 def format_report(report: MatrixReport, *, quiet: bool = False) -> str:

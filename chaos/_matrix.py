@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from ._adapter import REFERENCE_TARGET, load_adapter
 from ._families import reference_scenarios
 from ._points import Point
-from ._scenario import PAUSE_KINDS, Family, Outcome, Scenario, prepare, run_interleaving, run_pause, run_point
+from ._scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, prepare, run_interleaving, run_pause, run_point
 
 __all__ = ["MatrixReport", "PointResult", "run_matrix", "replay_command", "DEFAULT_SEED"]
 
@@ -200,6 +200,8 @@ def run_matrix(
     workdir: str | None = None,
     faults: Iterable[str] = ("crash",),
     pairs: int = PAIRS_DEFAULT,
+    db: str | None = None,
+    replay_db: tuple[str, ...] | None = None,
 ) -> MatrixReport:
     """Run the matrix for ``target`` (``module:attr`` or an adapter object).
 
@@ -207,7 +209,9 @@ def run_matrix(
     point while another worker runs, its lease valid and expired), ``interleave`` (two-level
     interleavings of two workers, a seeded sample of ``pairs`` pairs). ``point`` (``family::id``)
     runs one scenario; ``sample`` a seeded sample of N points; ``jobs`` > 1 spreads the work over
-    that many processes.
+    that many processes. ``db`` is the database server of an adapter whose scenario databases
+    are not files (``postgresql://...`` for ``chaos:postgres_adapter``); ``replay_db`` the
+    arguments replay commands name it by (default ``--db <db>``).
     """
     started = time.perf_counter()
     faults = tuple(faults)
@@ -218,6 +222,11 @@ def run_matrix(
         raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
     adapter = load_adapter(target) if isinstance(target, str) else target
     target_name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__name__}"
+    if db is not None:
+        if not hasattr(adapter, "use_database"):
+            raise ValueError(f"target {target_name!r} takes no --db: its scenario databases are files")
+        adapter.use_database(db)
+    replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
     wanted = set(families) if families is not None else None
     only_family, _, only_point = (point or "").partition("::")
@@ -231,16 +240,30 @@ def run_matrix(
     workdir = workdir or scratch_dir()
     try:
         return _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=only_family,
-                    only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started)
+                    only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
+                    replay_extra=tuple(replay_extra))
     finally:
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
-         only_family: str, only_point: str, sample: int | None, jobs: int, faults: tuple[str, ...], pairs: int, started: float) -> MatrixReport:
-    report = MatrixReport(target_name, mode, seed, faults=faults)
+         only_family: str, only_point: str, sample: int | None, jobs: int, faults: tuple[str, ...], pairs: int, started: float,
+         replay_extra: tuple[str, ...] = ()) -> MatrixReport:
     prepared: dict[str, Family] = {}
+    try:
+        return _run_prepared(adapter, target_name, chosen, workdir, prepared, mode=mode, seed=seed, deep=deep, point=point,
+                             only_family=only_family, only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs,
+                             started=started, replay_extra=replay_extra)
+    finally:
+        for family in prepared.values():
+            discard(adapter, family)  # an adapter's template database (PostgreSQL); files go with the workdir
+
+
+def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, prepared: dict[str, Family], *, mode: str,
+                  seed: int, deep: bool, point: str | None, only_family: str, only_point: str, sample: int | None, jobs: int,
+                  faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...]) -> MatrixReport:
+    report = MatrixReport(target_name, mode, seed, faults=faults)
     work: list[Work] = []
     rng = random.Random(seed)
     for scenario in chosen:
@@ -272,6 +295,8 @@ def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *
         q = prepared[name].points[second] if second >= 0 else None
         result = PointResult(name, p, _source(p.file, p.line), outcome, "", q)
         result.replay = replay_command(target_name, mode, seed, result.id, deep, fault)
+        if replay_extra:
+            result.replay += " " + " ".join(shlex.quote(a) for a in replay_extra)
         report.results.append(result)
     report.seconds = time.perf_counter() - started
     return report

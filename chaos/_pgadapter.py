@@ -15,13 +15,18 @@ SQLite adapter reads, so every invariant runs unchanged on either backend.
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
+import threading
 from typing import Any
 
 from engine import PostgresStore
 
-from ._adapter import JobView, OutboxView, ReferenceAdapter, Snapshot
+from ._adapter import HUMAN_WRITER, JobView, OutboxView, ReferenceAdapter, ReferenceSession, Snapshot
+from ._world import World
 
-__all__ = ["PostgresReferenceAdapter", "adapter_for", "is_postgres", "AUDIT_SQL_PG"]
+__all__ = ["PostgresReferenceAdapter", "PostgresSession", "adapter_for", "is_postgres", "AUDIT_SQL_PG", "WRITER_AUDIT_SQL_PG"]
 
 AUDIT_SQL_PG = (
     """CREATE TABLE IF NOT EXISTS chaos_transition (
@@ -57,55 +62,230 @@ AUDIT_SQL_PG = (
     """CREATE TRIGGER chaos_memo_audit AFTER UPDATE OR DELETE ON step_result
         FOR EACH ROW EXECUTE FUNCTION chaos_memo_audit()""",
 )
+# Installed only on the harness's scenario databases, as WRITER_AUDIT_SQL on SQLite: every write
+# that touches a job is attributed to the session that made it. Each harness session sets
+# ``crashgate.writer`` (a custom setting of its own connection); the trigger reads it back.
+WRITER_AUDIT_SQL_PG = (
+    """CREATE TABLE IF NOT EXISTS chaos_write (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job_id TEXT, kind TEXT, writer TEXT, detail TEXT)""",
+    """CREATE OR REPLACE FUNCTION chaos_writer() RETURNS text LANGUAGE sql STABLE AS $$
+        SELECT current_setting('crashgate.writer', true) $$""",
+    """CREATE OR REPLACE FUNCTION chaos_write_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_TABLE_NAME = 'job' THEN
+            IF NEW.lease_token > OLD.lease_token THEN
+                INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.id, 'claim', chaos_writer(), NEW.lease_token::text);
+            END IF;
+            IF OLD.state IS DISTINCT FROM NEW.state THEN
+                INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.id, 'state', chaos_writer(), OLD.state || ' -> ' || NEW.state);
+            END IF;
+        ELSIF TG_TABLE_NAME = 'step_result' THEN
+            INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.job_id, 'memo', chaos_writer(), NEW.step);
+        ELSE
+            INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.job_id, 'outbox', chaos_writer(), NEW.kind);
+        END IF;
+        RETURN NULL;
+    END $$""",
+    "DROP TRIGGER IF EXISTS chaos_w_job ON job",
+    "CREATE TRIGGER chaos_w_job AFTER UPDATE ON job FOR EACH ROW EXECUTE FUNCTION chaos_write_audit()",
+    "DROP TRIGGER IF EXISTS chaos_w_memo ON step_result",
+    "CREATE TRIGGER chaos_w_memo AFTER INSERT ON step_result FOR EACH ROW EXECUTE FUNCTION chaos_write_audit()",
+    "DROP TRIGGER IF EXISTS chaos_w_outbox ON outbox",
+    "CREATE TRIGGER chaos_w_outbox AFTER INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION chaos_write_audit()",
+)
 SELECT_JOBS = "SELECT id, state, payload, lease_owner, lease_until, next_run_at FROM job"
 SELECT_TRANSITIONS = "SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq"
 SELECT_MEMOS = "SELECT job_id, step, output FROM step_result"
 SELECT_MEMO_CHANGES = "SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq"
 SELECT_OUTBOX = "SELECT id, job_id, kind, sent_at FROM outbox ORDER BY id"
+SELECT_HAS_WRITES = "SELECT to_regclass('chaos_write') IS NOT NULL"
+SELECT_WRITES = "SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq"
+SET_WRITER = "SELECT set_config('crashgate.writer', %s, false)"
+# The session of the worker that runs while another is frozen: a lock it cannot get within the
+# busy timeout makes its write give up (StoreBusy); any statement gives up after this long.
+OTHER_STATEMENT_TIMEOUT_S = 5.0
+_database_numbers = itertools.count()
 
 
 def is_postgres(db: str) -> bool:
     return db.startswith(("postgresql://", "postgres://"))
 
 
+class PostgresSession(ReferenceSession):
+    """A harness session on PostgreSQL: its writes are attributed through ``crashgate.writer``."""
+
+    def __init__(self, adapter: "PostgresReferenceAdapter", db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> None:
+        super().__init__(adapter, db_path, world, worker_id=worker_id, clock=clock, rng=rng)
+        self._set_writer(worker_id)
+
+    def _set_writer(self, writer: str) -> None:
+        self.store.conn.execute(SET_WRITER, (writer,))
+
+    def _as_human(self, action: Any) -> None:
+        self._set_writer(HUMAN_WRITER)
+        try:
+            action()
+        finally:
+            self._set_writer(self.worker.worker_id)
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long this session's writes wait for a row lock another session holds (then
+        StoreBusy), with a statement timeout as the backstop: a frozen peer never hangs it."""
+        for name, value in (("lock_timeout", seconds), ("statement_timeout", max(seconds, OTHER_STATEMENT_TIMEOUT_S))):
+            self.store.conn.execute("SELECT set_config(%s, %s, false)", (name, f"{round(value * 1000)}ms"))
+        self.store.busy_timeout_s = seconds
+
+
+class _Probe:
+    """The probe's two reads on a connection of its own per process (opened on first use, so a
+    forked child never shares its parent's socket)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conns: dict[int, Any] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, job_id: str, step: str, worker_id: str, token: int, now: float) -> tuple[bool, bool]:
+        from ._services import PG_PROBE_LEASE, PG_PROBE_MEMO, _lease_valid
+
+        with self.lock:
+            conn = self._conns.get(os.getpid())
+            if conn is None:
+                import psycopg
+
+                conn = self._conns[os.getpid()] = psycopg.connect(self.url, autocommit=True)
+            memo = conn.execute(PG_PROBE_MEMO, (job_id, step)).fetchone()
+            lease = conn.execute(PG_PROBE_LEASE, (job_id,)).fetchone()
+        return memo is not None, _lease_valid(lease, worker_id, token, now)
+
+    def close(self) -> None:
+        conn = self._conns.pop(os.getpid(), None)
+        if conn is not None:
+            conn.close()
+
+
 class PostgresReferenceAdapter(ReferenceAdapter):
-    """The reference engine on a PostgreSQL database; ``db_path`` arguments are URLs."""
+    """The reference engine on a PostgreSQL database; ``db_path`` arguments are URLs.
+
+    Given a ``server`` URL (any database of a server whose user may create databases), it runs
+    the crash matrix too: each scenario family builds a template database once (schema, audit
+    triggers, setup state) and each scenario gets ``CREATE DATABASE ... TEMPLATE`` of it, dropped
+    afterwards; the world's ledger stays a SQLite file in the scenario's directory.
+    """
 
     name = "reference-postgresql"
+
+    def __init__(self, server: str | None = None) -> None:
+        super().__init__()
+        self.server = server
+
+    def use_database(self, url: str) -> None:
+        """The server the matrix creates its scenario databases on (``--db``)."""
+        if not is_postgres(url):
+            raise ValueError(f"--db {url!r}: this target needs a postgresql:// URL")
+        self.server = url
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_admin", None)
+        return state
 
     def make_store(self, db_path: str) -> PostgresStore:  # type: ignore[override]
         return PostgresStore(db_path)
 
-    def create(self, db_path: str) -> None:
-        """Create the engine's schema (if new) and install the audit tables and triggers."""
+    def open(self, db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> PostgresSession:
+        return PostgresSession(self, db_path, world, worker_id=worker_id, clock=clock, rng=rng)
+
+    def create(self, db_path: str, *, attribute_writers: bool = False) -> None:
+        """Create the engine's schema (if new) and install the audit tables and triggers (and,
+        for the harness's own scenario databases, the writer attribution)."""
         store = self.make_store(db_path)
         try:
             with store.conn.transaction():
-                for statement in AUDIT_SQL_PG:
+                for statement in AUDIT_SQL_PG + (WRITER_AUDIT_SQL_PG if attribute_writers else ()):
                     store.conn.execute(statement)
         finally:
             store.close()
 
-    def inspect(self, db_path: str) -> Snapshot:
+    # -- scenario databases (the matrix) ---------------------------------------------------------
+    def _admin_conn(self) -> Any:
         import psycopg
 
-        with psycopg.connect(db_path, autocommit=True) as conn:
-            # One snapshot for all five reads, so they agree with each other.
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                snap = Snapshot()
-                for r in conn.execute(SELECT_JOBS):
-                    snap.jobs[r[0]] = JobView(r[1], r[2], r[3], r[4], r[5])
-                snap.transitions = [tuple(r) for r in conn.execute(SELECT_TRANSITIONS)]  # type: ignore[misc]
-                snap.memos = {(r[0], r[1]): r[2] for r in conn.execute(SELECT_MEMOS)}
-                snap.memo_changes = [tuple(r) for r in conn.execute(SELECT_MEMO_CHANGES)]  # type: ignore[misc]
-                snap.outbox = [OutboxView(*r) for r in conn.execute(SELECT_OUTBOX)]
+        if self.server is None:
+            raise ValueError(f"{type(self).__name__} needs a PostgreSQL server for scenario databases: pass --db postgresql://... or --backend postgresql")
+        admins = self.__dict__.setdefault("_admin", {})
+        conn = admins.get(os.getpid())
+        if conn is None or conn.closed:
+            conn = admins[os.getpid()] = psycopg.connect(self.server, autocommit=True)
+        return conn
+
+    def _new_database(self, prefix: str, template: str) -> str:
+        from psycopg import conninfo, sql
+
+        name = f"{prefix}_{os.getpid()}_{next(_database_numbers)}"
+        self._admin_conn().execute(sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(sql.Identifier(name), sql.Identifier(template)))
+        return conninfo.make_conninfo(self.server, dbname=name) if "://" not in self.server else _with_dbname(self.server, name)
+
+    def template_db(self, directory: str) -> str:
+        """A new, empty database for a family's template (the harness creates its schema)."""
+        return self._new_database("fam", "template0")
+
+    def new_scenario_db(self, template: str, directory: str) -> str:
+        """A fresh copy of a family's template database for one scenario."""
+        return self._new_database("scen", _dbname(template))
+
+    def drop_db(self, db_path: str) -> None:
+        """Drop a scenario or template database (closing any connection still open to it)."""
+        from psycopg import sql
+
+        self._admin_conn().execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(_dbname(db_path))))
+
+    def inspect(self, db_path: str) -> Snapshot:
+        """Read the database on a connection of the harness's own, kept per process and database
+        until :meth:`release`, in one read-only REPEATABLE READ transaction."""
+        import psycopg
+
+        key = (os.getpid(), db_path)
+        readers = self.__dict__.setdefault("_readers", {})
+        conn = readers.get(key)
+        if conn is None or conn.closed:
+            conn = readers[key] = psycopg.connect(db_path, autocommit=True)
+        # One snapshot for all the reads, so they agree with each other.
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            snap = Snapshot()
+            for r in conn.execute(SELECT_JOBS):
+                snap.jobs[r[0]] = JobView(r[1], r[2], r[3], r[4], r[5])
+            snap.transitions = [tuple(r) for r in conn.execute(SELECT_TRANSITIONS)]  # type: ignore[misc]
+            snap.memos = {(r[0], r[1]): r[2] for r in conn.execute(SELECT_MEMOS)}
+            snap.memo_changes = [tuple(r) for r in conn.execute(SELECT_MEMO_CHANGES)]  # type: ignore[misc]
+            snap.outbox = [OutboxView(*r) for r in conn.execute(SELECT_OUTBOX)]
+            if conn.execute(SELECT_HAS_WRITES).fetchone()[0]:
+                snap.writes = [tuple(r) for r in conn.execute(SELECT_WRITES)]  # type: ignore[misc]
         return snap
 
-    def probe(self, db_path: str) -> Any:
-        from ._services import PostgresProbe
+    def release(self, db_path: str) -> None:
+        """Close this process's inspection connection to ``db_path``."""
+        conn = self.__dict__.get("_readers", {}).pop((os.getpid(), db_path), None)
+        if conn is not None:
+            conn.close()
 
-        return PostgresProbe(db_path)
+    def probe(self, db_path: str) -> Any:
+        return _Probe(db_path)
+
+
+def _dbname(url: str) -> str:
+    from psycopg import conninfo
+
+    return conninfo.conninfo_to_dict(url)["dbname"]
+
+
+def _with_dbname(url: str, name: str) -> str:
+    """``url`` with its database replaced by ``name`` (query options kept)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
 
 
 def adapter_for(db: str) -> ReferenceAdapter:

@@ -78,6 +78,7 @@ class Family:
     executable: dict[str, frozenset[int]]
     baseline: "Outcome"
     between: list[bool] = field(default_factory=list)
+    template_db: str = ""  # an adapter's own template database (PostgreSQL); "" = the template's files
 
 
 @dataclass
@@ -113,12 +114,18 @@ class Outcome:
 
 
 class _Run:
-    """The files, clock, world and seeds of one scenario run, in its own directory."""
+    """The files, clock, world and seeds of one scenario run, in its own directory.
 
-    def __init__(self, adapter: Any, directory: str, clock_at: float, seed: int, scenario: Scenario) -> None:
+    ``db`` is the engine's database: ``<directory>/engine.db`` unless the adapter made one of its
+    own (see :func:`_copy`); ``drop`` says the run owns it and drops it when it closes.
+    """
+
+    def __init__(self, adapter: Any, directory: str, clock_at: float, seed: int, scenario: Scenario,
+                 db: str | None = None, *, drop: bool = False) -> None:
         self.adapter = adapter
         self.dir = directory
-        self.db = os.path.join(directory, "engine.db")
+        self.db = db if db is not None else os.path.join(directory, "engine.db")
+        self.drop = drop
         self.clock = SharedClock(clock_at)
         self.world = World(directory, self.clock, lease_s=adapter.lease_s)
         self.world.probe = adapter.probe(self.db)
@@ -141,6 +148,9 @@ class _Run:
         release = getattr(self.adapter, "release", None)
         if release is not None:
             release(self.db)
+        if self.drop:
+            self.drop = False
+            self.adapter.drop_db(self.db)
 
     def evidence(self, submitted: dict[str, str], interruptions: Counter, snapshot: Any = None) -> Evidence:
         a = self.adapter
@@ -186,7 +196,9 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
     """Build the scenario's template, then record the points of its doomed iteration."""
     template = os.path.join(workdir, "template-" + scenario.name)
     os.makedirs(template, exist_ok=True)
-    run = _Run(adapter, template, T0, seed, scenario)
+    # An adapter whose databases are not files (PostgreSQL) builds the template database itself.
+    template_db = getattr(adapter, "template_db", None)
+    run = _Run(adapter, template, T0, seed, scenario, template_db(template) if template_db is not None else None)
     _create(adapter, run.db)
     session = run.session("w-setup")
     submitted = {}
@@ -198,7 +210,8 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
         _setup_action(run, session, action)
     run.close()
     clock_after_setup = run.clock.now()
-    family = Family(scenario, template, clock_after_setup, submitted, [], {}, Outcome("baseline", "clean"))
+    family = Family(scenario, template, clock_after_setup, submitted, [], {}, Outcome("baseline", "clean"),
+                    template_db=run.db if template_db is not None else "")
     family.points, family.executable, family.baseline, family.between = record(adapter, family, workdir, seed=seed, deep=deep)
     return family
 
@@ -231,15 +244,36 @@ def _setup_action(run: _Run, session: Any, action: str) -> None:
         raise ValueError(f"setup action {action!r}: use run, send, advance:<s> or claim:<worker>")
 
 
-def _copy(family: Family, directory: str) -> None:
-    """A fresh copy of the template in a new directory (a WAL file is copied, never the -shm)."""
+def _copy(family: Family, directory: str, adapter: Any = None) -> str | None:
+    """A fresh copy of the template in a new directory (a WAL file is copied, never the -shm).
+
+    Returns the copy's database when the adapter made it (``new_scenario_db``, e.g. PostgreSQL's
+    ``CREATE DATABASE ... TEMPLATE``: the run owns it and drops it), else None: the files are it.
+    """
     if os.path.exists(directory):
         shutil.rmtree(directory)
     os.makedirs(directory)
-    for name in ("engine.db", "engine.db-wal", "world.db", "world.db-wal"):
+    names = ("world.db", "world.db-wal") if family.template_db else ("engine.db", "engine.db-wal", "world.db", "world.db-wal")
+    for name in names:
         source = os.path.join(family.template, name)
         if os.path.exists(source):
             shutil.copyfile(source, os.path.join(directory, name))
+    if family.template_db:
+        return adapter.new_scenario_db(family.template_db, directory)
+    return None
+
+
+def _fresh_run(adapter: Any, family: Family, directory: str, seed: int) -> _Run:
+    """A new run on a fresh copy of the family's template."""
+    db = _copy(family, directory, adapter)
+    return _Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
+
+
+def discard(adapter: Any, family: Family) -> None:
+    """Drop a family's template database, where the adapter made one (its files go with the workdir)."""
+    if family.template_db:
+        adapter.drop_db(family.template_db)
+        family.template_db = ""
 
 
 def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> tuple[list[Point], dict[str, frozenset[int]], Outcome, list[bool]]:
@@ -247,13 +281,14 @@ def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool 
     from ._points import function_lines
 
     directory = os.path.join(workdir, "baseline-" + family.scenario.name)
-    _copy(family, directory)
-    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    run = _fresh_run(adapter, family, directory, seed)
     iteration = _doomed(run)
     only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
     started = time.perf_counter()
     conn = getattr(getattr(getattr(iteration, "__self__", None), "store", None), "conn", None)
     between = (lambda: not conn.in_transaction) if hasattr(conn, "in_transaction") else None
+    if between is None and hasattr(getattr(conn, "info", None), "transaction_status"):  # psycopg: 0 is IDLE
+        between = lambda: conn.info.transaction_status == 0  # noqa: E731
     with Recorder(adapter.trace_paths(), only, between) as recorder:
         iteration()
     executable: dict[str, set[int]] = {}
@@ -270,8 +305,7 @@ def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed:
         raise ValueError(f"mode {mode!r} is not one of: {', '.join(MODES)}")
     started = time.perf_counter()
     directory = os.path.join(workdir, "point")
-    _copy(family, directory)
-    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    run = _fresh_run(adapter, family, directory, seed)
     only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
     exit_kind = _kill_fork(run, point, only) if mode == "fork" else _kill_inprocess(run, point, only)
     snapshot = adapter.inspect(run.db)
@@ -471,8 +505,7 @@ def run_pause(adapter: Any, family: Family, point: Point, workdir: str, *, seed:
     (``expired=False``) or past it; then resume the frozen worker, drain, and check."""
     started = time.perf_counter()
     directory = os.path.join(workdir, "point")
-    _copy(family, directory)
-    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    run = _fresh_run(adapter, family, directory, seed)
     only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
     kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
     pid = _fork_until(run, point, only, lambda: _doomed(run))
@@ -503,8 +536,7 @@ def run_interleaving(adapter: Any, family: Family, first: Point, second: Point, 
     until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check."""
     started = time.perf_counter()
     directory = os.path.join(workdir, "point")
-    _copy(family, directory)
-    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    run = _fresh_run(adapter, family, directory, seed)
     only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
     a = _fork_until(run, first, only, lambda: _doomed(run))
     problems: list[Violation] = []
