@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     # Random histories (chaos.machine, which imports Hypothesis only when the command runs).
     e = sub.add_parser("explore", help="random histories of runs, kills, clock jumps and faults; a failure is shrunk and replayable")
     e.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
-    e.add_argument("--profile", choices=("ci", "nightly"), default="ci", help="ci: about 3,000 steps, seed 0 (default); nightly: 125,000 steps")
+    e.add_argument("--profile", choices=("ci", "nightly"), default="ci", help="ci: about 4,000 steps, seed 0 (default); nightly: 125,000 steps")
     e.add_argument("--seed", type=int, help="seed of the exploration (default: 0 for ci, a fresh one for nightly; printed either way)")
     e.add_argument("--max-examples", type=int, help="explore at most this many histories (default: the profile's)")
     from . import _demo, _soak  # the fleet commands: workers, sender and monkey as real processes

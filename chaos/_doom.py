@@ -39,6 +39,7 @@ SECOND = "w-second"  # the worker that runs while a slow call outlives the lease
 SECOND_ITERATIONS_MAX = 20
 DATABASE_FILES = ("engine.db", "engine.db-wal", "world.db", "world.db-wal")
 ERROR_CHARS_MAX = 4000
+Delivery = tuple[int, bool]  # (n, before): die right before, or right after, the n-th delivery
 
 
 class Env:
@@ -96,27 +97,31 @@ class Env:
         self.sessions.clear()
 
 
-class _DieAfterDeliveries:
-    """The world's receiver, except that the sender dies right after the n-th delivery."""
+class _DieAtDelivery:
+    """The world's receiver, except that the sender dies right before, or right after, its n-th
+    delivery: the two moments around the one side effect no transaction covers."""
 
-    def __init__(self, inner: Any, deliveries: int, die: Callable[[], None]) -> None:
+    def __init__(self, inner: Any, delivery: int, before: bool, die: Callable[[], None]) -> None:
         self.inner = inner
-        self.left = deliveries
+        self.left = delivery
+        self.before = before
         self.die = die
 
     def send(self, key: str, kind: str, payload: Any) -> None:
-        self.inner.send(key, kind, payload)
         self.left -= 1
+        if self.left == 0 and self.before:
+            self.die()
+        self.inner.send(key, kind, payload)
         if self.left == 0:
             self.die()
 
 
-def _iteration(main: Env, env: Env, worker: str, phase: str, deliveries: int | None, die: Callable[[], None]) -> Callable[[], Any]:
+def _iteration(main: Env, env: Env, worker: str, phase: str, delivery: Delivery | None, die: Callable[[], None]) -> Callable[[], Any]:
     """The iteration ``env``'s process is about to run (and die in)."""
     if main.world.during_slow is not None:  # a slow call's second worker lives in that process
         env.world.during_slow = env.slow_hook()
-    if deliveries is not None:
-        env.world.sender = _DieAfterDeliveries(env.world.sender, deliveries, die)  # type: ignore[assignment]
+    if delivery is not None:
+        env.world.sender = _DieAtDelivery(env.world.sender, delivery[0], delivery[1], die)  # type: ignore[assignment]
     session = env.session(worker)
     return session.run_once if phase == "worker" else session.send_outbox
 
@@ -206,23 +211,24 @@ def _observer(path: str) -> sqlite3.Connection | None:
         return None
 
 
-def kill(main: Env, worker: str, phase: str, mode: str, tag: str, point: Point | None, deliveries: int | None) -> str:
-    """Run ``worker``'s iteration and kill it at ``point`` (or after ``deliveries``).
+def kill(main: Env, worker: str, phase: str, mode: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
+    """Run ``worker``'s iteration and kill it at ``point``, or around a delivery: ``delivery`` is
+    ``(n, before)``, kill right before (or right after) the sender's n-th delivery.
 
     Returns ``"killed"``, ``"not reached"`` (the iteration ended first) or what it raised first
     (that ends a process as surely). Either way the process is gone: ``main`` buries its session.
     """
     try:
         if mode == "fork":
-            return _kill_fork(main, worker, phase, tag, point, deliveries)
-        return _kill_inprocess(main, worker, phase, tag, point, deliveries)
+            return _kill_fork(main, worker, phase, tag, point, delivery)
+        return _kill_inprocess(main, worker, phase, tag, point, delivery)
     except Exception as exc:  # the iteration raised before its point: that ended the process too
         return f"raised {type(exc).__name__}: {exc}; its process died"
     finally:
         main.bury(worker)
 
 
-def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point | None, deliveries: int | None) -> str:
+def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
     world = main.world
     env = Env(main.adapter, main.directory, main.clock, world, tag)
     hook, sender = world.during_slow, world.sender
@@ -232,7 +238,7 @@ def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point |
         raise Abandon(tag)
 
     try:
-        iteration = _iteration(main, env, worker, phase, deliveries, abandon)
+        iteration = _iteration(main, env, worker, phase, delivery, abandon)
         if point is None:
             iteration()
         else:
@@ -247,7 +253,7 @@ def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point |
     return "killed" if reached else "not reached"
 
 
-def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None, deliveries: int | None) -> str:
+def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
     read_fd, write_fd = os.pipe()
     gc.freeze()  # the child's collections then leave the parent's objects (and pages) alone
     pid = os.fork()
@@ -256,7 +262,7 @@ def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None
         try:
             gc.disable()  # a short life: no collection copying pages it shares with the parent
             os.close(read_fd)
-            code = _doomed_child(main, worker, phase, tag, point, deliveries, write_fd)
+            code = _doomed_child(main, worker, phase, tag, point, delivery, write_fd)
         except BaseException as exc:  # reported to the parent, which raises it
             _tell(write_fd, {"error": "".join(traceback.format_exception(exc))[-ERROR_CHARS_MAX:]})
         finally:
@@ -281,7 +287,7 @@ def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None
     return f"raised {last}; its process died"
 
 
-def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, deliveries: int | None, fd: int) -> int:
+def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None, fd: int) -> int:
     # This process's copy of the world reopens its ledger; its sessions open new connections.
     world = main.world
     env = Env(main.adapter, main.directory, main.clock, world, tag)
@@ -299,7 +305,7 @@ def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | N
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
-    iteration = _iteration(main, env, worker, phase, deliveries, die)
+    iteration = _iteration(main, env, worker, phase, delivery, die)
     if point is None:
         iteration()
     else:

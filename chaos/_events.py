@@ -30,6 +30,7 @@ __all__ = [
     "Human",
     "Kill",
     "KillAfterDelivery",
+    "KillBeforeDelivery",
     "Run",
     "Send",
     "Submit",
@@ -78,6 +79,14 @@ class Kill:
 
 
 @dataclass(frozen=True)
+class KillBeforeDelivery:
+    """Kill the outbox sender right before its n-th delivery (after anything it did first)."""
+
+    delivery: int
+    mode: str
+
+
+@dataclass(frozen=True)
 class KillAfterDelivery:
     """Kill the outbox sender right after its n-th delivery, before it marks anything sent."""
 
@@ -102,9 +111,9 @@ class Run:
 
 @dataclass(frozen=True)
 class Send:
-    """One outbox pass; killed at a crash point, or between delivering and marking."""
+    """One outbox pass; killed at a crash point, or right before or after a delivery."""
 
-    kill: Kill | KillAfterDelivery | None = None
+    kill: Kill | KillBeforeDelivery | KillAfterDelivery | None = None
 
 
 @dataclass(frozen=True)
@@ -142,13 +151,14 @@ def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
     """
     mode = st.sampled_from(tuple(modes))
     kill = st.none() | st.builds(Kill, at=st.integers(0, POSITIONS - 1), mode=mode)
-    after_delivery = st.builds(KillAfterDelivery, delivery=st.integers(1, DELIVERIES_BEFORE_KILL_MAX), mode=mode)
+    deliveries = st.integers(1, DELIVERIES_BEFORE_KILL_MAX)
+    around_delivery = st.builds(KillBeforeDelivery, delivery=deliveries, mode=mode) | st.builds(KillAfterDelivery, delivery=deliveries, mode=mode)
 
     def run() -> st.SearchStrategy[Run]:
         return st.builds(Run, worker=st.sampled_from(WORKERS), kill=kill)
 
     def send() -> st.SearchStrategy[Send]:
-        return st.builds(Send, kill=kill | after_delivery)
+        return st.builds(Send, kill=kill | around_delivery)
 
     # Runs and sends twice as often: they (and their kills) are what the other events prepare.
     # (Two equal strategy objects would count once: one_of drops repeats of the same object.)
@@ -159,6 +169,7 @@ def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
         run(),
         send(),
         st.sampled_from([Submit(job, payload) for job in JOB_IDS for payload in PAYLOADS]),
+        st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
         st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
         st.sampled_from([Human(action, job) for action in ACTIONS for job in JOB_IDS]),
     )

@@ -32,7 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from ._adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from ._clock import SharedClock
 from ._doom import SECOND, Env, kill, record
-from ._events import JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Human, Kill, KillAfterDelivery, Run, Send, Submit, events
+from ._events import JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Run, Send, Submit, events
 from ._invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
 from ._matrix import scratch_dir
 from ._scenario import BACKOFF_JUMP_S, ITERATIONS_PER_ROUND_MAX, MODES, RECOVERY_ROUNDS_MAX, T0
@@ -171,9 +171,10 @@ class Histories(RuleBasedStateMachine):
     def _send(self, event: Send) -> str:
         if event.kill is None:
             return self._survive(SENDER, lambda: f"{self.env.session(SENDER).send_outbox()} sent")
-        if isinstance(event.kill, KillAfterDelivery):
+        if isinstance(event.kill, (KillBeforeDelivery, KillAfterDelivery)):
             self.kills += 1
-            return kill(self.env, SENDER, "sender", event.kill.mode, f"doomed-{self.kills}", None, event.kill.delivery)
+            around = (event.kill.delivery, isinstance(event.kill, KillBeforeDelivery))
+            return kill(self.env, SENDER, "sender", event.kill.mode, f"doomed-{self.kills}", None, around)
         return self._kill_at_point(SENDER, "sender", event.kill)
 
     def _survive(self, worker: str, iteration: Callable[[], str]) -> str:
