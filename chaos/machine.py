@@ -161,13 +161,16 @@ def state_machine_test(
 
     The adapter is loaded when the test runs, so a wrong target fails that test, not collection.
     A failure re-raises the original error with the shrunk program and the replay command added.
+    The seed is ``seed``, else ``@hypothesis.seed(N)`` on the class, else ``--hypothesis-seed``,
+    else the profile's default.
     """
     _profile(profile)
     chosen = tuple(modes)
 
     class TestCrashgateHistories(unittest.TestCase):
         def runTest(self) -> None:
-            report, error = _explore(target, profile, seed, chosen, overrides)
+            pinned = seed if seed is not None else getattr(type(self), "_hypothesis_internal_use_seed", None)
+            report, error = _explore(target, profile, pinned, chosen, overrides)
             if error is not None:
                 if report.replay not in str(error):
                     error.add_note(f"replay: {report.replay}")

@@ -221,6 +221,23 @@ def test_the_factory_test_fails_with_the_program_and_the_replay_command_for_a_pl
     assert "replay: python -m chaos explore --target tests.quality.variants:EffectInStep --profile ci --seed 0" in str(caught.value)
 
 
+def test_the_seed_comes_from_the_argument_then_at_seed_on_the_class_then_hypothesis_seed_then_the_profile(monkeypatch):
+    import hypothesis
+
+    seen = []
+    monkeypatch.setattr("chaos.machine._explore", lambda target, profile, seed, modes, overrides: (seen.append(seed), (None, None))[1])
+    state_machine_test(seed=7)().runTest()
+    hypothesis.seed(11)(case := state_machine_test())
+    case().runTest()
+    assert seen == [7, 11]
+    from chaos.machine import _seed
+
+    monkeypatch.setattr(hypothesis.core, "global_force_seed", 13)
+    assert (_seed("ci", None), _seed("ci", 5)) == (13, 5)
+    monkeypatch.setattr(hypothesis.core, "global_force_seed", None)
+    assert _seed("ci", None) == 0
+
+
 def test_profiles_ci_is_small_nightly_runs_at_least_100000_steps_and_both_are_registered_without_a_database():
     ci, nightly = PROFILES["ci"], PROFILES["nightly"]
     assert ci.max_examples * ci.stateful_step_count <= 5_000
