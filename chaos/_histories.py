@@ -293,6 +293,9 @@ class Histories(RuleBasedStateMachine):
         finally:
             self.env.close()
             self.world.close()
+            release = getattr(self.adapter, "release", None)  # an adapter's cached reader, if any
+            if release is not None:
+                release(self.env.db)
             shutil.rmtree(self.env.directory, ignore_errors=True)
 
     def _drain_and_check(self) -> None:
