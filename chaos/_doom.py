@@ -84,10 +84,24 @@ class Env:
             self.slow_fired = True
             if self.report is not None:
                 self.report({"slow": True})
-            session = self.session(SECOND)
-            for _ in range(SECOND_ITERATIONS_MAX):
-                if session.run_once() in ("idle", "busy"):
-                    break
+            world = self.world
+            take = world.take_fault
+
+            def take_unless_slow(task: str) -> Fault | None:
+                # One slow call at a time. The second worker runs nested inside the first one's
+                # call, so a slow call of its own would freeze the first worker, heartbeats and
+                # all, for that long: a pause the history never asked for.
+                upcoming = next((f for f in world.pending_faults() if f.task in (None, task)), None)
+                return None if upcoming is not None and upcoming.kind == "slow" else take(task)
+
+            world.take_fault = take_unless_slow  # type: ignore[method-assign]
+            try:
+                session = self.session(SECOND)
+                for _ in range(SECOND_ITERATIONS_MAX):
+                    if session.run_once() in ("idle", "busy"):
+                        break
+            finally:
+                world.take_fault = take  # type: ignore[method-assign]
 
         return second_worker
 
