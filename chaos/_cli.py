@@ -125,12 +125,12 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
     """The matrix as a person reads it: a row per point, then violations, coverage and a summary."""
     out: list[str] = []
     if not quiet:
-        out.append(f"{'fault':<13} {'point':<52} {'source':<{SOURCE_CHARS_MAX}} {'outcome':<11} wasted")
+        out.append(f"{'fault':<14} {'point':<52} {'source':<{SOURCE_CHARS_MAX}} {'outcome':<11} wasted")
         for r in report.results:
             outcome = "held" if r.outcome.held else "VIOLATED"
-            if r.outcome.held and r.outcome.exit not in ("killed", "paused", "interleaved"):
+            if r.outcome.held and r.outcome.exit not in ("killed", "paused", "interleaved", "faulted"):
                 outcome = r.outcome.exit
-            out.append(f"{r.fault:<13} {r.id:<52} {r.source[:SOURCE_CHARS_MAX]:<{SOURCE_CHARS_MAX}} {outcome:<11} {r.outcome.wasted_calls}")
+            out.append(f"{r.fault:<14} {r.id:<52} {r.source[:SOURCE_CHARS_MAX]:<{SOURCE_CHARS_MAX}} {outcome:<11} {r.outcome.wasted_calls}")
         out.append("")
     for name, base in report.baselines.items():
         for v in base.violations:
@@ -147,7 +147,7 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
     for path, lines in cov["missed"].items():
         out.append(f"  not reached by any scenario: {path}: {_ranges(lines)}")
     for kind, row in report.by_fault().items():
-        out.append(f"  {kind:<13} {row['scenarios']:>6} scenarios, {row['held']} held, {row['violated']} violated, {row['wasted_calls']} wasted calls")
+        out.append(f"  {kind:<14} {row['scenarios']:>6} scenarios, {row['held']} held, {row['violated']} violated, {row['wasted_calls']} wasted calls")
     if "interleave" in report.faults:
         ran = sum(1 for r in report.results if r.fault == "interleave")
         out.append(f"  interleavings: {ran} pairs run of {report.pairs_possible} possible")

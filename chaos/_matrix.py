@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from ._adapter import REFERENCE_TARGET, load_adapter
 from ._families import reference_scenarios
+from ._machine_faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, run_preloaded, small_pages
 from ._points import Point
 from ._scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, prepare, run_interleaving, run_pause, run_point
 
@@ -28,7 +29,9 @@ __all__ = ["MatrixReport", "PointResult", "run_matrix", "replay_command", "DEFAU
 
 DEFAULT_SEED = 0
 CHUNK_POINTS = 64
-FAULTS = ("crash", "pause", "interleave")
+# Machine faults (disk, io, lock, clock, damage) name several sub-kinds each; a sub-kind
+# (e.g. clock-skew) is accepted on its own too, as a replay command names it.
+FAULTS = ("crash", "pause", "interleave") + tuple(MACHINE_FAULTS)
 DEFAULT_FAULTS = ("crash", "pause")
 PAIRS_DEFAULT = 200
 # Fork from a lean worker process once the caller is this heavy (and the run is this long).
@@ -180,6 +183,8 @@ def _run_chunk(items: list[Work]) -> list[tuple[Work, Outcome]]:
             outcome = run_point(adapter, family, point, scratch, seed=seed, mode=mode, deep=deep)
         elif fault in PAUSE_KINDS:
             outcome = run_pause(adapter, family, point, scratch, seed=seed, expired=fault == PAUSE_KINDS[1], deep=deep)
+        elif fault in KIND_OF:
+            outcome = run_machine_fault(adapter, family, point, scratch, seed=seed, fault=fault, deep=deep)
         else:
             outcome = run_interleaving(adapter, family, point, family.points[second], scratch, seed=seed, deep=deep)
         out.append((item, outcome))
@@ -207,7 +212,9 @@ def run_matrix(
 
     ``faults`` picks the fault kinds: ``crash`` (kill at each point), ``pause`` (freeze at each
     point while another worker runs, its lease valid and expired), ``interleave`` (two-level
-    interleavings of two workers, a seeded sample of ``pairs`` pairs). ``point`` (``family::id``)
+    interleavings of two workers, a seeded sample of ``pairs`` pairs), and the faults of the
+    machine (``disk``, ``io``, ``lock``, ``clock``, ``damage``, or one of their sub-kinds, see
+    :mod:`chaos._machine_faults`), which also add their own family. ``point`` (``family::id``)
     runs one scenario; ``sample`` a seeded sample of N points; ``jobs`` > 1 spreads the work over
     that many processes. ``db`` is the database server of an adapter whose scenario databases
     are not files (``postgresql://...`` for ``chaos:postgres_adapter``); ``replay_db`` the
@@ -215,9 +222,14 @@ def run_matrix(
     """
     started = time.perf_counter()
     faults = tuple(faults)
-    unknown = sorted(set(faults) - set(FAULTS))
+    unknown = sorted(set(faults) - set(FAULTS) - set(KIND_OF))
     if unknown:
-        raise ValueError(f"fault kinds {unknown} are not known; choose from: {', '.join(FAULTS)}")
+        raise ValueError(f"fault kinds {unknown} are not known; choose from: {', '.join(FAULTS)} (or a sub-kind: {', '.join(KIND_OF)})")
+    machine = [sub for f in faults for sub in expand(f)]
+    if any(KIND_OF[sub] == "io" for sub in machine) and libfiu_missing():
+        raise ValueError(libfiu_missing())
+    if machine and db is not None:
+        raise ValueError("the faults of the machine act on SQLite database files (page counts, write locks, libfiu); run them without --db")
     if "crash" in faults and mode not in ("fork", "inprocess"):
         raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
     adapter = load_adapter(target) if isinstance(target, str) else target
@@ -228,6 +240,8 @@ def run_matrix(
         adapter.use_database(db)
     replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
+    if scenarios is None and machine:
+        all_scenarios = list(all_scenarios) + [s for s in machine_scenarios() if s.name not in {a.name for a in all_scenarios}]
     wanted = set(families) if families is not None else None
     only_family, _, only_point = (point or "").partition("::")
     if point and not only_point:
@@ -267,7 +281,8 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
     work: list[Work] = []
     rng = random.Random(seed)
     for scenario in chosen:
-        family = prepare(adapter, scenario, workdir, seed=seed, deep=deep)
+        machine_only = scenario.name in {s.name for s in machine_scenarios()}  # that family is for machine faults
+        family = prepare(small_pages(adapter) if machine_only else adapter, scenario, workdir, seed=seed, deep=deep)
         prepared[scenario.name] = family
         report.baselines[scenario.name] = family.baseline
         report.lessons[scenario.name] = scenario.lesson
@@ -275,11 +290,14 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
             report.executable.setdefault(f, set()).update(lines)
         singles = [i for i, p in enumerate(family.points) if not point or p.id == only_point]
         for fault in faults:
-            if fault == "crash":
+            if fault == "crash" and not machine_only:
                 work += [("crash", scenario.name, i, -1) for i in singles]
-            elif fault == "pause":
+            elif fault == "pause" and not machine_only:
                 work += [(kind, scenario.name, i, -1) for i in singles for kind in PAUSE_KINDS]
-        if "interleave" in faults:
+            elif expand(fault):
+                at = [i for i in machine_points(family, _source) if i in set(singles)]
+                work += [(sub, scenario.name, i, -1) for i in at for sub in expand(fault)]
+        if "interleave" in faults and not machine_only:
             found, possible = _pairs(family, point and only_point, pairs, rng)
             report.pairs_possible += possible
             work += [("interleave", scenario.name, i, j) for i, j in found]
@@ -288,8 +306,10 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
     if sample is not None and sample < len(work):
         work = sorted(random.Random(seed).sample(work, sample))
     _SHARED.update(adapter=adapter, families=prepared, workdir=workdir, seed=seed, mode=mode, deep=deep)
+    preloaded = [w for w in work if KIND_OF.get(w[0]) == "io"]  # run under libfiu's preload
+    work = [w for w in work if KIND_OF.get(w[0]) != "io"]
     chunks = [work[i : i + CHUNK_POINTS] for i in range(0, len(work), CHUNK_POINTS)]
-    done = _execute(chunks, jobs)
+    done = _execute(chunks, jobs) + run_preloaded((adapter, prepared, workdir, seed, mode, deep), preloaded)
     for (fault, name, index, second), outcome in done:
         p = prepared[name].points[index]
         q = prepared[name].points[second] if second >= 0 else None

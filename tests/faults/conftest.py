@@ -1,0 +1,19 @@
+"""The libfiu tools (Debian's fiu-utils): without them the io-fault tests skip with one reason;
+with ``CI=true`` that is a failure instead, so CI cannot pass without injecting real I/O errors."""
+
+from __future__ import annotations
+
+import pytest
+from pg_fixtures import in_ci
+
+from chaos._machine_faults import libfiu_missing
+
+
+@pytest.fixture
+def libfiu() -> None:
+    reason = libfiu_missing()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
