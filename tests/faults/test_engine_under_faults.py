@@ -9,6 +9,7 @@ the fault is gone.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -164,11 +165,11 @@ def test_a_postgres_worker_whose_connection_the_server_dropped_backs_off_and_rec
 
 # -- EIO and ENOSPC in a real worker process, through libfiu's POSIX preload ----------------------
 WORKER_PROCESS = r"""
-import json, sys, time
+import json, os, sys, time
 from collections import Counter
 from engine import FakeClock, SqliteStore, Worker, default_workflow
 
-db, synchronous = sys.argv[1], sys.argv[2]
+db, synchronous, done_marker = sys.argv[1], sys.argv[2], sys.argv[3]
 seen = Counter()
 
 
@@ -188,7 +189,9 @@ class Counting(Worker):
 
 
 class AllDelivered:
-    def is_set(self):  # a read: it works while writes fail
+    def is_set(self):  # reads: they work while writes fail
+        if not os.path.exists(done_marker):  # the test submits more work while the disk fails
+            return False
         return store.conn.execute("SELECT COUNT(*) FROM job WHERE state != 'delivered'").fetchone()[0] == 0
 
 
@@ -197,7 +200,7 @@ worker = Counting(store, default_workflow(), worker_id="w-fiu", clock=Paced(1_70
 worker.run(idle_sleep_s=1.0, stop=AllDelivered(), iterations_max=100_000)
 print(json.dumps(seen))  # once the disk answers again
 """
-JOBS = 60
+JOBS = 20  # before the fault, and as many again while it lasts
 FAILURES = {
     # (synchronous, failure points with the errno they return)
     "eio": ("NORMAL", (("posix/io/rw/pwrite", "EIO"), ("posix/io/rw/write", "EIO"))),
@@ -233,30 +236,34 @@ def test_a_worker_process_survives_io_errors_switched_on_and_off_from_outside(li
     path = str(tmp_path / "engine.db")
     store = SqliteStore(path)
     store.submit_many([(f"doc-{n}", {"source": f"doc-{n}"}) for n in range(1, JOBS + 1)], now=0.0)
-    store.close()
     script = tmp_path / "worker.py"
     script.write_text(WORKER_PROCESS)
     prefix = str(tmp_path / "fiu-ctrl")
+    marker = tmp_path / "done"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     worker = subprocess.Popen(
-        ["fiu-run", "-x", "-f", prefix, sys.executable, str(script), path, synchronous],
+        ["fiu-run", "-x", "-f", prefix, sys.executable, str(script), path, synchronous, str(marker)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
         _wait(lambda: _delivered(path) >= 5)
-        _fiu_ctrl(prefix, worker.pid, [f"enable name={name},failinfo={getattr(__import__('errno'), code)}" for name, code in points])
+        _fiu_ctrl(prefix, worker.pid, [f"enable name={name},failinfo={getattr(errno, code)}" for name, code in points])
         frozen = _delivered(path)
+        # More work arrives (this process's disk is fine) while the worker's writes fail.
+        store.submit_many([(f"doc-{n}", {"source": f"doc-{n}"}) for n in range(JOBS + 1, 2 * JOBS + 1)], now=0.0)
         time.sleep(0.5)  # the worker runs on against a failing disk
         assert worker.poll() is None, worker.stderr.read()
         assert _delivered(path) == frozen  # nothing commits while every write (or fsync) fails
         _fiu_ctrl(prefix, worker.pid, [f"disable name={name}" for name, _ in points])
+        marker.touch()
         out, err = worker.communicate(timeout=120)
     finally:
+        store.close()
         if worker.poll() is None:
             worker.kill()
             worker.wait()
     assert worker.returncode == 0, err
     seen = json.loads(out)
     assert seen.get("unavailable", 0) >= 1, seen
-    assert _delivered(path) == JOBS
+    assert _delivered(path) == 2 * JOBS
     assert _integrity(path) == ["ok"]
