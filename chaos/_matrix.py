@@ -378,6 +378,10 @@ def _pairs(family: Family, only: str | None, budget: int, rng: random.Random,
     equal share of the ``budget`` of q's (a seeded sample), so no p is left out. ``firsts``
     restricts p (a fault plan's ``steps``); q is any candidate, as the second worker starts afresh.
     """
+    if family.scenario.phase != "worker":
+        # B is a worker: its freeze points come from the family's recording only when A runs the
+        # same iteration (a frozen sender or person is covered by the pause matrix instead).
+        return [], 0
     between = family.between or [True] * len(family.points)
     seconds = [
         i for i, p in enumerate(family.points) if between[i] and ".execute(" in _source(p.file, p.line)
