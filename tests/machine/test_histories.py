@@ -18,7 +18,7 @@ from chaos import ReferenceAdapter
 from chaos._events import Advance, Arm, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Run, Send, Submit
 from chaos._histories import InvariantViolated, machine_for
 from chaos.machine import PROFILES, explore, replay_command, state_machine_test
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 
 @pytest.fixture
@@ -208,10 +208,11 @@ def test_the_same_seed_explores_and_shrinks_to_the_same_program():
     assert first.replay == replay_command("tests.quality.variants:EffectInStep", "ci", 3)
 
 
-@pytest.mark.slow
-def test_a_failure_found_through_kills_replays_to_the_same_shrunk_program():
-    first = explore("tests.quality.variants:ReleaseInFinally", profile="ci")
-    again = explore("tests.quality.variants:ReleaseInFinally", profile="ci")
+def test_a_failure_found_through_fork_kills_is_found_again_identically_from_its_seed():
+    # Without shrinking (Hypothesis's own business, given a deterministic test): the histories,
+    # the kills in forked children and the failure they lead to are the same on every run.
+    first = explore("tests.quality.variants:ReleaseInFinally", profile="ci", phases=[Phase.generate])
+    again = explore("tests.quality.variants:ReleaseInFinally", profile="ci", phases=[Phase.generate])
     assert not first.passed and "mode='fork'" in "\n".join(first.program)
     assert (first.rules, first.examples, first.program, first.failure) == (again.rules, again.examples, again.program, again.failure)
 
