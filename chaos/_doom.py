@@ -49,10 +49,10 @@ class Env:
     of an iteration and the iteration then killed make the same random choices.
     """
 
-    def __init__(self, adapter: Any, directory: str, clock: Any, world: World, tag: str) -> None:
+    def __init__(self, adapter: Any, directory: str, clock: Any, world: World, tag: str, db: str | None = None) -> None:
         self.adapter = adapter
         self.directory = directory
-        self.db = os.path.join(directory, "engine.db")
+        self.db = db if db is not None else os.path.join(directory, "engine.db")
         self.clock = clock
         self.world = world
         self.tag = tag
@@ -60,6 +60,7 @@ class Env:
         self.lives: Counter[str] = Counter()
         self.slow_fired = False
         self.report: Callable[[dict[str, Any]], None] | None = None  # a forked child's pipe
+        self.template: str | None = None  # the empty database ``db`` was copied from, if not a file
 
     def session(self, worker_id: str) -> Any:
         session = self.sessions.get(worker_id)
@@ -165,21 +166,24 @@ def record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
     adapter = main.adapter
     directory = os.path.join(main.directory, "dry")
     os.makedirs(directory, exist_ok=True)
-    for name in DATABASE_FILES:
+    # A database that is not a file (PostgreSQL): the adapter copies the live one onto its template.
+    copy_db = getattr(adapter, "copy_db", None) if main.template is not None else None
+    for name in ("world.db", "world.db-wal") if copy_db is not None else DATABASE_FILES:
         path = os.path.join(main.directory, name)
         if os.path.exists(path):
             shutil.copyfile(path, os.path.join(directory, name))
+    db = copy_db(main.db, main.template, directory) if copy_db is not None else os.path.join(directory, "engine.db")
     clock = FakeClock(main.clock.now())
     world = World(directory, clock, lease_s=adapter.lease_s)
-    world.probe = adapter.probe(os.path.join(directory, "engine.db"))
+    world.probe = adapter.probe(db)
     for fault in main.world.pending_faults():
         world.arm(fault)
     ledger_writes = [0]
     for name in ("record_call", "deliver"):
         setattr(world, name, _counting(getattr(world, name), ledger_writes))
-    observer = _observer(os.path.join(directory, "engine.db"))
+    observer = _observer(db)
     commits: Callable[[], Any] = (lambda: observer.execute("PRAGMA data_version").fetchone()[0]) if observer else (lambda: 0)
-    env = Env(adapter, directory, clock, world, tag)
+    env = Env(adapter, directory, clock, world, tag, db=db)
     recorder = _SegmentRecorder(adapter.trace_paths(), lambda: (commits(), ledger_writes[0]))
     try:
         iteration = _iteration(main, env, worker, phase, None, lambda: None)
@@ -192,6 +196,11 @@ def record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
         world.close()
         if observer is not None:
             observer.close()
+        if copy_db is not None:
+            release = getattr(adapter, "release", None)
+            if release is not None:
+                release(db)
+            adapter.drop_db(db)
         shutil.rmtree(directory, ignore_errors=True)
     segments: list[list[Point]] = []
     previous = None
@@ -244,7 +253,7 @@ def kill(main: Env, worker: str, phase: str, mode: str, tag: str, point: Point |
 
 def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
     world = main.world
-    env = Env(main.adapter, main.directory, main.clock, world, tag)
+    env = Env(main.adapter, main.directory, main.clock, world, tag, db=main.db)
     hook, sender = world.during_slow, world.sender
     reached = False
 
@@ -304,7 +313,7 @@ def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None
 def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None, fd: int) -> int:
     # This process's copy of the world reopens its ledger; its sessions open new connections.
     world = main.world
-    env = Env(main.adapter, main.directory, main.clock, world, tag)
+    env = Env(main.adapter, main.directory, main.clock, world, tag, db=main.db)
     env.report = lambda message: _tell(fd, message)
     take = world.take_fault
 

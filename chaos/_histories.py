@@ -86,11 +86,12 @@ class Histories(RuleBasedStateMachine):
         if a is None:
             raise TypeError("Histories needs an adapter: use chaos.machine.machine_for(adapter)")
         directory = tempfile.mkdtemp(prefix="history-", dir=_scratch_root())
-        _create(a, directory)
+        db = _create(a, directory)
         clock = SharedClock(T0)  # a forked worker's time passes for everyone
         world = World(directory, clock, lease_s=a.lease_s)
-        world.probe = a.probe(os.path.join(directory, "engine.db"))
-        self.env = Env(a, directory, clock, world, "main")
+        world.probe = a.probe(db)
+        self.env = Env(a, directory, clock, world, "main", db=db)
+        self.env.template = _TEMPLATES.get((os.getpid(), id(a))) if _server_side(a) else None
         self.world, self.clock = world, clock
         self.table = a.states()
         self.step_states = a.step_states()
@@ -296,6 +297,8 @@ class Histories(RuleBasedStateMachine):
             release = getattr(self.adapter, "release", None)  # an adapter's cached reader, if any
             if release is not None:
                 release(self.env.db)
+            if _server_side(self.adapter):  # a database of the adapter's own: the history owns it
+                self.adapter.drop_db(self.env.db)
             shutil.rmtree(self.env.directory, ignore_errors=True)
 
     def _drain_and_check(self) -> None:
@@ -375,21 +378,59 @@ def _scratch_root() -> str:
 _TEMPLATES: dict[tuple[int, int], str] = {}
 
 
-def _create(adapter: Any, directory: str) -> None:
-    """A fresh database in ``directory``: a copy of one the adapter created once in this process.
+def _server_side(adapter: Any) -> bool:
+    """Whether the adapter makes its databases itself (PostgreSQL) instead of engine.db files."""
+    return all(hasattr(adapter, hook) for hook in ("template_db", "new_scenario_db", "drop_db"))
+
+
+def _create(adapter: Any, directory: str) -> str:
+    """A fresh database for a history in ``directory``: a copy of one the adapter created once in
+    this process; returns its ``db`` (``<directory>/engine.db``, or the adapter's own database).
 
     It is created with writer attribution (the fenced-writes check) where the adapter offers it.
-    Copying the closed file costs a tenth of creating the schema and triggers every history.
+    Copying the closed file costs a tenth of creating the schema and triggers every history. An
+    adapter whose databases are not files (``template_db``, ``new_scenario_db``, ``drop_db``) makes
+    the template database once and a copy of it per history, which teardown drops.
     """
     key = (os.getpid(), id(adapter))
     template = _TEMPLATES.get(key)
+    if _server_side(adapter):
+        if template is None:
+            template = adapter.template_db(directory)
+            _create_schema(adapter, template)
+            _TEMPLATES[key] = template
+            _SERVER_TEMPLATES.append((adapter, template))
+        return adapter.new_scenario_db(template, directory)
     if template is None or not os.path.exists(os.path.join(template, "engine.db")):
         template = _TEMPLATES[key] = tempfile.mkdtemp(prefix="template-", dir=_scratch_root())
-        db_path = os.path.join(template, "engine.db")
-        if "attribute_writers" in inspect.signature(adapter.create).parameters:
-            adapter.create(db_path, attribute_writers=True)
-        else:
-            adapter.create(db_path)
+        _create_schema(adapter, os.path.join(template, "engine.db"))
     for name in ("engine.db", "engine.db-wal"):  # never a -shm: the first connection rebuilds it
         if os.path.exists(os.path.join(template, name)):
             shutil.copyfile(os.path.join(template, name), os.path.join(directory, name))
+    return os.path.join(directory, "engine.db")
+
+
+def _create_schema(adapter: Any, db: str) -> None:
+    if "attribute_writers" in inspect.signature(adapter.create).parameters:
+        adapter.create(db, attribute_writers=True)
+    else:
+        adapter.create(db)
+
+
+_SERVER_TEMPLATES: list[tuple[Any, str]] = []
+
+
+def drop_templates() -> None:
+    """Drop the template databases this process made on database servers (also run at exit)."""
+    while _SERVER_TEMPLATES:
+        adapter, template = _SERVER_TEMPLATES.pop()
+        for key, value in list(_TEMPLATES.items()):
+            if value == template:
+                del _TEMPLATES[key]
+        try:
+            adapter.drop_db(template)
+        except Exception:  # the server may be gone already: its data goes with it
+            pass
+
+
+atexit.register(drop_templates)

@@ -234,6 +234,35 @@ class PostgresReferenceAdapter(ReferenceAdapter):
         """A fresh copy of a family's template database for one scenario."""
         return self._new_database("scen", _dbname(template))
 
+    def copy_db(self, db_path: str, template: str, directory: str) -> str:
+        """A copy of ``db_path`` while connections to it stay open (``CREATE DATABASE ... TEMPLATE``
+        needs none): a new copy of ``template`` (its schema, empty) gets every table's rows, with
+        triggers off so the audit rows are copied rather than written anew (the
+        template's rows are replaced), and every sequence's
+        position. For a random history's dry run of the iteration a kill is about to end."""
+        import psycopg
+        from psycopg import sql
+
+        copy = self.new_scenario_db(template, directory)
+        with psycopg.connect(db_path, autocommit=True) as src, psycopg.connect(copy, autocommit=True) as dst:
+            with src.transaction(), dst.transaction():
+                src.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                dst.execute("SET LOCAL session_replication_role = replica")
+                tables = [r[0] for r in src.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
+                if tables:  # the template's own rows (its schema version) come from the source too
+                    dst.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(map(sql.Identifier, tables))))
+                for table in tables:
+                    name = sql.Identifier(table)
+                    with src.cursor().copy(sql.SQL("COPY {} TO STDOUT (FORMAT BINARY)").format(name)) as out:
+                        with dst.cursor().copy(sql.SQL("COPY {} FROM STDIN (FORMAT BINARY)").format(name)) as into:
+                            for data in out:
+                                into.write(data)
+                sequences = src.execute("SELECT schemaname, sequencename, last_value FROM pg_sequences WHERE schemaname = current_schema()").fetchall()
+                for schema, sequence, last_value in sequences:
+                    if last_value is not None:
+                        dst.execute("SELECT setval(%s, %s, true)", (f"{schema}.{sequence}", last_value))
+        return copy
+
     def drop_db(self, db_path: str) -> None:
         """Drop a scenario or template database (closing any connection still open to it)."""
         from psycopg import sql
