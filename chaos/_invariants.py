@@ -48,6 +48,22 @@ class Evidence:
     interruptions: Counter = field(default_factory=Counter)
     previous_memos: dict[tuple[str, str], str] | None = None
 
+    @classmethod
+    def gather(cls, adapter: Any, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
+        """Read everything the catalog needs: the adapter's table and a snapshot of ``db``, and
+        the world's ledger."""
+        return cls(
+            table=adapter.states(),
+            step_states=adapter.step_states(),
+            settled_states=adapter.settled_states(),
+            final_effects=adapter.final_effects(),
+            snapshot=snapshot if snapshot is not None else adapter.inspect(db),
+            calls=world.calls(),
+            deliveries=world.deliveries(),
+            submitted=submitted,
+            interruptions=interruptions,
+        )
+
 
 def legal_transitions(ev: Evidence) -> list[Violation]:
     """Every recorded state change is an edge of the table; every state is known; no job row is

@@ -192,18 +192,7 @@ class Sandbox:
         return self.world.applied_effects()
 
     def evidence(self) -> Evidence:
-        a = self.adapter
-        return Evidence(
-            table=a.states(),
-            step_states=a.step_states(),
-            settled_states=a.settled_states(),
-            final_effects=a.final_effects(),
-            snapshot=a.inspect(self.db),
-            calls=self.world.calls(),
-            deliveries=self.world.deliveries(),
-            submitted=dict(self.submitted),
-            interruptions=Counter(self.interruptions),
-        )
+        return Evidence.gather(self.adapter, self.db, self.world, submitted=dict(self.submitted), interruptions=Counter(self.interruptions))
 
     def wasted_calls(self) -> int:
         return wasted_calls(self.evidence())

@@ -153,18 +153,7 @@ class _Run:
             self.adapter.drop_db(self.db)
 
     def evidence(self, submitted: dict[str, str], interruptions: Counter, snapshot: Any = None) -> Evidence:
-        a = self.adapter
-        return Evidence(
-            table=a.states(),
-            step_states=a.step_states(),
-            settled_states=a.settled_states(),
-            final_effects=a.final_effects(),
-            snapshot=snapshot if snapshot is not None else a.inspect(self.db),
-            calls=self.world.calls(),
-            deliveries=self.world.deliveries(),
-            submitted=submitted,
-            interruptions=interruptions,
-        )
+        return Evidence.gather(self.adapter, self.db, self.world, submitted=submitted, interruptions=interruptions, snapshot=snapshot)
 
 
 def _doomed(run: _Run) -> Callable[[], Any]:
