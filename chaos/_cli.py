@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from typing import Sequence
 
 from ._adapter import REFERENCE_TARGET
@@ -43,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--pairs", type=int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run, a seeded sample (default {PAIRS_DEFAULT})")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    m.add_argument("--exhaustive", action="store_true",
+                   help="pause at every point, not once per pause class (points with no visible operation between them)")
     m.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite",
                    help="postgresql: scenario databases on a PostgreSQL server (--db, or a throwaway local one)")
     m.add_argument("--db", help="postgresql://... URL of a server whose user may create databases (implies --backend postgresql)")
@@ -107,6 +110,7 @@ def _matrix(args: argparse.Namespace) -> int:
                 pairs=args.pairs,
                 db=db,
                 replay_db=replay_db,
+                exhaustive=args.exhaustive,
             )
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -136,10 +140,15 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
         for v in base.violations:
             out.append(f"VIOLATION {v.invariant} in family {name!r} without any crash: {v.detail}")
             out.append(f"  lesson: {report.lessons[name]}")
+    alike = Counter((r.same_as, r.fault) for r in report.results if r.same_as)
     for r in report.results:
+        if r.same_as:  # reported once, at the point its class ran at
+            continue
         for v in r.outcome.violations:
             out.append(f"VIOLATION {v.invariant} at {r.id} [{r.fault}] ({_short(r.point.file)}:{r.point.line}: {r.source})")
             out.append(f"  seen: {v.detail}")
+            if alike[(r.id, r.fault)]:
+                out.append(f"  also at the {alike[(r.id, r.fault)]} later points of its pause class (no visible operation between them)")
             out.append(f"  lesson: {report.lessons[r.family]}")
             out.append(f"  replay: {r.replay}")
     cov = report.coverage()
@@ -147,7 +156,8 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
     for path, lines in cov["missed"].items():
         out.append(f"  not reached by any scenario: {path}: {_ranges(lines)}")
     for kind, row in report.by_fault().items():
-        out.append(f"  {kind:<14} {row['scenarios']:>6} scenarios, {row['held']} held, {row['violated']} violated, {row['wasted_calls']} wasted calls")
+        ran = f" ({row['run']} run, one per pause class)" if row["run"] != row["scenarios"] else ""
+        out.append(f"  {kind:<14} {row['scenarios']:>6} scenarios{ran}, {row['held']} held, {row['violated']} violated, {row['wasted_calls']} wasted calls")
     if "interleave" in report.faults:
         ran = sum(1 for r in report.results if r.fault == "interleave")
         out.append(f"  interleavings: {ran} pairs run of {report.pairs_possible} possible")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from typing import Callable
 
 __all__ = ["SharedClock"]
 
@@ -25,12 +26,18 @@ class SharedClock:
 
     def __init__(self, start: float) -> None:
         self._page = mmap.mmap(-1, _SLOT.size)  # MAP_SHARED | MAP_ANONYMOUS: survives fork shared
+        # Called on every read and move of the time (a recording counts them; see chaos._points).
+        self.observer: Callable[[], None] | None = None
         self.set(start)
 
     def now(self) -> float:
+        if self.observer is not None:
+            self.observer()
         return _SLOT.unpack_from(self._page, 0)[0]
 
     def set(self, when: float) -> None:
+        if self.observer is not None:
+            self.observer()
         _SLOT.pack_into(self._page, 0, float(when))
 
     def advance(self, seconds: float) -> None:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import random
@@ -47,6 +48,7 @@ class PointResult:
     outcome: Outcome
     replay: str
     second: Point | None = None
+    same_as: str = ""  # a pause point whose class ran at another point: that point's id
 
     @property
     def fault(self) -> str:
@@ -86,7 +88,7 @@ class MatrixReport:
     def exercised(self) -> dict[str, set[int]]:
         seen: dict[str, set[int]] = {}
         for r in self.results:
-            if r.outcome.exit == "killed" or (r.fault in PAUSE_KINDS and r.outcome.exit == "paused"):
+            if r.outcome.exit == "killed" or (r.fault in PAUSE_KINDS and r.outcome.exit == "paused" and not r.same_as):
                 seen.setdefault(r.point.file, set()).add(r.point.line)
         return seen
 
@@ -103,11 +105,13 @@ class MatrixReport:
         return {"lines": total, "exercised": hit, "percent": round(100.0 * hit / total, 1) if total else 100.0, "missed": missed}
 
     def by_fault(self) -> dict[str, dict[str, int]]:
-        """Scenarios, held and violated, per fault kind."""
+        """Scenarios, held and violated, per fault kind; ``run``: how many of them ran (the others
+        are pause points that share a class with one that ran, see :func:`chaos._points.pause_classes`)."""
         out: dict[str, dict[str, int]] = {}
         for r in self.results:
-            row = out.setdefault(r.fault, {"scenarios": 0, "held": 0, "violated": 0, "wasted_calls": 0})
+            row = out.setdefault(r.fault, {"scenarios": 0, "run": 0, "held": 0, "violated": 0, "wasted_calls": 0})
             row["scenarios"] += 1
+            row["run"] += 0 if r.same_as else 1
             row["held" if r.outcome.held else "violated"] += 1
             row["wasted_calls"] += r.outcome.wasted_calls
         return out
@@ -145,6 +149,7 @@ class MatrixReport:
                     "wasted_calls": r.outcome.wasted_calls,
                     "zombie_calls": r.outcome.zombie_calls,
                     "blocked_s": round(r.outcome.blocked_s, 4),
+                    "same_as": r.same_as or None,
                     "replay": r.replay,
                     "seconds": round(r.outcome.seconds, 5),
                 }
@@ -207,6 +212,7 @@ def run_matrix(
     pairs: int = PAIRS_DEFAULT,
     db: str | None = None,
     replay_db: tuple[str, ...] | None = None,
+    exhaustive: bool = False,
 ) -> MatrixReport:
     """Run the matrix for ``target`` (``module:attr`` or an adapter object).
 
@@ -219,6 +225,11 @@ def run_matrix(
     that many processes. ``db`` is the database server of an adapter whose scenario databases
     are not files (``postgresql://...`` for ``chaos:postgres_adapter``); ``replay_db`` the
     arguments replay commands name it by (default ``--db <db>``).
+
+    Pauses run once per pause class, the points with no visible operation between them (see
+    :func:`chaos._points.pause_classes`): every point gets a result, those of a class share the
+    outcome of its first point, named in ``same_as``. ``exhaustive`` pauses at every point.
+    Crashes always run at every point.
     """
     started = time.perf_counter()
     faults = tuple(faults)
@@ -255,7 +266,7 @@ def run_matrix(
     try:
         return _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=only_family,
                     only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
-                    replay_extra=tuple(replay_extra))
+                    replay_extra=tuple(replay_extra), exhaustive=exhaustive)
     finally:
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -263,12 +274,12 @@ def run_matrix(
 
 def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
          only_family: str, only_point: str, sample: int | None, jobs: int, faults: tuple[str, ...], pairs: int, started: float,
-         replay_extra: tuple[str, ...] = ()) -> MatrixReport:
+         replay_extra: tuple[str, ...] = (), exhaustive: bool = False) -> MatrixReport:
     prepared: dict[str, Family] = {}
     try:
         return _run_prepared(adapter, target_name, chosen, workdir, prepared, mode=mode, seed=seed, deep=deep, point=point,
                              only_family=only_family, only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs,
-                             started=started, replay_extra=replay_extra)
+                             started=started, replay_extra=replay_extra, exhaustive=exhaustive)
     finally:
         for family in prepared.values():
             discard(adapter, family)  # an adapter's template database (PostgreSQL); files go with the workdir
@@ -276,9 +287,11 @@ def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *
 
 def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, prepared: dict[str, Family], *, mode: str,
                   seed: int, deep: bool, point: str | None, only_family: str, only_point: str, sample: int | None, jobs: int,
-                  faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...]) -> MatrixReport:
+                  faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...],
+                  exhaustive: bool = False) -> MatrixReport:
     report = MatrixReport(target_name, mode, seed, faults=faults)
     work: list[Work] = []
+    members: dict[tuple[str, int], list[int]] = {}  # (family, first point of a pause class): the others
     rng = random.Random(seed)
     for scenario in chosen:
         machine_only = scenario.name in {s.name for s in machine_scenarios()}  # that family is for machine faults
@@ -293,7 +306,14 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
             if fault == "crash" and not machine_only:
                 work += [("crash", scenario.name, i, -1) for i in singles]
             elif fault == "pause" and not machine_only:
-                work += [(kind, scenario.name, i, -1) for i in singles for kind in PAUSE_KINDS]
+                firsts = singles
+                if not exhaustive and not point:
+                    classes = family.classes or list(range(len(family.points)))
+                    firsts = sorted({classes[i] for i in singles})
+                    for i in singles:
+                        if classes[i] != i:
+                            members.setdefault((scenario.name, classes[i]), []).append(i)
+                work += [(kind, scenario.name, i, -1) for i in firsts for kind in PAUSE_KINDS]
             elif expand(fault):
                 at = [i for i in machine_points(family, _source) if i in set(singles)]
                 work += [(sub, scenario.name, i, -1) for i in at for sub in expand(fault)]
@@ -318,6 +338,14 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
         if replay_extra:
             result.replay += " " + " ".join(shlex.quote(a) for a in replay_extra)
         report.results.append(result)
+        if fault in PAUSE_KINDS:
+            for other in members.get((name, index), []):
+                o = prepared[name].points[other]
+                copy = dataclasses.replace(outcome, point=o.id, seconds=0.0, blocked_s=outcome.blocked_s)
+                same = PointResult(name, o, _source(o.file, o.line), copy, "", None, same_as=result.id)
+                same.replay = replay_command(target_name, mode, seed, same.id, deep, fault) + (
+                    " " + " ".join(shlex.quote(a) for a in replay_extra) if replay_extra else "")
+                report.results.append(same)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from coverage.parser import PythonParser
 
-__all__ = ["Point", "Recorder", "Killer", "statement_lines", "function_lines"]
+__all__ = ["Point", "Recorder", "Killer", "statement_lines", "function_lines", "pause_classes"]
 
 
 @dataclass(frozen=True, order=True)
@@ -92,6 +92,9 @@ class Recorder:
         # For each point: was the worker between transactions there (holding no write lock)?
         self.between: list[bool] = []
         self._between = between
+        # For each point: how many visible operations (see :meth:`tick`) had finished before it.
+        self.ops: list[int] = []
+        self._ops = 0
         self.codes: set[CodeType] = set()
         self._counts: Counter[tuple[str, int]] = Counter()
         self._previous: Any = None
@@ -109,7 +112,13 @@ class Recorder:
             self._counts[key] += 1
             self.points.append(Point(code.co_filename, frame.f_lineno, self._counts[key], code.co_name))
             self.between.append(self._between() if self._between is not None else True)
+            self.ops.append(self._ops)
         return self._local
+
+    def tick(self, *_: Any) -> None:
+        """Count one visible operation: a statement sent to a database, a read or move of the
+        clock, a call into the world. Hook it to whatever the iteration can observe or change."""
+        self._ops += 1
 
     def __enter__(self) -> "Recorder":
         self._previous = sys.gettrace()
@@ -118,6 +127,25 @@ class Recorder:
 
     def __exit__(self, *exc: Any) -> None:
         sys.settrace(self._previous)
+
+
+def pause_classes(ops: list[int]) -> list[int]:
+    """For each point, the first point of its class: the points with no visible operation
+    between them.
+
+    A worker frozen at any point of a class has done the same visible operations and no other:
+    what another process sees of it (the database, the locks it holds, the world's ledger, the
+    clock) is the same, and once resumed it runs only its own computation, which observes
+    nothing, until the class's last point. So a pause at any point of a class ends as a pause at
+    its first one does. (A kill too, but the crash matrix still kills at every point.)
+
+    >>> pause_classes([0, 0, 1, 1, 1, 3])
+    [0, 0, 2, 2, 2, 5]
+    >>> pause_classes([])
+    []
+    """
+    first: dict[int, int] = {}
+    return [first.setdefault(count, i) for i, count in enumerate(ops)]
 
 
 class Killer:

@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any, Callable
 
 from ._clock import SharedClock
 from ._invariants import Evidence, Violation, check, idempotent_submit, wasted_calls, zombie_calls
-from ._points import Killer, Point, Recorder
+from ._points import Killer, Point, Recorder, pause_classes
 from ._world import Fault, World
 
 __all__ = ["Scenario", "Outcome", "Family", "prepare", "run_point", "record", "MODES"]
@@ -78,6 +79,8 @@ class Family:
     executable: dict[str, frozenset[int]]
     baseline: "Outcome"
     between: list[bool] = field(default_factory=list)
+    # For each point, the first point of its pause class (itself where operations are not counted).
+    classes: list[int] = field(default_factory=list)
     template_db: str = ""  # an adapter's own template database (PostgreSQL); "" = the template's files
 
 
@@ -132,11 +135,14 @@ class _Run:
         self.seed = seed
         self.scenario = scenario
         self.sessions: list[Any] = []
+        self.on_session: Callable[[Any], None] | None = None  # told of every session opened
 
     def session(self, worker_id: str) -> Any:
         rng = random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}")
         session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
         self.sessions.append(session)
+        if self.on_session is not None:
+            self.on_session(session)
         return session
 
     def close(self) -> None:
@@ -201,7 +207,10 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
     clock_after_setup = run.clock.now()
     family = Family(scenario, template, clock_after_setup, submitted, [], {}, Outcome("baseline", "clean"),
                     template_db=run.db if template_db is not None else "")
-    family.points, family.executable, family.baseline, family.between = record(adapter, family, workdir, seed=seed, deep=deep)
+    recording = record(adapter, family, workdir, seed=seed, deep=deep)
+    family.points, family.executable, family.baseline = recording.points, recording.executable, recording.baseline
+    family.between = recording.between
+    family.classes = pause_classes(recording.ops) if recording.ops else list(range(len(recording.points)))
     return family
 
 
@@ -265,27 +274,70 @@ def discard(adapter: Any, family: Family) -> None:
         family.template_db = ""
 
 
-def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> tuple[list[Point], dict[str, frozenset[int]], Outcome, list[bool]]:
-    """Run the doomed iteration cleanly under a line recorder; return its points and its baseline."""
+@dataclass
+class Recording:
+    """What a clean run of the doomed iteration under a line recorder gave."""
+
+    points: list[Point]
+    executable: dict[str, frozenset[int]]
+    baseline: Outcome
+    between: list[bool]
+    ops: list[int]  # visible operations finished before each point; [] when they cannot be counted
+
+
+def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
+    """Run the doomed iteration cleanly under a line recorder; return its points and its baseline.
+
+    Besides the points, the recording counts the iteration's visible operations (statements sent
+    on any SQLite connection a session opens, the world's ledger writes, clock reads) so that
+    points with none between them form one pause class (:func:`chaos._points.pause_classes`).
+    Where a session's connection cannot be watched (not SQLite), no count is given.
+    """
     from ._points import function_lines
 
     directory = os.path.join(workdir, "baseline-" + family.scenario.name)
     run = _fresh_run(adapter, family, directory, seed)
-    iteration = _doomed(run)
     only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
+    recorder = Recorder(adapter.trace_paths(), only)
+    watched = [True]
+
+    def watch(session: Any) -> None:
+        conn = _store_conn(session)
+        if isinstance(conn, sqlite3.Connection):
+            conn.set_trace_callback(recorder.tick)
+        else:
+            watched[0] = False
+
+    run.on_session = watch
+    iteration = _doomed(run)
+    conn = _store_conn(run.sessions[0]) if run.sessions else None
+    if hasattr(conn, "in_transaction"):
+        recorder._between = lambda: not conn.in_transaction
+    elif hasattr(getattr(conn, "info", None), "transaction_status"):  # psycopg: 0 is IDLE
+        recorder._between = lambda: conn.info.transaction_status == 0
+    run.world.conn.set_trace_callback(recorder.tick)
+    run.clock.observer = recorder.tick
     started = time.perf_counter()
-    conn = getattr(getattr(getattr(iteration, "__self__", None), "store", None), "conn", None)
-    between = (lambda: not conn.in_transaction) if hasattr(conn, "in_transaction") else None
-    if between is None and hasattr(getattr(conn, "info", None), "transaction_status"):  # psycopg: 0 is IDLE
-        between = lambda: conn.info.transaction_status == 0  # noqa: E731
-    with Recorder(adapter.trace_paths(), only, between) as recorder:
-        iteration()
+    try:
+        with recorder:
+            iteration()
+    finally:
+        run.clock.observer = None
+        run.on_session = None
+        run.world.conn.set_trace_callback(None)
     executable: dict[str, set[int]] = {}
     for code in recorder.codes:
         executable.setdefault(code.co_filename, set()).update(function_lines(code))
     outcome = _recover_and_check(run, family.submitted, Counter(), "baseline", "clean")
     outcome.seconds = time.perf_counter() - started
-    return recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, outcome, recorder.between
+    return Recording(recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, outcome, recorder.between,
+                     recorder.ops if watched[0] else [])
+
+
+def _store_conn(session: Any) -> Any:
+    """The database connection under a session, where it can be found (the reference shape)."""
+    store = getattr(getattr(session, "worker", None), "store", None) or getattr(session, "store", None)
+    return getattr(store, "conn", None)
 
 
 def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
