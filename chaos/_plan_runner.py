@@ -9,6 +9,14 @@ last commit, ``send`` for the outbox sender. A test id is ``PLAN::GROUP::POINT``
 runs (its lease still valid, or expired), ``PLAN::GROUP::P+Q@interleave`` for two workers frozen
 in turn at P and Q: ``@`` and ``+`` need no quoting in any shell, as ``[`` would in zsh.
 
+A fault of the machine is scheduled as the crash matrix schedules it
+(:mod:`chaos._machine_faults`): a kind names its sub-kinds (``disk`` is ``disk-full``), each
+injected at the points where it can show (:func:`~chaos._machine_faults.machine_points`), one item
+each, ``PLAN::GROUP::POINT@disk-full``. A plan that names one is prepared as the matrix prepares
+its machine family, with small pages (:func:`~chaos._machine_faults.small_pages`), so that a full
+disk shows within a write or two; the ``io`` faults run in a process started by libfiu's
+``fiu-run`` (:func:`~chaos._machine_faults.run_preloaded`).
+
 A ``[[scenario]]`` runs its script on a :class:`~chaos._sandbox.Sandbox`, drains, and checks the
 whole invariant catalog and its ``expect`` table.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import sqlite3
 import time
 from collections import Counter
@@ -25,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._invariants import INVARIANTS, Violation
+from ._machine_faults import CHECKS, KIND_OF, expand, libfiu_missing, machine_points, run_machine_fault, run_preloaded, small_pages
 from ._plans import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Expect, FaultSpec, Plan, PlanError, ScriptedScenario
 from ._points import Point, Recorder
 from ._sandbox import Sandbox
@@ -33,11 +43,12 @@ from ._world import Call, Fault
 
 __all__ = [
     "PreparedPoints", "PlanItem", "prepare_points", "select_items", "run_plan_point", "run_scenario", "ScenarioResult",
-    "why", "item_name", "ITEM_FAULTS", "FAULT_MARK",
+    "why", "item_name", "ITEM_FAULTS", "FAULT_MARK", "machine_kinds",
 ]
 
-# What one item does at its point: the plan's fault kinds, a pause run twice (lease valid, expired).
-ITEM_FAULTS = ("crash", *PAUSE_KINDS, "interleave")
+# What one item does at its point: the plan's fault kinds, a pause run twice (lease valid, expired),
+# a fault of the machine once per sub-kind (disk-full, io-eio, ...).
+ITEM_FAULTS = ("crash", *PAUSE_KINDS, "interleave", *KIND_OF)
 FAULT_MARK = "@"  # POINT@pause-live: shell-safe (shlex leaves it unquoted), unlike [ ] or < >
 
 
@@ -80,8 +91,21 @@ class PreparedPoints:
         return list(dict.fromkeys(self.groups))
 
 
-def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int) -> PreparedPoints:
-    """Record the doomed iteration of ``plan.points`` and group its points by step."""
+def machine_kinds(faults: tuple[str, ...]) -> tuple[str, ...]:
+    """The sub-kinds of the faults of the machine among ``faults``, each once, in order.
+
+    >>> machine_kinds(("crash", "lock", "disk-full"))
+    ('lock-held', 'disk-full')
+    """
+    return tuple(dict.fromkeys(sub for f in faults for sub in expand(f)))
+
+
+def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int, faults: tuple[str, ...] = ()) -> PreparedPoints:
+    """Record the doomed iteration of ``plan.points`` and group its points by step.
+
+    ``faults`` are the kinds the plan's items will run; with a fault of the machine among them,
+    the databases get small pages, as the matrix's machine family does (a full disk must show).
+    """
     section = plan.points
     assert section is not None, "prepare_points needs a plan with a [points] section"
     scenario = Scenario(
@@ -94,7 +118,7 @@ def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int) -> Prep
         second_worker=section.second_worker,
     )
     os.makedirs(workdir, exist_ok=True)
-    family = prepare(adapter, scenario, workdir, seed=seed, deep=section.deep)
+    family = prepare(small_pages(adapter) if machine_kinds(faults) else adapter, scenario, workdir, seed=seed, deep=section.deep)
     if section.phase == "sender":
         groups = [GROUP_SEND] * len(family.points)
     else:
@@ -156,10 +180,11 @@ def select_items(prepared: PreparedPoints, selection: str, *, seed: int, faults:
                  pairs: int = 200) -> tuple[list[PlanItem], int]:
     """The items to collect, and how many interleaving pairs exist (0 without ``interleave``).
 
-    ``faults`` are the plan's kinds (crash, pause, interleave); ``selection`` is ``all``, a seeded
-    sample of N items, or one item name (``POINT``, ``P+Q``, either with ``@KIND``, and an optional
-    ``GROUP::`` before it); ``pairs`` bounds the interleavings, a seeded sample of them. Everything
-    is restricted to the plan's ``steps``.
+    ``faults`` are the plan's kinds (crash, pause, interleave, and the faults of the machine: a
+    kind or a sub-kind, each sub-kind at the points where it can show); ``selection`` is ``all``, a
+    seeded sample of N items, or one item name (``POINT``, ``P+Q``, either with ``@KIND``, and an
+    optional ``GROUP::`` before it); ``pairs`` bounds the interleavings, a seeded sample of them.
+    Everything is restricted to the plan's ``steps``.
     """
     wanted = prepared.plan.points.steps if prepared.plan.points else None
     indexes = [i for i, g in enumerate(prepared.groups) if wanted is None or g in wanted]
@@ -173,6 +198,12 @@ def select_items(prepared: PreparedPoints, selection: str, *, seed: int, faults:
 
         found, possible = _pairs(prepared.family, None, pairs, random.Random(f"{seed}:{prepared.plan.name}:pairs"), firsts=indexes)
         items += [PlanItem(i, "interleave", j) for i, j in found]
+    machine = machine_kinds(faults)
+    if machine:
+        from ._matrix import _source  # the matrix's reading of a point's line
+
+        allowed = set(indexes)
+        items += [PlanItem(i, sub) for i in machine_points(prepared.family, _source) if i in allowed for sub in machine]
     order = {kind: n for n, kind in enumerate(ITEM_FAULTS)}
     items.sort(key=lambda it: (it.index, order[it.fault], it.second))
     if selection == "all":
@@ -199,7 +230,8 @@ def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: 
                    fault: str = "crash", second: int = -1) -> tuple[Outcome, list[str]]:
     """Kill at point ``index`` (or freeze there: ``fault``, see :data:`ITEM_FAULTS`); return the
     outcome and the failed expectations of the plan. A pause forks whatever ``mode`` says: only a
-    process can be frozen."""
+    process can be frozen; so does a fault of the machine (``fault`` a sub-kind, e.g. ``disk-full``),
+    and an ``io`` one forks from a process started by ``fiu-run`` (libfiu must be installed)."""
     section = prepared.plan.points
     assert section is not None, "run_plan_point needs a plan with a [points] section"
     assert fault in ITEM_FAULTS, f"fault {fault!r} is not one of {ITEM_FAULTS}"
@@ -208,6 +240,10 @@ def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: 
         outcome = run_point(adapter, family, point, scratch, seed=seed, mode=mode, deep=section.deep)
     elif fault in PAUSE_KINDS:
         outcome = run_pause(adapter, family, point, scratch, seed=seed, expired=fault == PAUSE_KINDS[1], deep=section.deep)
+    elif KIND_OF.get(fault) == "io":
+        outcome = _run_io(adapter, family, index, scratch, seed=seed, mode=mode, fault=fault, deep=section.deep)
+    elif fault in KIND_OF:
+        outcome = run_machine_fault(adapter, family, point, scratch, seed=seed, fault=fault, deep=section.deep)
     else:
         assert second >= 0, "an interleaving needs the second worker's point"
         outcome = run_interleaving(adapter, family, point, family.points[second], scratch, seed=seed, deep=section.deep)
@@ -224,6 +260,25 @@ def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: 
             wasted=outcome.wasted_calls,
         )
     return outcome, failures
+
+
+def _run_io(adapter: Any, family: Family, index: int, scratch: str, *, seed: int, mode: str, fault: str, deep: bool) -> Outcome:
+    """One io fault, run as the matrix runs it: in a process started by ``fiu-run -x``, whose
+    forked worker inherits libfiu's POSIX wrappers (the fault is injected by the real mechanism)."""
+    reason = libfiu_missing()
+    if reason:
+        raise ValueError(reason)
+    directory = os.path.join(scratch, "io")
+    if os.path.exists(directory):
+        shutil.rmtree(directory)
+    os.makedirs(directory)
+    try:
+        done = run_preloaded((adapter, {family.scenario.name: family}, directory, seed, mode, deep), [(fault, family.scenario.name, index, -1)])
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    if len(done) != 1:
+        raise RuntimeError(f"the process started under fiu-run returned {len(done)} outcomes for one {fault} point")
+    return done[0][1]
 
 
 # -- scripted scenarios -------------------------------------------------------------------------
@@ -401,18 +456,28 @@ def _fault(spec: FaultSpec) -> Fault:
 
 
 def why(invariant: str) -> str:
-    """What an invariant protects against: the second paragraph of its docstring, without the
-    sentences about the check's own parameters (they name ``at_rest``), which teach nothing here.
+    """What an invariant (or a check after a fault of the machine) protects against: the second
+    paragraph of its docstring, without the sentences about the check's own parameters (they
+    name ``at_rest``, ``status``, ...), which teach nothing here.
 
     >>> why("progress-recorded").split(":")[0]
     'Protects against advancing the state in one transaction and writing the result in another'
+    >>> why("worker-survives").split(" (")[0]
+    'Protects against a loop that dies on the first database error'
     """
-    fn = INVARIANTS.get(invariant)
+    fn = INVARIANTS.get(invariant) or CHECKS.get(invariant)
     paragraphs = [" ".join(p.split()) for p in (fn.__doc__ or "").strip().split("\n\n")] if fn else []
     text = paragraphs[1] if len(paragraphs) > 1 else (paragraphs[0] if paragraphs else "")
-    sentences = [part for part in text.split(". ") if "at_rest" not in part]
+    params = [f"``{name}``" for name in getattr(getattr(fn, "__code__", None), "co_varnames", ())[: _arg_count(fn)]]
+    sentences = [part for part in text.split(". ")
+                 if "at_rest" not in part and not part.startswith("Returns") and not any(p in part for p in params)]
     text = ". ".join(sentences).strip()
-    return text if not text or text.endswith(".") else text + "."
+    return text if not text or text.endswith((".", ".)")) else text + "."
+
+
+def _arg_count(fn: Any) -> int:
+    code = getattr(fn, "__code__", None)
+    return code.co_argcount + code.co_kwonlyargcount if code is not None else 0
 
 
 def point_of(prepared: PreparedPoints, index: int) -> Point:

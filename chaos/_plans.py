@@ -45,6 +45,7 @@ __all__ = [
     "Action",
     "Expect",
     "load_plan",
+    "machine_fault_names",
     "parse_plan",
     "PLAN_KEYS",
     "POINTS_KEYS",
@@ -62,7 +63,9 @@ GROUP_RELEASE = "release"
 GROUP_SEND = "send"
 PHASES = ("worker", "sender")
 # What happens at each point (chaos._matrix.FAULTS): a kill, a freeze while another worker runs
-# (lease valid, then expired), or two workers frozen in turn at a pair of points.
+# (lease valid, then expired), or two workers frozen in turn at a pair of points. A plan may also
+# name a fault of the machine (chaos._machine_faults.MACHINE_FAULTS: disk, io, lock, clock,
+# damage) or one of its sub-kinds (disk-full, clock-skew, ...): see machine_fault_names().
 POINT_FAULTS = ("crash", "pause", "interleave")
 EXPECTED_ERRORS = ("conflict", "illegal")
 RESOLUTIONS = ("reverify", "cancel")
@@ -85,7 +88,8 @@ POINTS_KEYS = {
     "second_worker": "a slow call lets a second worker run meanwhile (bool)",
     "steps": "which groups of points: claim, a step name, release (worker phase) or send",
     "deep": "also the lines of what the iteration calls, not only its own (bool, default true)",
-    "fault": "what happens at each point: crash, pause or interleave, or a list of them (default: the --chaos-faults setting)",
+    "fault": "what happens at each point: crash, pause, interleave, a fault of the machine (disk, io, lock, clock, damage, "
+             "or a sub-kind such as disk-full), or a list of them (default: the --chaos-faults setting)",
     "expect": "checks on every point's outcome after recovery (an expect table)",
 }
 SCENARIO_KEYS = {
@@ -272,16 +276,39 @@ def _points(path: str, raw: Mapping[str, Any]) -> PointsSection:
     )
 
 
+def machine_fault_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The faults of the machine a plan may name: the kinds, and every kind's sub-kinds.
+
+    >>> kinds, subs = machine_fault_names()
+    >>> kinds
+    ('disk', 'io', 'lock', 'clock', 'damage')
+    >>> subs[:2]
+    ('disk-full', 'io-eio')
+    """
+    from ._machine_faults import KIND_OF, MACHINE_FAULTS  # imported when a plan is read, not before
+
+    return tuple(MACHINE_FAULTS), tuple(KIND_OF)
+
+
 def _point_faults(path: str, key: str, value: Any) -> tuple[str, ...]:
-    """``fault = "pause"`` or ``fault = ["crash", "pause"]``: the kinds, each once, in order."""
+    """``fault = "pause"`` or ``fault = ["crash", "disk"]``: the kinds, each once, in order."""
+    kinds, subs = machine_fault_names()
+    allowed = POINT_FAULTS + kinds
+    described = f"{', '.join(allowed)} (or a sub-kind: {', '.join(subs)})"
     if isinstance(value, str):
-        return (_choice(path, key, value, POINT_FAULTS),)
+        return (_fault_name(path, key, value, allowed + subs, described),)
     if not isinstance(value, list):
-        raise PlanError(f"{path}: key '{key}' must be one of {', '.join(POINT_FAULTS)} or an array of them, got {_kind(value)}")
-    kinds = [_choice(path, f"{key}[{i}]", v, POINT_FAULTS) for i, v in enumerate(value)]
-    if not kinds:
-        raise PlanError(f"{path}: key '{key}' is an empty array; name at least one of: {', '.join(POINT_FAULTS)}")
-    return tuple(dict.fromkeys(kinds))
+        raise PlanError(f"{path}: key '{key}' must be one of {', '.join(allowed)} or an array of them, got {_kind(value)}")
+    names = [_fault_name(path, f"{key}[{i}]", v, allowed + subs, described) for i, v in enumerate(value)]
+    if not names:
+        raise PlanError(f"{path}: key '{key}' is an empty array; name at least one of: {', '.join(allowed)}")
+    return tuple(dict.fromkeys(names))
+
+
+def _fault_name(path: str, key: str, value: Any, allowed: tuple[str, ...], described: str) -> str:
+    if value not in allowed:
+        raise PlanError(f"{path}: key '{key}' is {value!r}; allowed: {described}")
+    return value
 
 
 def _scenario(path: str, index: int, raw: Mapping[str, Any], plan_lesson: str) -> ScriptedScenario:

@@ -5,8 +5,10 @@ written by the pytest plugin into each test report's ``user_properties`` (so tha
 pytest-xdist they travel from the workers to the controller, which prints the summary once).
 
 Every fault kind is counted on its own (a crash, a pause with the frozen worker's lease still
-valid, one with it expired, an interleaving of two workers), beside the others: a line each in the
-terminal, a row each in the page's table.
+valid, one with it expired, an interleaving of two workers, and each fault of the machine: a full
+disk, an I/O error, a held write lock, a clock jump, a damaged row), beside the others: a line each
+in the terminal, a row each in the page's table. For a fault of the machine both also say at how
+many points it showed (the worker met it) and at how many it had no effect.
 
 The HTML page shows the traced source with line numbers, every line coloured by outcome the way
 coverage.py colours coverage, across every fault kind: not a point, every point at the line held,
@@ -29,23 +31,47 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Summary", "summarize", "terminal_lines", "render_html", "write_html"]
+__all__ = ["Summary", "summarize", "terminal_lines", "render_html", "write_html", "machine_outcome"]
 
 SLOWEST_MAX = 5
 EXERCISED_EXITS = ("killed", "paused")  # the worker was stopped at the point (killed, or frozen)
+# The faults of the machine, by sub-kind (chaos._machine_faults.KIND_OF; a test checks they agree).
+MACHINE_KIND_OF = {
+    "disk-full": "disk", "io-eio": "io", "io-enospc": "io", "lock-held": "lock", "clock-back": "clock",
+    "clock-forward": "clock", "clock-skew": "clock", "damage-payload": "damage", "damage-state": "damage", "damage-memo": "damage",
+}
 # The kinds of fault at a point, in the order they are shown (chaos._plan_runner.ITEM_FAULTS).
-FAULT_ORDER = ("crash", "pause-live", "pause-expired", "interleave")
+FAULT_ORDER = ("crash", "pause-live", "pause-expired", "interleave", *MACHINE_KIND_OF)
 FAULT_LABELS = {
     "crash": "crash points",
     "pause-live": "pause-live scenarios",
     "pause-expired": "pause-expired scenarios",
     "interleave": "interleavings",
+    **{sub: f"{sub} scenarios" for sub in MACHINE_KIND_OF},
 }
 FAULT_MEANING = {
     "crash": "the worker killed at the point, then recovery",
     "pause-live": "the worker frozen at the point while another runs, its lease still valid",
     "pause-expired": "the worker frozen at the point while another takes over its expired lease",
     "interleave": "worker A frozen at P, B run to Q and frozen, A resumed, then B",
+    "disk-full": "the disk is full from the point on (SQLITE_FULL at the next write that needs a page); then space is back",
+    "io-eio": "write, pwrite and fsync fail with EIO from the point on (libfiu); then the disk answers again",
+    "io-enospc": "write and pwrite fail with ENOSPC from the point on (libfiu); then there is space again",
+    "lock-held": "another process holds the write lock from the point on, past the busy timeout; then it lets go",
+    "clock-back": "with the worker frozen at the point, every clock steps back an hour and another worker runs",
+    "clock-forward": "with the worker frozen at the point, every clock leaps three hours and another worker runs",
+    "clock-skew": "the frozen worker's lease is taken over, then only its own clock steps back an hour",
+    "damage-payload": "with the worker frozen at the point, a job's payload is overwritten with what is not JSON",
+    "damage-state": "with the worker frozen at the point, a job's state is overwritten with one the table does not know",
+    "damage-memo": "with the worker frozen at the point, a memo row's output is overwritten with what is not JSON",
+}
+# What a fault of the machine did at its point, from the record's exit (chaos._machine_faults)
+# and whether it held: see machine_outcome().
+MACHINE_OUTCOMES = {
+    "faulted": "the fault showed: the worker met it at this point",
+    "unreported": "the fault showed, though the worker's loop never reported an error from it: "
+                  "the worker died or stalled on it, and a check failed",
+    "no-effect": "the fault had no effect here: no statement needed what it took away, or there was nothing to damage",
 }
 VIOLATIONS_LISTED_MAX = 20
 CONTEXT_BEFORE = 3  # source lines shown before an executable line
@@ -80,13 +106,18 @@ class Summary:
 
     def by_fault(self) -> dict[str, dict[str, Any]]:
         """Per fault kind, in :data:`FAULT_ORDER`: scenarios, held, violated, wasted calls, paid
-        calls made without a valid lease, the other worker's blocked time, and (for interleavings)
-        how many pairs exist."""
+        calls made without a valid lease, the other worker's blocked time, (for interleavings) how
+        many pairs exist, and (for a fault of the machine) at how many points it showed
+        (``faulted``) and at how many it had no effect (``no_effect``)."""
         rows: dict[str, dict[str, Any]] = {}
         possible: dict[str, int] = {}
         for r in self.points:
             kind = r.get("fault", "crash")
             row = rows.setdefault(kind, {"scenarios": 0, "held": 0, "violated": 0, "wasted": 0, "zombie": 0, "blocked_s": 0.0})
+            if kind in MACHINE_KIND_OF:
+                row.setdefault("faulted", 0)
+                row.setdefault("no_effect", 0)
+                row["no_effect" if machine_outcome(r) == "no-effect" else "faulted"] += 1
             row["scenarios"] += 1
             row["held" if r["held"] else "violated"] += 1
             row["wasted"] += r["wasted"]
@@ -123,6 +154,25 @@ class Summary:
         return path
 
 
+def machine_outcome(record: dict[str, Any]) -> str | None:
+    """What a fault of the machine did at its point: a key of :data:`MACHINE_OUTCOMES`, or None
+    (not a fault of the machine, or it never reached its point).
+
+    The harness counts the errors the worker's loop reported; a worker that died of the error, or
+    read it as something else, reported none, yet the fault plainly showed: its check failed.
+
+    >>> machine_outcome({"fault": "disk-full", "exit": "no-effect", "held": False})
+    'unreported'
+    """
+    if record.get("fault") not in MACHINE_KIND_OF:
+        return None
+    if record.get("exit") == "faulted":
+        return "faulted"
+    if record.get("exit") == "no-effect":
+        return "no-effect" if record["held"] else "unreported"
+    return None
+
+
 def summarize(records: list[dict[str, Any]], *, rootdir: str = "") -> Summary:
     summary = Summary(rootdir=rootdir)
     for rec in records:
@@ -149,11 +199,13 @@ def terminal_lines(summary: Summary) -> list[str]:
         line = f"{row['scenarios']} {FAULT_LABELS.get(kind, kind)}: {row['held']} held, {row['violated']} violated; {row['wasted']} wasted calls"
         if kind == "interleave":
             line += f"; {row['scenarios']} pairs run of {row['pairs_possible']} possible"
+        elif kind in MACHINE_KIND_OF:
+            line += f"; the fault showed at {row['faulted']}, no effect at {row['no_effect']}"
         elif kind != "crash":
             line += f" ({row['zombie']} without a valid lease); other worker blocked {row['blocked_s']:.3f}s"
         out.append(line + (runs if not out else ""))
     hit, total, percent = s.coverage()
-    if total:
+    if total and set(rows) - set(MACHINE_KIND_OF):  # a fault of the machine neither kills nor freezes at its point
         what = "had a point killed" if set(rows) == {"crash"} else "had a point killed or frozen"
         out.append(f"crash coverage: {percent}% ({hit} of the {total} executable lines of the functions reached {what})")
     others = []
@@ -247,13 +299,16 @@ def _faults(s: Summary) -> list[str]:
         return []
     out = ['<section id="faults"><h2>By fault kind</h2><table class="plans faults">',
            "<tr><th>fault</th><th>what happens at the point</th><th>scenarios</th><th>held</th><th>violated</th>"
-           "<th>wasted calls</th><th>of them without a valid lease</th><th>other worker blocked</th></tr>"]
+           "<th>wasted calls</th><th>of them without a valid lease</th><th>other worker blocked</th>"
+           "<th>the fault showed</th></tr>"]
     for kind, row in rows.items():
         tone = "bad" if row["violated"] else "good"
         count = str(row["scenarios"]) + (f' of {row["pairs_possible"]} pairs' if "pairs_possible" in row else "")
         paused = kind != "crash"
+        showed = f'{row["faulted"]} of {row["scenarios"]}' if kind in MACHINE_KIND_OF else "&ndash;"
         cells = [("scenarios", count), ("held", row["held"]), ("violated", row["violated"]), ("wasted", row["wasted"]),
-                 ("zombie", row["zombie"] if paused else "&ndash;"), ("blocked", f'{row["blocked_s"]:.3f}s' if kind in ("pause-live", "pause-expired") else "&ndash;")]
+                 ("zombie", row["zombie"] if paused else "&ndash;"), ("blocked", f'{row["blocked_s"]:.3f}s' if kind in ("pause-live", "pause-expired") else "&ndash;"),
+                 ("showed", showed)]
         out.append(f'<tr class="{tone}"><td><code>{e(kind)}</code></td><td>{e(FAULT_MEANING.get(kind, ""))}</td>'
                    + "".join(f'<td class="n" id="fault-{e(kind)}-{key}">{value if value == "&ndash;" else e(value)}</td>' for key, value in cells)
                    + "</tr>")
@@ -384,7 +439,7 @@ def _kind_counts(points: list[dict[str, Any]]) -> str:
     return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
 
-EXPECTED_EXITS = ("killed", "paused", "interleaved")  # the exit each fault kind aims for
+EXPECTED_EXITS = ("killed", "paused", "interleaved", "faulted")  # the exit each fault kind aims for
 
 
 def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, int] | None = None) -> str:
@@ -397,13 +452,18 @@ def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, in
         tone = "held" if r["held"] else "violated"
         label = "held" if r["held"] else "VIOLATED"
         fault = r.get("fault", "crash")
-        if r.get("exit") not in (None, *EXPECTED_EXITS) and not (fault == "interleave" and r.get("exit") == "not-reached"):
+        if r.get("exit") not in (None, *EXPECTED_EXITS) and not (fault == "interleave" and r.get("exit") == "not-reached") \
+                and machine_outcome(r) != "unreported":
             label += f" ({r['exit']})"
         extra = f' &middot; other worker blocked {r.get("blocked_s", 0.0):.3f}s' if fault in ("pause-live", "pause-expired") else ""
-        out.append(f'<div class="pt {tone}"><div class="head"><span class="tag">{e(label)}</span> <span class="fault {e(fault)}">{e(fault)}</span> '
+        classes = f"{fault} machine" if fault in MACHINE_KIND_OF else fault
+        out.append(f'<div class="pt {tone}"><div class="head"><span class="tag">{e(label)}</span> <span class="fault {e(classes)}">{e(fault)}</span> '
                    f'<code>{e(r["nodeid"])}</code>'
                    f'<span class="wasted">{r["wasted"]} wasted call{"s" if r["wasted"] != 1 else ""}{extra} &middot; {r["seconds"]:.3f}s</span></div>')
         out.append(f'<div class="what">{e(FAULT_MEANING.get(fault, ""))}</div>')
+        outcome = machine_outcome(r)
+        if outcome is not None:
+            out.append(f'<div class="what outcome {e(outcome)}">{e(MACHINE_OUTCOMES[outcome])}</div>')
         if r.get("second"):
             where = e(r["second"])
             if files is not None and r.get("second_file") in files:
@@ -427,7 +487,7 @@ def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, in
 
 LEGEND = (
     '<p class="legend"><span class="sw plain"></span> not a crash point '
-    '<span class="sw held"></span> every point held (crash, pause, interleave) '
+    '<span class="sw held"></span> every point held (crash, pause, interleave, faults of the machine) '
     '<span class="sw violated"></span> a point of some fault kind violated an invariant '
     '<span class="sw missed"></span> executable, but no point killed or froze here. '
     "Click a coloured line for its points.</p>"
@@ -493,6 +553,7 @@ details[open] > summary { font-weight: 600; }
 .pt .what { color: var(--muted); font-size: 12.5px; }
 .pt .fault { font: 600 11px ui-monospace, monospace; border-radius: 4px; padding: 0 5px; background: #eef1f4; }
 .pt .fault.pause-live, .pt .fault.pause-expired { background: #e8eefc; } .pt .fault.interleave { background: #f3e8fc; }
+.pt .fault.machine { background: #fdf0dc; }
 """
 
 JS = """

@@ -26,8 +26,11 @@ other worker runs with the frozen one's lease valid, then expired),
 ``fault_plans/frozen_worker.toml::extract::_worker.run_once:L57#1@pause-live`` and
 ``...@pause-expired``, one per interleaving pair, ``...::P+Q@interleave``, one per scripted
 scenario, ``fault_plans/poison.toml::poison``, and one ``::baseline`` per plan with points (the
-iteration run without a crash). A plan's ``fault`` key picks its fault kinds; ``--chaos-faults``
-does for the plans that have none, and for ``crash_matrix`` tests. Under pytest-xdist each item is
+iteration run without a crash). A fault of the machine (``disk``, ``io``, ``lock``, ``clock``,
+``damage``, or one sub-kind) is one item per sub-kind at every point where it can show,
+``fault_plans/disk_full.toml::fetch::_worker.run_once:L57#1@disk-full``. A plan's ``fault`` key
+picks its fault kinds; ``--chaos-faults`` does for the plans that have none, and for
+``crash_matrix`` tests. Under pytest-xdist each item is
 a separate test, and the controller's summary counts them all.
 """
 
@@ -63,7 +66,12 @@ PLAN_DIR = "fault_plans"
 MARKER = "crash_matrix"
 REFERENCE_TARGET = "chaos:reference_adapter"  # chaos._adapter.REFERENCE_TARGET, without importing it
 MODES = ("fork", "inprocess")  # chaos._scenario.MODES (a test checks they agree)
-FAULTS = ("crash", "pause", "interleave")  # the point faults of chaos._matrix.FAULTS (a test checks they agree)
+# chaos._matrix.FAULTS: the point faults, then the faults of the machine (a test checks they agree).
+FAULTS = ("crash", "pause", "interleave", "disk", "io", "lock", "clock", "damage")
+# chaos._machine_faults.KIND_OF: the sub-kinds a fault of the machine names, each allowed alone.
+MACHINE_SUBKINDS = ("disk-full", "io-eio", "io-enospc", "lock-held", "clock-back", "clock-forward", "clock-skew",
+                    "damage-payload", "damage-state", "damage-memo")
+ITEM_KINDS = ("crash", "pause-live", "pause-expired", "interleave", *MACHINE_SUBKINDS)  # what follows @ in an item's id
 PAIRS_DEFAULT = 200  # chaos._matrix.PAIRS_DEFAULT
 RECORD_KEY = "crashgate"
 EXPLAINED_MAX = 5  # violations a failing crash_matrix test explains in full; the rest are counted
@@ -88,7 +96,8 @@ HELP_POINTS = (
 HELP_FAULTS = (
     "what happens at each point, a comma list of: crash (kill the worker; default), pause (freeze it while "
     "another worker runs, its lease valid, then expired), interleave (two workers frozen in turn at pairs of "
-    "points). For plans without a fault key, and crash_matrix tests. Environment: CRASHGATE_FAULTS; ini: chaos_faults."
+    "points), and the faults of the machine: disk, io, lock, clock, damage, or one sub-kind (e.g. disk-full). "
+    "For plans without a fault key, and crash_matrix tests. Environment: CRASHGATE_FAULTS; ini: chaos_faults."
 )
 HELP_PAIRS = (
     "at most this many interleaving pairs per plan and per crash_matrix test, a seeded sample when more exist, "
@@ -125,7 +134,7 @@ OPTIONS = (
     Option("pairs", "--chaos-pairs", "CRASHGATE_PAIRS", "chaos_pairs", str(PAIRS_DEFAULT), HELP_PAIRS),
     Option("report", "--chaos-report", "CRASHGATE_REPORT", "chaos_report", "", HELP_REPORT),
 )
-_POINT_FORM = re.compile(r"^(?:[^:\s]+::)?[^@\s]+:L\d+#\d+(?:@(?:crash|pause-live|pause-expired|interleave))?$")
+_POINT_FORM = re.compile(rf"^(?:[^:\s]+::)?[^@\s]+:L\d+#\d+(?:@(?:{'|'.join(ITEM_KINDS)}))?$")
 _TARGET_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
@@ -209,11 +218,12 @@ def _check_points(value: str, source: str) -> str:
 
 def _check_faults(value: str, source: str) -> tuple[str, ...]:
     kinds = tuple(dict.fromkeys(k.strip() for k in value.split(",") if k.strip()))
-    unknown = [k for k in kinds if k not in FAULTS]
+    unknown = [k for k in kinds if k not in FAULTS and k not in MACHINE_SUBKINDS]
     if unknown or not kinds:
         what = f"has unknown kind {unknown[0]!r}" if unknown else "names no fault kind"
         raise pytest.UsageError(
-            f"crashgate faults {value!r} (from {source}) {what}; use a comma list of: {', '.join(FAULTS)}, e.g. crash,pause"
+            f"crashgate faults {value!r} (from {source}) {what}; use a comma list of: {', '.join(FAULTS)} "
+            f"(or a sub-kind: {', '.join(MACHINE_SUBKINDS)}), e.g. crash,pause"
         )
     return kinds
 
@@ -277,13 +287,13 @@ class _State:
             self._adapters[target] = load_adapter(target)
         return self._adapters[target]
 
-    def prepared(self, plan: Any, target: str) -> Any:
+    def prepared(self, plan: Any, target: str, faults: tuple[str, ...]) -> Any:
         """A plan's points, prepared once per process (collection and every run reuse them)."""
         key = (plan.file or os.path.abspath(plan.path), target, self.settings.seed)
         if key not in self._prepared:
             from chaos._plan_runner import prepare_points
 
-            self._prepared[key] = prepare_points(plan, self.adapter(target), self.scratch("plan"), seed=self.settings.seed)
+            self._prepared[key] = prepare_points(plan, self.adapter(target), self.scratch("plan"), seed=self.settings.seed, faults=faults)
         return self._prepared[key]
 
     def cleanup(self) -> None:
@@ -338,10 +348,10 @@ class PlanFile(pytest.File):
             target = plan.target or state.settings.target
             adapter = state.adapter(target)
             check_against(plan, adapter)
-            prepared = state.prepared(plan, target) if plan.points is not None else None
+            self.plan, self.target = plan, target
+            prepared = state.prepared(plan, target, self.faults()) if plan.points is not None else None
         except (PlanError, ValueError) as exc:
             raise self.CollectError(str(exc)) from None
-        self.plan, self.target = plan, target
         if prepared is not None:
             yield PlanBaseline.from_parent(self, name="baseline", prepared=prepared)
             s = state.settings
@@ -429,12 +439,17 @@ class PlanPoint(_PlanItem):
 
     With ``fault`` a pause kind (``POINT@pause-live``, ``POINT@pause-expired``), freeze it there
     while another worker runs, then resume it; with ``interleave`` (``P+Q@interleave``), freeze it
-    at P while a second worker runs to Q and freezes, then resume both in turn.
+    at P while a second worker runs to Q and freezes, then resume both in turn; with a fault of the
+    machine (``POINT@disk-full``, ``@lock-held``, ...), inject it there, let the worker run on with
+    it, remove it, and require the same worker to drain.
     """
 
     EXPECTED_EXITS = {"crash": ("killed",), "pause-live": ("paused",), "pause-expired": ("paused",),
                       # B never reaching Q is still an interleaving (B ran to its end while A was frozen).
                       "interleave": ("interleaved", "not-reached")}
+    # A fault of the machine that no statement needed to meet (nothing to write while the disk was
+    # full) had no effect there: held, and shown as such in the report, as in the matrix.
+    MACHINE_EXITS = ("faulted", "no-effect")
 
     def __init__(self, *, prepared: Any, index: int, fault: str = "crash", second: int = -1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -468,6 +483,12 @@ class PlanPoint(_PlanItem):
         from chaos._plan_runner import run_plan_point
 
         state = _state(self.config)
+        if self.fault.startswith("io-"):
+            from chaos._machine_faults import libfiu_missing
+
+            reason = libfiu_missing()
+            if reason:
+                pytest.skip(reason)
         adapter = state.adapter(self.plan_file.target)
         try:
             outcome, failures = run_plan_point(
@@ -478,7 +499,7 @@ class PlanPoint(_PlanItem):
             self.record(**self._fields(), exit="error", held=False, violations=[], failures=[f"{type(exc).__name__}: {exc}"],
                         wasted=0, zombie=0, blocked_s=0.0, seconds=0.0)
             raise
-        if outcome.exit not in self.EXPECTED_EXITS[self.fault]:
+        if outcome.exit not in self.EXPECTED_EXITS.get(self.fault, self.MACHINE_EXITS):
             failures = failures + [_not_killed(outcome.exit, self.fault)]
         extra = {}
         family_key = f"{self.plan_file.nodeid}@{self.plan_file.target}"
@@ -502,7 +523,7 @@ class PlanPoint(_PlanItem):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         point = self.prepared.family.points[self.index]
-        verb = {"crash": "crash", "pause-live": "pause (lease valid)", "pause-expired": "pause (lease expired)"}.get(self.fault, "interleave")
+        verb = {"crash": "crash", "pause-live": "pause (lease valid)", "pause-expired": "pause (lease expired)"}.get(self.fault, self.fault)
         return self.path, None, f"{verb} at {self.name} ({os.path.basename(point.file)}:{point.line})"
 
 
@@ -579,6 +600,8 @@ class PlanScenario(_PlanItem):
 def _not_killed(exit_kind: str, fault: str = "crash") -> str:
     if exit_kind == "not-reached":
         return "the worker never reached this point when run again: the iteration is not deterministic"
+    if fault in MACHINE_SUBKINDS:
+        return f"the worker that met the {fault} fault ended with {exit_kind!r} instead of stopping at the point"
     if fault != "crash":
         return f"the frozen worker ended with {exit_kind!r} instead of stopping at the point"
     return f"the doomed worker ended with {exit_kind!r} instead of dying at the point (it raised an exception)"
@@ -615,7 +638,9 @@ def explain(rec: dict[str, Any]) -> str:
         out.append(f"FAILED {failure}")
     out.append(f"lesson: {rec['lesson']}")
     out.append(f"wasted calls: {rec['wasted']}")
-    if rec.get("fault", "crash") != "crash":
+    if rec.get("fault") in MACHINE_SUBKINDS:
+        out.append(_showed(rec))
+    elif rec.get("fault", "crash") != "crash":
         out.append(f"paid calls without a valid lease, after the memo was committed: {rec.get('zombie', 0)}; "
                    f"the other worker was blocked {rec.get('blocked_s', 0.0):.3f}s")
     out.append(f"replay: {rec['replay']}")
@@ -630,7 +655,17 @@ def _what_happened(fault: str, point: str, where: str) -> str:
         return f"worker frozen at {point} ({where}); its lease expired, another worker took the job over, then it resumed"
     if fault == "interleave":
         return f"worker A frozen at {point} ({where}), its lease expired; worker B ran, A resumed and finished, then B"
+    if fault in MACHINE_SUBKINDS:
+        return f"{fault} at {point} ({where}): injected there, then removed; the same worker must survive it and drain"
     return f"crash at {point} ({where}), then recovery"
+
+
+def _showed(rec: dict[str, Any]) -> str:
+    """What a fault of the machine did at its point, in words."""
+    from chaos._report import MACHINE_OUTCOMES, machine_outcome
+
+    outcome = machine_outcome(rec)
+    return MACHINE_OUTCOMES[outcome] if outcome else f"the fault never met the worker: it ended with {rec.get('exit')!r}"
 
 
 # -- fixtures -----------------------------------------------------------------------------------

@@ -117,7 +117,9 @@ def test_a_bad_setting_is_a_usage_error_naming_its_source_and_the_allowed_values
         ("--chaos-points", "some", "use all, a sample size N > 0, or one point"),
         ("--chaos-points", "0", "use all, a sample size N > 0, or one point"),
         ("--chaos-target", "no_colon", "must look like MODULE:ATTR"),
-        ("--chaos-faults", "crash,freeze", "has unknown kind 'freeze'; use a comma list of: crash, pause, interleave, e.g. crash,pause"),
+        ("--chaos-faults", "crash,freeze", "has unknown kind 'freeze'; use a comma list of: crash, pause, interleave, disk, io, lock, "
+                                           "clock, damage (or a sub-kind: disk-full, io-eio, io-enospc, lock-held, clock-back, "
+                                           "clock-forward, clock-skew, damage-payload, damage-state, damage-memo), e.g. crash,pause"),
         ("--chaos-faults", ",", "names no fault kind; use a comma list of: crash, pause, interleave"),
         ("--chaos-pairs", "0", "must be an integer > 0, e.g. 200"),
     ],
@@ -153,12 +155,17 @@ def test_loading_the_plugin_imports_neither_the_engine_nor_the_harness():
 
 def test_the_plugin_names_the_same_modes_and_reference_target_as_the_harness():
     from chaos import MODES, REFERENCE_TARGET
+    from chaos._machine_faults import KIND_OF
     from chaos._matrix import FAULTS, PAIRS_DEFAULT
-    from chaos._plans import POINT_FAULTS
+    from chaos._plan_runner import ITEM_FAULTS
+    from chaos._plans import POINT_FAULTS, machine_fault_names
 
     assert plugin.MODES == MODES
     assert plugin.REFERENCE_TARGET == REFERENCE_TARGET
-    assert plugin.FAULTS == POINT_FAULTS == FAULTS[:3]  # the harness also has the machine's faults
+    assert plugin.FAULTS[:3] == POINT_FAULTS == FAULTS[:3]
+    assert plugin.FAULTS == FAULTS == POINT_FAULTS + machine_fault_names()[0]  # then the faults of the machine
+    assert plugin.MACHINE_SUBKINDS == tuple(KIND_OF) == machine_fault_names()[1]
+    assert plugin.ITEM_KINDS == ITEM_FAULTS  # what may follow @ in a --chaos-points item
     assert plugin.PAIRS_DEFAULT == PAIRS_DEFAULT
 
 
