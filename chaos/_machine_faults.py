@@ -10,18 +10,26 @@ to the database, where such a fault can show):
   ``pwrite`` in the worker process, through libfiu's POSIX preload: the worker runs in a process
   started by ``fiu-run -x``, enables the failure itself at the point, and the harness disables it
   from outside with ``fiu-ctrl``;
-* ``lock-held``: another process holds ``BEGIN IMMEDIATE`` longer than the worker's busy timeout;
+* ``lock-held``: another process holds ``BEGIN IMMEDIATE`` longer than the worker's busy timeout
+  (on PostgreSQL: a transaction holding the engine's tables ``IN EXCLUSIVE MODE``, which lets
+  reads through and makes every write wait, longer than the worker's ``lock_timeout``);
 * ``clock-back`` / ``clock-forward``: every clock steps back an hour, or leaps three hours ahead,
   while the worker is frozen at the point and another one runs; ``clock-skew``: the frozen
   worker's lease is taken over, then its own clock (only its own) steps back an hour;
 * ``damage-payload`` / ``damage-state`` / ``damage-memo``: a job's payload, its state or one of
-  its memo rows is overwritten with what the engine never writes.
+  its memo rows is overwritten with what the engine never writes (with SQL, on either backend).
 
 The worker then runs on with the fault present, the fault is removed, and the *same* worker
 process must drain the database (:mod:`chaos._machine_worker`). Checked after each fault
 (:mod:`chaos._machine_checks`): ``integrity`` (``PRAGMA integrity_check``),
 ``acknowledged-kept``, ``worker-survives``, ``lease-respected``, ``quarantined``, and the whole
 invariant catalog once the system drained.
+
+On PostgreSQL (an adapter whose databases are not files, e.g. ``chaos:postgres_adapter``) the
+lock, clock and damage faults run with the mechanisms above; ``integrity`` is a consistency query
+there (see :func:`chaos._machine_checks.integrity`). The disk and io faults are refused
+(:func:`refuse_on_a_server`): both act on the database file through the worker's own process,
+and on PostgreSQL the server, not the worker, writes the files.
 
 >>> sorted(MACHINE_FAULTS)
 ['clock', 'damage', 'disk', 'io', 'lock']
@@ -54,7 +62,8 @@ from ._machine_checks import (
     quarantined,
     worker_survives,
 )
-from ._machine_worker import IO_FAILURES, Page, doomed_worker, drain, working
+from ._machine_worker import IO_FAILURES, Page, ScenarioDb, doomed_worker, drain, working
+from ._pgadapter import is_postgres
 from ._points import Point
 from ._scenario import (
     Family,
@@ -78,6 +87,7 @@ __all__ = [
     "libfiu_missing",
     "machine_points",
     "machine_scenarios",
+    "refuse_on_a_server",
     "run_machine_fault",
     "run_preloaded",
 ]
@@ -120,6 +130,52 @@ LIBFIU_MISSING = (
 )
 
 
+# Why a fault kind cannot run where the scenario databases live on a server (PostgreSQL), and what
+# to do instead. Every other kind runs there.
+ON_A_SERVER_REFUSED = {
+    "disk": (
+        "it lowers SQLite's max_page_count on the worker's own connection to make the next write fail with "
+        "SQLITE_FULL, and on PostgreSQL the server, not the worker, writes the database files: there is no "
+        "per-connection page limit, and filling the server's disk would test the server, not the worker"
+    ),
+    "io": (
+        "libfiu makes the worker process's own write and fsync calls fail, and on PostgreSQL the worker writes "
+        "no database file (it talks to the server over a socket): failing its writes would break the socket, "
+        "not the disk"
+    ),
+}
+ON_A_SERVER_FIX = (
+    "run them on SQLite (python -m chaos matrix --faults disk,io, without --db or --backend postgresql); "
+    "lock, clock and damage run on PostgreSQL"
+)
+
+
+def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -> None:
+    """Raise ValueError if ``faults`` (machine sub-kinds) include one that has no faithful
+    mechanism where the scenario databases live on a server: given a ``db`` server
+    (``postgresql://...``), or a ``target`` adapter object whose databases are not files (it
+    builds its own template database). The message names each such kind, why, and the fix.
+
+    >>> refuse_on_a_server(["lock-held", "clock-skew"], "postgresql://admin@db.test/postgres")
+    >>> refuse_on_a_server(["disk-full"], None)   # SQLite files: every kind runs
+    >>> refuse_on_a_server(["io-eio"], "postgresql://admin@db.test/postgres")
+    Traceback (most recent call last):
+    ...
+    ValueError: the io fault kind (io-eio) cannot run on PostgreSQL: libfiu makes ...
+    """
+    on_a_server = db is not None or (target is not None and not isinstance(target, str) and getattr(target, "template_db", None) is not None)
+    if not on_a_server:
+        return
+    kinds = sorted({KIND_OF[sub] for sub in faults if KIND_OF.get(sub) in ON_A_SERVER_REFUSED})
+    if kinds:
+        reasons = "; ".join(
+            f"the {kind} fault kind ({', '.join(sub for sub in faults if KIND_OF.get(sub) == kind)}) cannot run on PostgreSQL: "
+            f"{ON_A_SERVER_REFUSED[kind]}"
+            for kind in kinds
+        )
+        raise ValueError(f"{reasons}. Leave {' and '.join(kinds)} out of --faults here and {ON_A_SERVER_FIX}")
+
+
 def machine_scenarios() -> list[Scenario]:
     """The family the machine faults add to the matrix: two jobs, the first one retried once.
 
@@ -137,8 +193,14 @@ def machine_scenarios() -> list[Scenario]:
     ]
 
 
-def small_pages(adapter: Any) -> _SmallPages:
-    """``adapter``, creating its databases with :data:`PAGE_BYTES`-byte pages (see there)."""
+def small_pages(adapter: Any) -> Any:
+    """``adapter``, creating its databases with :data:`PAGE_BYTES`-byte pages (see there).
+
+    An adapter whose databases are not files (PostgreSQL: it builds its own template database)
+    is returned as it is: the page size only serves the disk fault, which does not run there.
+    """
+    if getattr(adapter, "template_db", None) is not None:
+        return adapter
     return _SmallPages(adapter)
 
 
@@ -188,12 +250,21 @@ def run_machine_fault(adapter: Any, family: Family, point: Point, workdir: str, 
     """Inject ``fault`` (a sub-kind, e.g. ``disk-full``) at ``point``, remove it, drain, check."""
     if fault not in KIND_OF:
         raise ValueError(f"machine fault {fault!r} is not one of: {', '.join(KIND_OF)}")
+    refuse_on_a_server([fault], target=adapter)
     if fault in IO_FAILURES and "fiu_posix_preload" not in os.environ.get("LD_PRELOAD", ""):
         raise ValueError(f"the {fault} fault runs in a process started by fiu-run -x: use run_matrix, or run_preloaded")
     started = time.perf_counter()
     directory = os.path.join(workdir, "point")
-    _copy(family, directory)
-    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
+    db = _copy(family, directory, adapter)  # a PostgreSQL database of its own, dropped with the run
+    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
+    try:
+        return _run_machine_fault(adapter, family, point, run, fault=fault, deep=deep, started=started)
+    except BaseException:
+        run.close()  # the scenario's own database is dropped even when the harness fails
+        raise
+
+
+def _run_machine_fault(adapter: Any, family: Family, point: Point, run: _Run, *, fault: str, deep: bool, started: float) -> Outcome:
     only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
     page = Page()
     pid = os.fork()
@@ -212,11 +283,12 @@ def run_machine_fault(adapter: Any, family: Family, point: Point, workdir: str, 
             before = adapter.inspect(run.db)
             if KIND_OF[fault] in ("disk", "io"):
                 pass  # the worker injected its own fault at the point
-            elif _write_lock_free(run.db):
+            elif _nobody_writing(run.db):
                 lock, damage, found, interruptions = _act(run, fault, page, problems)
             else:
-                # The frozen process holds the write lock here (a second worker inside its slow
-                # call): the harness cannot take the lock or write a row, so it injects nothing.
+                # The frozen process holds the write lock (SQLite) or an open transaction with row
+                # locks (PostgreSQL) here, a second worker inside its slow call: the harness
+                # cannot take the lock or write a row, so it injects nothing.
                 found = False
         except BaseException:
             os.kill(pid, signal.SIGKILL)  # never leave a stopped worker behind
@@ -267,9 +339,8 @@ def _act(run: _Run, fault: str, page: Page, problems: list[Violation]) -> tuple[
     something to damage, and the steps the fault interrupted."""
     interruptions: Counter = Counter()
     if fault == "lock-held":
-        lock = sqlite3.connect(run.db, isolation_level=None)
-        lock.execute("BEGIN IMMEDIATE")  # held until the worker has run on against it a few times
-        return lock, None, True, interruptions
+        lock = _HeldLock.take(run.db)  # held until the worker has run on against it a few times
+        return lock, None, lock is not None, interruptions
     if KIND_OF[fault] == "damage":
         damage = _Damage.apply(run, fault)
         return None, damage, damage is not None, interruptions
@@ -295,7 +366,12 @@ def _act(run: _Run, fault: str, page: Page, problems: list[Violation]) -> tuple[
     return None, None, True, interruptions
 
 
-def _write_lock_free(db: str) -> bool:
+def _nobody_writing(db: str) -> bool:
+    """No other connection is inside a write: on SQLite the write lock is free; on PostgreSQL no
+    other client session of the database has a transaction open (it may hold row locks)."""
+    if is_postgres(db):
+        with ScenarioDb(db) as conn:
+            return conn.execute(OPEN_TRANSACTIONS_PG).fetchone()[0] == 0
     conn = sqlite3.connect(db, isolation_level=None, timeout=0)
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -305,6 +381,48 @@ def _write_lock_free(db: str) -> bool:
         return False
     finally:
         conn.close()
+
+
+OPEN_TRANSACTIONS_PG = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+    "AND backend_type = 'client backend' AND xact_start IS NOT NULL"
+)
+# PostgreSQL's equivalent of SQLite's BEGIN IMMEDIATE: EXCLUSIVE conflicts with every write (and
+# with SELECT ... FOR UPDATE) but not with plain reads, so the worker's writes wait, time out
+# (lock_timeout) and are rolled back, while its reads and the harness's inspection go on.
+LOCK_TABLES_PG = "LOCK TABLE job, step_result, outbox IN EXCLUSIVE MODE"
+LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks never hang the harness
+
+
+class _HeldLock:
+    """Another session's lock on every write of the engine, held until :meth:`release`."""
+
+    def __init__(self, conn: ScenarioDb) -> None:
+        self.conn = conn
+
+    @classmethod
+    def take(cls, db: str) -> "_HeldLock | None":
+        """Take the lock, or None if another transaction holds what it needs (nothing to inject)."""
+        conn = ScenarioDb(db)
+        try:
+            if conn.postgres:
+                conn.execute(LOCK_TAKE_TIMEOUT_PG)
+                conn.execute("BEGIN")
+                conn.execute(LOCK_TABLES_PG)
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+        except Exception:
+            conn.close()
+            if conn.postgres:
+                return None
+            raise
+        return cls(conn)
+
+    def release(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        finally:
+            self.conn.close()
 
 
 def _remove_when_waiting(run: _Run, pid: int, fault: str, page: Page, lock: Any) -> int:
@@ -320,8 +438,7 @@ def _remove_when_waiting(run: _Run, pid: int, fault: str, page: Page, lock: Any)
     if KIND_OF[fault] == "io" and ended is None:
         _disable_io(pid, fault)
     if lock is not None:
-        lock.execute("ROLLBACK")
-        lock.close()
+        lock.release()
     page.removed = 1
     if ended is None:
         _, ended = os.waitpid(pid, 0)
@@ -353,13 +470,10 @@ def _remove_fifos(pid: int) -> None:
 
 def _leases(db: str, now: float) -> dict[str, tuple[int, float, str]]:
     """job -> (token, lease_until, owner) of every lease still valid at ``now``."""
-    conn = sqlite3.connect(db, timeout=30)
-    try:
+    with ScenarioDb(db) as conn:
         rows = conn.execute(
             "SELECT id, lease_token, lease_until, lease_owner FROM job WHERE lease_owner IS NOT NULL AND lease_until > ?", (now,)
         ).fetchall()
-    finally:
-        conn.close()
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
@@ -377,15 +491,15 @@ class _Damage:
     def apply(cls, run: _Run, fault: str) -> _Damage | None:
         """Damage a row of an unsettled job that the worker will read again, if there is one."""
         settled = tuple(run.adapter.settled_states())
-        conn = sqlite3.connect(run.db, isolation_level=None, timeout=30)
-        conn.create_function("chaos_writer", 0, lambda: HUMAN_WRITER)  # the audit triggers name the writer
-        try:
-            # The jobs the worker will read again, the one the frozen worker holds last.
-            jobs = conn.execute(
+        with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:  # the audit triggers name the writer
+            # The jobs the worker will read again, the one the frozen worker holds last (an
+            # unleased job first, as SQLite sorts NULL: PostgreSQL puts it last, so sort here).
+            rows = conn.execute(
                 f"SELECT id, payload, state, next_run_at, lease_owner = 'w-doomed' AS held FROM job "
-                f"WHERE state NOT IN ({','.join('?' * len(settled))}) ORDER BY held, id",
+                f"WHERE state NOT IN ({','.join('?' * len(settled))})",
                 settled,
             ).fetchall()
+            jobs = sorted(rows, key=lambda j: (0 if j[4] is None else 1 + int(j[4]), j[0]))
             if fault == "damage-memo":
                 memos = [
                     conn.execute("SELECT job_id, step, output FROM step_result WHERE job_id = ? ORDER BY at, step", (job[0],)).fetchone()
@@ -408,20 +522,14 @@ class _Damage:
                 return cls(fault, job_id, None, payload)
             conn.execute("UPDATE job SET state = ? WHERE id = ?", (DAMAGED_STATE, job_id))
             return cls(fault, job_id, None, state)
-        finally:
-            conn.close()
 
     def repair(self, db: str) -> None:
         """What an operator does after the quarantine: put back the payload that was submitted
         (so that re-submitting it stays a no-op). Damaged memo rows and states stay as they are."""
         if self.kind != "damage-payload":
             return
-        conn = sqlite3.connect(db, isolation_level=None, timeout=30)
-        conn.create_function("chaos_writer", 0, lambda: HUMAN_WRITER)
-        try:
+        with ScenarioDb(db, writer=HUMAN_WRITER) as conn:
             conn.execute("UPDATE job SET payload = ? WHERE id = ?", (self.original, self.job_id))
-        finally:
-            conn.close()
 
 
 class _Undamaged:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ._pgadapter import SET_WRITER, is_postgres
 from ._points import Killer, Point
 from ._scenario import (
     BACKOFF_JUMP_S,
@@ -31,7 +32,7 @@ from ._scenario import (
     _short_busy,
 )
 
-__all__ = ["EXIT_DRAINED", "EXIT_STUCK", "IO_FAILURES", "Page", "SkewedClock", "doomed_worker", "drain", "working"]
+__all__ = ["EXIT_DRAINED", "EXIT_STUCK", "IO_FAILURES", "Page", "ScenarioDb", "SkewedClock", "doomed_worker", "drain", "working"]
 
 FAULT_ITERATIONS = 3  # iterations the worker runs while the fault is still there
 DISK_PAGES_LEFT = 0  # max_page_count is lowered to the current size plus this
@@ -210,8 +211,42 @@ def drain(run: _Run, session: Any) -> bool:
 def _outbox_due(db: str) -> float:
     """When the last unsent outbox row is due: after a clock stepped back, that can be an hour
     away, and time must pass it too (a row is delayed by the step, never stuck)."""
-    conn = sqlite3.connect(db, timeout=30)
-    try:
+    with ScenarioDb(db) as conn:
         return conn.execute("SELECT MAX(next_attempt_at) FROM outbox WHERE sent_at IS NULL").fetchone()[0] or 0.0
-    finally:
-        conn.close()
+
+
+class ScenarioDb:
+    """A short connection of the harness's own to a scenario database: a SQLite file, or a
+    PostgreSQL URL (``postgresql://...``). Queries are written once, with SQLite's ``?``
+    placeholders, and run on either; each statement commits on its own (autocommit).
+
+    ``writer`` names who the audit triggers record for this connection's writes (the harness
+    writes as a person, :data:`chaos._adapter.HUMAN_WRITER`).
+    """
+
+    def __init__(self, db: str, *, writer: str | None = None) -> None:
+        self.postgres = is_postgres(db)
+        if self.postgres:
+            import psycopg
+
+            self.conn: Any = psycopg.connect(db, autocommit=True)
+            if writer is not None:
+                self.conn.execute(SET_WRITER, (writer,))
+        else:
+            self.conn = sqlite3.connect(db, isolation_level=None, timeout=30)
+            if writer is not None:
+                self.conn.create_function("chaos_writer", 0, lambda: writer)
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """Run one statement; ``?`` marks a parameter on both backends (no query here has a literal
+        ``?`` or ``%``)."""
+        return self.conn.execute(sql.replace("?", "%s") if self.postgres else sql, params)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "ScenarioDb":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -237,10 +237,11 @@ def run_matrix(
     if unknown:
         raise ValueError(f"fault kinds {unknown} are not known; choose from: {', '.join(FAULTS)} (or a sub-kind: {', '.join(KIND_OF)})")
     machine = [sub for f in faults for sub in expand(f)]
+    from ._machine_faults import refuse_on_a_server
+
+    refuse_on_a_server(machine, db, target)  # disk and io act on SQLite files; lock, clock, damage run on PostgreSQL too
     if any(KIND_OF[sub] == "io" for sub in machine) and libfiu_missing():
         raise ValueError(libfiu_missing())
-    if machine and db is not None:
-        raise ValueError("the faults of the machine act on SQLite database files (page counts, write locks, libfiu); run them without --db")
     if "crash" in faults and mode not in ("fork", "inprocess"):
         raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
     adapter = load_adapter(target) if isinstance(target, str) else target

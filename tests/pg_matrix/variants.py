@@ -1,7 +1,9 @@
-"""Planted bugs of tests/quality/variants.py re-expressed on PostgreSQL.
+"""Planted bugs of tests/quality/variants.py re-expressed on PostgreSQL, and two that only a held
+lock reveals there (the PostgreSQL twins of tests/quality/machine_variants.py's lock bug).
 
 Each is :class:`~chaos._pgadapter.PostgresReferenceAdapter` broken the same way as its SQLite
-twin, so the crash matrix on PostgreSQL must catch it with the same invariant.
+twin, so the crash matrix on PostgreSQL must catch it with the same invariant. The lock bugs pass
+the crash matrix and are caught by ``worker-survives`` under the ``lock`` fault.
 """
 
 from __future__ import annotations
@@ -9,9 +11,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import psycopg
+
 from chaos._pgadapter import PostgresReferenceAdapter
-from engine import PostgresStore
-from engine._postgres import INSERT_MEMO, INSERT_OUTBOX
+from engine import PostgresStore, RunResult, StoreBusy, Worker, Workflow
+from engine._postgres import CLAIM, COUNT_RECLAIM, FENCED_MOVE, INSERT_MEMO, INSERT_OUTBOX
+from engine._store import Claim
 try:
     from quality import variants as sqlite_variants  # as pytest imports it (tests/ on sys.path)
 except ImportError:  # python -m chaos matrix --target tests.pg_matrix.variants:SplitMemo --db ...
@@ -67,3 +72,82 @@ class MarkBeforeSend(_Variant):
 
 
 PLANTED = (SplitMemo, MarkBeforeSend)
+
+
+# -- bugs only a held lock reveals ------------------------------------------------------------------
+class _MachineVariant(_Variant):
+    faults: tuple[str, ...] = ()
+    worker_class: type[Worker] = Worker
+
+    def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
+        return self.worker_class(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
+
+
+class _ClaimLeftOpenStore(PostgresStore):
+    def claim(self, owner: str, *, now: float, lease_s: float, starts: Any) -> Any:
+        try:
+            self.conn.execute("BEGIN")
+            row = self.conn.execute(CLAIM, {"owner": owner, "until": now + lease_s, "now": now}).fetchone()
+            claim = None if row is None else _start(self.conn, row, now, lease_s, starts)
+            self.conn.execute("COMMIT")
+            return claim
+        except psycopg.Error:
+            return None  # BUG: a lock timeout read as "no work", and the aborted transaction left open
+
+
+def _start(conn: Any, row: Any, now: float, lease_s: float, starts: Any) -> Claim:
+    job_id, state, payload, attempts, token = row
+    ident = {"id": job_id, "token": token, "now": now}
+    if state in starts:
+        conn.execute(FENCED_MOVE, {**ident, "to": starts[state], "from": state})
+        state = starts[state]
+    else:
+        conn.execute(COUNT_RECLAIM, {**ident, "state": state})
+        attempts += 1
+    return Claim(job_id, state, payload, attempts, token, now + lease_s)
+
+
+class LockTimeoutMeansNoWork(_MachineVariant):
+    """A claim that reads a lock timeout as "no work" and leaves its transaction open
+    (BusyMeansNoWork on SQLite).
+
+    The claim opens its own transaction and turns any database error into an empty queue. The
+    first time another session holds the job table (a migration's ``ALTER TABLE``, a backup tool's
+    ``LOCK TABLE``, a long ``UPDATE``), the claim's UPDATE times out, the transaction is aborted
+    and never rolled back: every later statement on that connection fails with "current
+    transaction is aborted", which the claim reads as no work again, and the outbox pass on the
+    same connection raises. Caught by **worker-survives** under ``lock-held``.
+    """
+
+    catches = ("worker-survives",)
+    families = ("backlog",)
+    faults = ("lock",)
+
+    def make_store(self, db_path: str) -> PostgresStore:  # type: ignore[override]
+        return _ClaimLeftOpenStore(db_path)
+
+
+class _BusyIsFatalWorker(Worker):
+    def run_once(self) -> RunResult:
+        result = super().run_once()
+        if result.outcome == "busy":
+            raise StoreBusy(f"job {result.job_id!r}: the database is locked")  # BUG: "locks never last", so let it crash
+        return result
+
+
+class DiesOnLockTimeout(_MachineVariant):
+    """A worker loop that dies on the first lock timeout (DiesOnDiskError's twin, for locks).
+
+    The author treated ``busy`` as impossible ("our transactions are short") and raised it out of
+    the loop. In production the first long lock another session takes (a migration, a
+    ``VACUUM FULL``, a report holding ``FOR UPDATE``) stops every job this worker would have
+    processed. Caught by **worker-survives** under ``lock-held``.
+    """
+
+    catches = ("worker-survives",)
+    families = ("backlog",)
+    faults = ("lock",)
+    worker_class = _BusyIsFatalWorker
+
+
+MACHINE_PLANTED = (LockTimeoutMeansNoWork, DiesOnLockTimeout)

@@ -1,0 +1,108 @@
+"""The faults of the machine on PostgreSQL: a held lock, clock jumps and damaged rows run there with
+real mechanisms, the disk and io faults are refused with the reason and the fix, and a planted bug
+that only a held lock reveals is caught while the reference engine holds.
+
+Method: the machine family (``backlog``) on the session's throwaway server, every point where a
+fault can show; each scenario gets a database of its own, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+
+import psycopg
+import pytest
+
+from chaos import run_matrix
+from chaos._cli import main
+from chaos._machine_checks import integrity
+from chaos._machine_faults import MACHINE_FAULTS, run_machine_fault
+from chaos._pgadapter import PostgresReferenceAdapter
+from engine import PostgresStore
+
+from .variants import MACHINE_PLANTED
+
+RUNS_ON_POSTGRES = ("lock", "clock", "damage")
+
+
+def _databases(server) -> set[str]:
+    with psycopg.connect(server.url(), autocommit=True) as conn:
+        return {r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'fam%' OR datname LIKE 'scen%'")}
+
+
+def _violations(report):
+    return [f"{r.id} [{r.fault}] {v}" for r in report.results for v in r.outcome.violations][:5]
+
+
+def _found(report):
+    return {v.invariant for r in report.results for v in r.outcome.violations}
+
+
+def test_the_engine_holds_on_postgresql_under_a_held_lock_clock_jumps_and_damaged_rows(pg_server):
+    report = run_matrix(PostgresReferenceAdapter(pg_server.url()), families=["backlog"], faults=list(RUNS_ON_POSTGRES), jobs=2)
+    assert report.violations == 0, _violations(report)
+    kinds = {sub for kind in RUNS_ON_POSTGRES for sub in MACHINE_FAULTS[kind]}
+    assert set(report.by_fault()) == kinds
+    faulted = {r.fault for r in report.results if r.outcome.exit == "faulted"}
+    assert faulted == kinds, f"a fault never showed: {sorted(kinds - faulted)}"
+    # The lock showed as the engine's clean back-off ("busy"), never as a crash: every lock
+    # scenario is "faulted", which needs at least one busy or unavailable answer from the worker.
+    assert {r.outcome.exit for r in report.results if r.fault == "lock-held"} == {"faulted"}
+    assert _databases(pg_server) == set()
+
+
+@pytest.mark.parametrize("faults, kind, subs", [("disk", "disk", "disk-full"), ("io-enospc", "io", "io-enospc")])
+def test_disk_and_io_faults_are_refused_on_postgresql_with_the_reason_and_the_fix(pg_server, monkeypatch, faults, kind, subs):
+    monkeypatch.setattr("shutil.which", lambda name: None)  # refused for PostgreSQL first, libfiu or not
+    for call in (lambda: run_matrix("chaos:postgres_adapter", db=pg_server.url(), families=["backlog"], faults=[faults, "lock"]),
+                 lambda: run_matrix(PostgresReferenceAdapter(pg_server.url()), families=["backlog"], faults=[faults])):
+        with pytest.raises(ValueError) as refused:
+            call()
+        message = str(refused.value)
+        assert f"the {kind} fault kind ({subs}) cannot run on PostgreSQL" in message
+        assert "the server, not the worker, writes the database files" in message or "the worker writes no database file" in message
+        assert "run them on SQLite" in message and "lock, clock and damage run on PostgreSQL" in message
+    assert _databases(pg_server) == set()
+
+
+def test_the_command_refuses_disk_on_postgresql_and_runs_lock_there(pg_server):
+    err = io.StringIO()
+    with redirect_stderr(err):
+        assert main(["matrix", "--db", pg_server.url(), "--faults", "disk,lock"]) == 2
+    assert "the disk fault kind (disk-full) cannot run on PostgreSQL" in err.getvalue()
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["matrix", "--db", pg_server.url(), "--family", "backlog", "--faults", "lock", "--sample", "3", "--json"])
+    report = json.loads(out.getvalue())
+    assert code == 0, report["violations"]
+    assert set(report["by_fault"]) == {"lock-held"} and report["points"] == 3
+    assert all("--faults lock-held" in r["replay"] and r["replay"].endswith(f"--db {pg_server.url()}") for r in report["results"])
+    assert _databases(pg_server) == set()
+
+
+def test_a_machine_fault_called_directly_refuses_disk_on_postgresql(pg_server):
+    with pytest.raises(ValueError, match=r"disk fault kind \(disk-full\) cannot run on PostgreSQL"):
+        run_machine_fault(PostgresReferenceAdapter(pg_server.url()), None, None, "/nonexistent", seed=0, fault="disk-full")
+
+
+def test_the_consistency_query_that_replaces_integrity_check_finds_a_row_left_without_its_job(pg_url):
+    PostgresStore(pg_url).close()
+    assert integrity(pg_url) == []
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO step_result (job_id, step, output, cost, at) VALUES ('ghost', 'fetch', '{}', 0, 0)")
+    [violation] = integrity(pg_url)
+    assert violation.invariant == "integrity" and "1 memo rows without their job" in violation.detail
+
+
+@pytest.mark.parametrize("variant", MACHINE_PLANTED, ids=lambda v: v.__name__)
+def test_a_lock_bug_on_postgresql_passes_crashes_and_is_caught_by_the_held_lock(pg_server, variant):
+    adapter = variant(pg_server.url())
+    crash_only = run_matrix(adapter, families=["clean"], faults=["crash"], sample=8, jobs=2)
+    assert crash_only.violations == 0, _violations(crash_only)
+    report = run_matrix(adapter, families=list(variant.families), faults=list(variant.faults), jobs=2)
+    for check in variant.catches:
+        assert check in _found(report), f"{variant.__name__}: expected {check}, saw {sorted(_found(report))}"
+    assert _databases(pg_server) == set()
