@@ -20,7 +20,7 @@ from chaos._cli import main
 from chaos._machine_checks import integrity
 from chaos._machine_faults import MACHINE_FAULTS, run_machine_fault
 from chaos._pgadapter import PostgresReferenceAdapter
-from engine import PostgresStore
+from engine import PostgresStore, Step, StepOutput, Worker, Workflow
 
 from .variants import MACHINE_PLANTED
 
@@ -51,6 +51,57 @@ def test_the_engine_holds_on_postgresql_under_a_held_lock_clock_jumps_and_damage
     # scenario is "faulted", which needs at least one busy or unavailable answer from the worker.
     assert {r.outcome.exit for r in report.results if r.fault == "lock-held"} == {"faulted"}
     assert _databases(pg_server) == set()
+
+
+def test_a_postgres_worker_whose_writes_outwait_their_lock_timeout_is_busy_then_resumes(pg_url, clock, workflow):
+    """The engine's side of lock-held, without the harness: lock_timeout (busy_timeout_s) bounds
+    every wait; the claim answers busy, writes nothing, and the same worker finishes once the lock
+    is gone."""
+    store = PostgresStore(pg_url, busy_timeout_s=0.05)
+    store.submit_many([("doc-1", {"source": "doc-1"}), ("doc-2", {"source": "doc-2"})], now=clock.now())
+    worker = Worker(store, workflow, worker_id="w1", clock=clock, threaded=False)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as holder:
+            with holder.transaction():  # a migration, a backup tool: every write waits
+                holder.execute("LOCK TABLE job, step_result, outbox IN EXCLUSIVE MODE")
+                assert [worker.run_once().outcome for _ in range(3)] == ["busy"] * 3
+        assert [(job.state, job.lease_owner) for job in store.jobs()] == [("pending", None)] * 2
+        while worker.run_once().outcome not in ("idle", "busy", "unavailable"):
+            pass
+        assert [job.state for job in store.jobs()] == ["delivered", "delivered"]
+    finally:
+        store.close()
+
+
+def test_a_postgres_commit_that_meets_a_row_lock_is_busy_keeps_the_lease_and_the_step_reruns(pg_url, clock):
+    """A session holds the claimed job's row (SELECT ... FOR UPDATE) while its step runs: the
+    commit gives up after lock_timeout, writes nothing, and the job is finished after its lease."""
+    holder = psycopg.connect(pg_url, autocommit=True)
+    calls = []
+
+    def step(ctx):
+        calls.append(ctx.job_id)
+        if len(calls) == 1:  # a report, a manual fix: someone takes the job's row mid-step
+            holder.execute("BEGIN")
+            holder.execute("SELECT id FROM job WHERE id = %s FOR UPDATE", (ctx.job_id,))
+        return StepOutput({"ok": True})
+
+    wf = Workflow("one", [Step("only", step)])
+    store = PostgresStore(pg_url, busy_timeout_s=0.05, workflow="one")
+    store.submit("doc-1", {"source": "doc-1"}, now=clock.now())
+    worker = Worker(store, wf, worker_id="w1", clock=clock, threaded=False)
+    try:
+        result = worker.run_once()
+        assert (result.outcome, result.job_id) == ("busy", "doc-1")
+        holder.execute("ROLLBACK")
+        job = store.get("doc-1")
+        assert (job.lease_owner, store.memo("doc-1", "only")) == ("w1", None)
+        assert worker.run_once().outcome == "idle"  # its lease still runs
+        clock.advance(worker.lease_s + 1)
+        assert worker.run_once().outcome == "done" and len(calls) == 2
+    finally:
+        store.close()
+        holder.close()
 
 
 @pytest.mark.parametrize("faults, kind, subs", [("disk", "disk", "disk-full"), ("io-enospc", "io", "io-enospc")])
