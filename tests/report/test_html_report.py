@@ -1,6 +1,7 @@
 """The HTML crash report: self-contained, everything escaped, every line coloured by outcome across
-every fault kind, pauses counted beside crashes, and rendered by a real headless Chromium showing
-the same counts as the terminal summary."""
+every fault kind, pauses and the faults of the machine counted beside crashes (each of the latter
+with where it showed), and rendered by a real headless Chromium showing the same counts as the
+terminal summary."""
 
 from __future__ import annotations
 
@@ -155,3 +156,93 @@ def test_the_report_renders_in_headless_chromium_with_the_counts_of_the_summary(
     keep = os.environ.get("CRASHGATE_SCREENSHOT_DIR")
     if keep:
         shutil.copyfile(shot, Path(keep) / "crash-report.png")
+
+
+def test_each_fault_of_the_machine_is_counted_with_where_it_showed_and_each_point_says_what_it_did(tmp_path):
+    source = tmp_path / "code.py"
+    source.write_text("def f():\n    a = 1\n    b = 2\n    return a + b\n")
+    records = _records(source)
+    machine = [
+        {**records[0], "fault": "disk-full", "nodeid": "p::g::m.f:L2#1@disk-full", "exit": "faulted"},
+        {**records[0], "fault": "disk-full", "nodeid": "p::g::m.f:L3#1@disk-full", "line": 3, "exit": "no-effect"},
+        {**records[0], "fault": "lock-held", "nodeid": "p::g::m.f:L2#1@lock-held", "exit": "no-effect", "held": False,
+         "violations": [["worker-survives", "the worker process survived but did not resume"]]},
+    ]
+    summary = summarize(records + machine)
+    lines = terminal_lines(summary)
+    assert lines[1:3] == [
+        "2 disk-full scenarios: 2 held, 0 violated; 2 wasted calls; the fault showed at 1, no effect at 1",
+        # The loop reported no error, yet its check failed: the fault showed (as a stall).
+        "1 lock-held scenarios: 0 held, 1 violated; 1 wasted calls; the fault showed at 1, no effect at 0",
+    ]
+    page = render_html(summary)
+    for cell, value in (("disk-full-scenarios", "2"), ("disk-full-held", "2"), ("disk-full-showed", "1 of 2"),
+                        ("lock-held-violated", "1"), ("lock-held-showed", "1 of 1"), ("crash-showed", "&ndash;")):
+        assert re.search(rf'id="fault-{cell}">{value}<', page), cell
+    row = page[page.index('id="f0-L2"') :].split("</tr>", 1)[0]
+    assert 'title="crash 1, disk-full 1, lock-held 1"' in row
+    assert '<span class="fault lock-held machine">lock-held</span>' in row
+    assert "another process holds the write lock from the point on, past the busy timeout" in row
+    assert "the worker died or stalled on it, and a check failed" in row and "Protects against a loop that dies" in row
+    assert "the fault showed: the worker met it at this point" in row
+    other = page[page.index('id="f0-L3"') :].split("</tr>", 1)[0]
+    assert "held (no-effect)" in other and "the fault had no effect here" in other
+
+
+def test_the_report_knows_every_fault_of_the_machine_and_says_what_each_does():
+    from chaos._machine_faults import KIND_OF
+    from chaos._plan_runner import ITEM_FAULTS
+    from chaos._report import FAULT_MEANING, FAULT_ORDER, MACHINE_KIND_OF
+
+    assert MACHINE_KIND_OF == KIND_OF
+    assert FAULT_ORDER == ITEM_FAULTS
+    assert all(FAULT_MEANING[kind] for kind in FAULT_ORDER)
+
+
+MACHINE_PROJECT = '''
+import pytest
+
+@pytest.mark.crash_matrix(target="quality.machine_variants:DiesOnDiskError", families=["backlog"], faults=["disk"])
+def test_a_loop_that_dies_on_a_full_disk(crash_matrix):
+    crash_matrix()
+'''
+
+
+def test_a_report_with_faults_of_the_machine_renders_their_counts_and_outcomes_in_headless_chromium(pytester, monkeypatch, tmp_path):
+    binary = _chromium()
+    for name in ("CRASHGATE_TARGET", "CRASHGATE_MODE", "CRASHGATE_SEED", "CRASHGATE_POINTS", "CRASHGATE_REPORT", "CRASHGATE_FAULTS",
+                 "CRASHGATE_PAIRS"):
+        monkeypatch.delenv(name, raising=False)
+    plans = pytester.path / "fault_plans"
+    plans.mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    for name in ("disk_full", "held_lock"):  # the engine holds: every item green
+        shutil.copyfile(repo / "fault_plans" / f"{name}.toml", plans / f"{name}.toml")
+    pytester.makepyfile(test_gate=MACHINE_PROJECT)  # a planted bug: the full disk kills its worker
+    result = pytester.runpytest("--chaos-report", "out/report.html")
+    kinds = {}  # sub-kind -> (scenarios, held, violated, showed), one summary line each
+    for line in result.outlines:
+        m = re.match(r"(\d+) (disk-full|lock-held) scenarios: (\d+) held, (\d+) violated; \d+ wasted calls; the fault showed at (\d+)", line)
+        if m:
+            kinds[m.group(2)] = tuple(map(int, m.group(1, 3, 4, 5)))
+    assert list(kinds) == ["disk-full", "lock-held"], result.outlines
+    assert kinds["disk-full"][1] > 0 and kinds["disk-full"][2] > 0  # the plan's points held, the planted bug's did not
+    assert kinds["lock-held"][2] == 0 and kinds["lock-held"][3] > 0
+    report = pytester.path / "out" / "report.html"
+
+    dom = _run_chromium(binary, tmp_path / "profile", "--dump-dom", report.as_uri()).stdout
+    points = sum(k[0] for k in kinds.values())
+    for key, value in (("points", points), ("violated", kinds["disk-full"][2])):
+        assert re.search(rf'id="count-{key}">{value}<', dom), key
+    for kind, (n, held, violated, showed) in kinds.items():
+        for key, value in (("scenarios", n), ("held", held), ("violated", violated), ("showed", f"{showed} of {n}")):
+            assert re.search(rf'id="fault-{kind}-{key}">{value}<', dom), (kind, key)
+    assert "another process holds the write lock from the point on" in dom  # what each kind does, in its row
+    first_bad = re.search(r'<tr class="violated" id="(f\d+-L\d+)"', dom).group(1)
+    opened = _run_chromium(binary, tmp_path / "profile", "--dump-dom", f"{report.as_uri()}#{first_bad}").stdout
+    row = opened[opened.index(f'id="{first_bad}"') :].split("</tr>", 1)[0]
+    assert "<details open" in row
+    assert '<span class="fault disk-full machine">disk-full</span>' in row
+    assert "worker-survives</b>: the worker process died: OperationalError: database or disk is full" in row
+    assert "the worker died or stalled on it, and a check failed" in row
+    assert re.search(r"python -m chaos matrix --target quality\.machine_variants:DiesOnDiskError .*--faults disk-full --point (?:'|&#x27;)?backlog::", row)
