@@ -20,6 +20,10 @@ sequence of actions and checks: one test item each), or both::
     ]
     expect = { state = "failed_extract", calls = { extract = 1 } }
 
+A ``[points]`` section's ``fault`` says what happens at each point: ``crash``, ``pause``,
+``interleave``, a fault of the machine (``disk``, ``io``, ``lock``, ``clock``, ``damage``, or one
+sub-kind such as ``disk-full``; see :mod:`chaos._machine_faults`), or a list of them.
+
 Every key is checked when the plan is collected: an unknown key, a value of the wrong type, or
 an unknown step, state, fault or action is a collection error naming the file, the key and the
 values allowed. The full schema is in README.md ("Fault plans").
