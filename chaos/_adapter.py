@@ -233,6 +233,9 @@ class ReferenceAdapter:
     # What a person's action may answer instead of acting: refused (illegal now, no such job) or
     # "the database is busy, try again"; none of them changes anything.
     human_errors: tuple[type[BaseException], ...] = (engine.IllegalAction, engine.UnknownJob, engine.StoreBusy)
+    # What any write may answer while another process holds the write lock (a frozen worker):
+    # "busy, try again later", having changed nothing.
+    busy_errors: tuple[type[BaseException], ...] = (engine.StoreBusy,)
 
     def __init__(self) -> None:
         self._table: Workflow | None = None

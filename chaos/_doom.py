@@ -11,6 +11,11 @@ the lines it reached. Then the real iteration runs and dies at the drawn point:
   slow call's second worker ran come back through a pipe.
 * ``inprocess``: the iteration is abandoned by an exception at the point, and its connections
   are closed, which rolls back what it had open. Cheaper, and weaker: ``finally`` blocks run.
+
+A *pause* forks the iteration the same way, but the child stops itself (SIGSTOP) at the point
+and stays stopped, holding whatever it held there (a lease, an open write transaction), while
+the history goes on; :func:`resume` sends SIGCONT and the child finishes its iteration on the
+clock everyone shares. The faults it uses up come back through its pipe, one by one.
 """
 
 from __future__ import annotations
@@ -24,16 +29,16 @@ import signal
 import sqlite3
 import traceback
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from engine import FakeClock
 
 from ._points import Killer, Point, Recorder
-from ._scenario import EXIT_ERROR, EXIT_NOT_REACHED, Abandon
+from ._scenario import EXIT_ERROR, EXIT_NOT_REACHED, EXIT_RESUMED, Abandon
 from ._world import Fault, World
 
-__all__ = ["Env", "record", "kill", "SECOND"]
+__all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND"]
 
 SECOND = "w-second"  # the worker that runs while a slow call outlives the lease
 SECOND_ITERATIONS_MAX = 20
@@ -61,14 +66,32 @@ class Env:
         self.slow_fired = False
         self.report: Callable[[dict[str, Any]], None] | None = None  # a forked child's pipe
         self.template: str | None = None  # the empty database ``db`` was copied from, if not a file
+        # Once a worker may be frozen holding the write lock, every session waits this long at
+        # most for it, then backs off (None: the adapter's own busy timeout).
+        self.busy_timeout_s: float | None = None
 
     def session(self, worker_id: str) -> Any:
         session = self.sessions.get(worker_id)
         if session is None:
             rng = random.Random(f"{self.tag}:{worker_id}:{self.lives[worker_id]}")
             session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
+            if self.busy_timeout_s is not None and hasattr(session, "set_busy_timeout"):
+                session.set_busy_timeout(self.busy_timeout_s)
             self.sessions[worker_id] = session
         return session
+
+    def shorten_busy_timeout(self, seconds: float) -> None:
+        """From now on, this env's sessions (open and future) back off after ``seconds`` of waiting."""
+        self.busy_timeout_s = seconds
+        for session in self.sessions.values():
+            if hasattr(session, "set_busy_timeout"):
+                session.set_busy_timeout(seconds)
+
+    def child(self, tag: str) -> "Env":
+        """The env a forked or abandoned iteration runs in: this one's files, clock and world."""
+        env = Env(self.adapter, self.directory, self.clock, self.world, tag, db=self.db)
+        env.busy_timeout_s = self.busy_timeout_s
+        return env
 
     def bury(self, worker_id: str) -> None:
         """The worker's process died: its restarted successor opens new connections."""
@@ -253,7 +276,7 @@ def kill(main: Env, worker: str, phase: str, mode: str, tag: str, point: Point |
 
 def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
     world = main.world
-    env = Env(main.adapter, main.directory, main.clock, world, tag, db=main.db)
+    env = main.child(tag)
     hook, sender = world.during_slow, world.sender
     reached = False
 
@@ -313,7 +336,7 @@ def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None
 def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None, fd: int) -> int:
     # This process's copy of the world reopens its ledger; its sessions open new connections.
     world = main.world
-    env = Env(main.adapter, main.directory, main.clock, world, tag, db=main.db)
+    env = main.child(tag)
     env.report = lambda message: _tell(fd, message)
     take = world.take_fault
 
@@ -337,11 +360,130 @@ def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | N
     return EXIT_NOT_REACHED
 
 
-def _tell(fd: int, message: dict[str, Any]) -> None:
-    os.write(fd, (json.dumps(message) + "\n").encode())
+@dataclass
+class Frozen:
+    """A worker's process stopped at a point, and the pipe it reports through."""
+
+    worker: str
+    pid: int
+    fd: int
+    point: Point
+    leases: list[tuple[str, str, str, float]] = field(default_factory=list)  # (job, state, owner, until) held when it stopped
+    pending: bytes = b""
 
 
-def _hear(fd: int) -> list[dict[str, Any]]:
+def pause(main: Env, worker: str, phase: str, tag: str, point: Point) -> Frozen | str:
+    """Fork ``worker``'s iteration and stop it (SIGSTOP) just before ``point``.
+
+    Returns the :class:`Frozen` child, or, when the iteration ended before the point, what became
+    of it (``"not reached"``, or what it raised: its process died). Either way the faults it used
+    up are used up here too.
+    """
+    read_fd, write_fd = os.pipe()
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:  # the frozen worker: never returns into the caller
+        code = EXIT_ERROR
+        try:
+            gc.disable()
+            os.close(read_fd)
+            code = _frozen_child(main, worker, phase, tag, point, write_fd)
+        except BaseException as exc:  # reported to the parent
+            _tell(write_fd, {"error": "".join(traceback.format_exception(exc))[-ERROR_CHARS_MAX:]})
+        finally:
+            os._exit(code)
+    gc.unfreeze()
+    os.close(write_fd)
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    if os.WIFSTOPPED(status):
+        frozen = Frozen(worker, pid, read_fd, point)
+        os.set_blocking(read_fd, False)
+        _apply(main, _drain_available(frozen))
+        return frozen
+    return _ended(main, status, _hear(read_fd), worker)
+
+
+def resume(main: Env, frozen: Frozen) -> str:
+    """Wake a frozen worker (SIGCONT) and let it finish its iteration; returns how it ended."""
+    os.kill(frozen.pid, signal.SIGCONT)
+    _, status = os.waitpid(frozen.pid, 0)
+    os.set_blocking(frozen.fd, True)
+    messages = _parse(frozen.pending + _read_all(frozen.fd))
+    return _ended(main, status, messages, frozen.worker, woke=True)
+
+
+def abandon_frozen(frozen: Frozen) -> None:
+    """Kill a frozen worker without letting it run again (a history that already failed)."""
+    try:
+        os.kill(frozen.pid, signal.SIGKILL)
+        os.waitpid(frozen.pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+    os.close(frozen.fd)
+
+
+def _frozen_child(main: Env, worker: str, phase: str, tag: str, point: Point, fd: int) -> int:
+    world = main.world
+    env = main.child(tag)
+    env.report = lambda message: _tell(fd, message)
+    take = world.take_fault
+
+    def take_and_report(task: str) -> Fault | None:
+        fault = take(task)
+        if fault is not None:
+            _tell(fd, {"took": asdict(fault)})
+        return fault
+
+    world.take_fault = take_and_report  # type: ignore[method-assign]
+
+    def stop() -> None:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    iteration = _iteration(main, env, worker, phase, None, stop)
+    with Killer(main.adapter.trace_paths(), point, stop) as killer:
+        iteration()
+    env.close()
+    return EXIT_RESUMED if killer.reached else EXIT_NOT_REACHED
+
+
+def _apply(main: Env, messages: list[dict[str, Any]]) -> str | None:
+    """Apply what a paused child reported (faults it used up, a slow call's second worker); return
+    the error it reported, if any."""
+    error = None
+    for message in messages:
+        if "took" in message:
+            main.world.discard(Fault(**message["took"]))
+        if message.get("slow"):
+            main.world.during_slow = None
+        error = message.get("error", error)
+    return error
+
+
+def _ended(main: Env, status: int, messages: list[dict[str, Any]], worker: str, woke: bool = False) -> str:
+    error = _apply(main, messages)
+    main.bury(worker)  # that process is gone; the worker's next iteration is a fresh one
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) in (EXIT_RESUMED, EXIT_NOT_REACHED):
+        return "finished its iteration" if woke else "not reached"
+    last = (error or f"exit status {status}").strip().splitlines()[-1]
+    return f"raised {last}; its process died"
+
+
+def _drain_available(frozen: Frozen) -> list[dict[str, Any]]:
+    """The whole messages a stopped child wrote so far (its pipe is non-blocking)."""
+    data = frozen.pending
+    while True:
+        try:
+            chunk = os.read(frozen.fd, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    complete, _, frozen.pending = data.rpartition(b"\n")
+    return _parse(complete)
+
+
+def _read_all(fd: int) -> bytes:
     chunks = []
     try:
         while True:
@@ -351,13 +493,25 @@ def _hear(fd: int) -> list[dict[str, Any]]:
             chunks.append(chunk)
     finally:
         os.close(fd)
+    return b"".join(chunks)
+
+
+def _parse(data: bytes) -> list[dict[str, Any]]:
     messages = []
-    for line in b"".join(chunks).decode(errors="replace").splitlines():
+    for line in data.decode(errors="replace").splitlines():
         try:
             messages.append(json.loads(line))
-        except ValueError:  # a line cut short by the kill
+        except ValueError:  # a line cut short by a kill
             pass
     return messages
+
+
+def _tell(fd: int, message: dict[str, Any]) -> None:
+    os.write(fd, (json.dumps(message) + "\n").encode())
+
+
+def _hear(fd: int) -> list[dict[str, Any]]:
+    return _parse(_read_all(fd))
 
 
 def close_quietly(session: Any) -> None:

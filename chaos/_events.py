@@ -31,6 +31,8 @@ __all__ = [
     "Kill",
     "KillAfterDelivery",
     "KillBeforeDelivery",
+    "Pause",
+    "Resume",
     "Run",
     "Send",
     "Submit",
@@ -41,10 +43,12 @@ __all__ = [
     "POSITIONS",
     "FAULT_TASKS",
     "WORKERS",
+    "FREEZABLE",
 ]
 
 JOB_IDS = ("doc-1", "doc-2", "doc-3", "doc-4", "doc-5")  # a small pool: duplicates and conflicts happen
 WORKERS = ("w1", "w2")
+FREEZABLE = WORKERS + ("sender",)  # the processes a pause can freeze
 PAYLOADS: dict[str, Callable[[str], Any]] = {
     "plain": lambda job: {"source": job},
     "revised": lambda job: {"source": job, "revision": 2},  # the same id, another payload: a conflict
@@ -140,16 +144,35 @@ class Human:
     job: str
 
 
-Event = Union[Advance, Run, Send, Submit, Arm, Human]
+@dataclass(frozen=True)
+class Pause:
+    """Freeze a worker (or the sender) with SIGSTOP at a drawn point of its next iteration
+    (``at`` of :data:`POSITIONS`); it holds what it held there until a :class:`Resume`, or the
+    end of the history, wakes it."""
+
+    worker: str
+    at: int
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Wake a frozen worker with SIGCONT: it finishes its iteration, on the clock everyone shares."""
+
+    worker: str
+
+
+Event = Union[Advance, Run, Send, Submit, Arm, Human, Pause, Resume]
 
 
 def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
     """Every event (runs and sends twice as often as the others); kills use the given ``modes``.
+    Pauses (and resumes) come with ``fork`` among the modes: only a process can be frozen.
 
     Events with few possible values are drawn whole from a list (one choice, cheap to draw and
     to shrink) rather than field by field.
     """
-    mode = st.sampled_from(tuple(modes))
+    modes = tuple(modes)
+    mode = st.sampled_from(modes)
     kill = st.none() | st.builds(Kill, at=st.integers(0, POSITIONS - 1), mode=mode)
     deliveries = st.integers(1, DELIVERIES_BEFORE_KILL_MAX)
     around_delivery = st.builds(KillBeforeDelivery, delivery=deliveries, mode=mode) | st.builds(KillAfterDelivery, delivery=deliveries, mode=mode)
@@ -162,6 +185,12 @@ def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
 
     # Runs and sends twice as often: they (and their kills) are what the other events prepare.
     # (Two equal strategy objects would count once: one_of drops repeats of the same object.)
+    frozen: list[st.SearchStrategy[Event]] = []
+    if "fork" in modes:
+        frozen = [
+            st.builds(Pause, worker=st.sampled_from(FREEZABLE), at=st.integers(0, POSITIONS - 1)),
+            st.sampled_from([Resume(worker) for worker in FREEZABLE]),
+        ]
     return st.one_of(
         st.builds(Advance, seconds=st.integers(1, ADVANCE_S_MAX)),
         run(),
@@ -172,4 +201,5 @@ def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
         st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
         st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
         st.sampled_from([Human(action, job) for action in ACTIONS for job in JOB_IDS]),
+        *frozen,
     )

@@ -31,8 +31,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from ._adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from ._clock import SharedClock
-from ._doom import SECOND, Env, kill, record
-from ._events import JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Run, Send, Submit, events
+from ._doom import SECOND, Env, Frozen, abandon_frozen, kill, pause, record, resume
+from ._events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Pause, Resume, Run,
+                      Send, Submit, events)
 from ._invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
 from ._matrix import scratch_dir
 from ._scenario import BACKOFF_JUMP_S, ITERATIONS_PER_ROUND_MAX, MODES, RECOVERY_ROUNDS_MAX, T0
@@ -47,6 +48,10 @@ FAULTS_ARMED_MAX = 4
 START_JOBS_MAX = 3
 SENDS_PER_ROUND_MAX = 50
 LOG_LINES_MAX = 60
+# Once a worker has been frozen, every other write waits at most this long for the write lock it
+# may hold, then backs off (run_once answers "busy", a submit or a person's action is refused as
+# busy, having changed nothing).
+FROZEN_BUSY_TIMEOUT_S = 0.05
 HUMAN_ACTIONS = "human-actions"
 HUMAN_ACTIONS_DOC = (
     "An illegal human action (requeue, resolve, cancel) raises the engine's clear error and changes "
@@ -100,6 +105,8 @@ class Histories(RuleBasedStateMachine):
         self.working = {w: step for step, (w, _) in self.step_states.items()}
         self.failed_states = {s for s in self.settled if self.table.get(s) and s != NEEDS_HUMAN}
         self.human_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "human_errors", ()))
+        self.busy_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "busy_errors", ()))
+        self.frozen: dict[str, Frozen] = {}
         self.humane = all(hasattr(self.env.session(OPS), verb) for verb in ("requeue", "resolve", "cancel"))
         self.submitted: dict[str, str] = {}
         self.interruptions: Counter = Counter()
@@ -155,6 +162,7 @@ class Histories(RuleBasedStateMachine):
         self.log.append(f"{len(self.log) + 1}. {event}")
         handler = getattr(self, "_" + type(event).__name__.lower())
         outcome = handler(event)
+        self._count_frozen_expiries()
         if outcome:
             self.log[-1] += f": {outcome}"
         if outcome.startswith("raised"):
@@ -165,11 +173,15 @@ class Histories(RuleBasedStateMachine):
         return ""
 
     def _run(self, event: Run) -> str:
+        if event.worker in self.frozen:
+            return f"ignored: {event.worker} is frozen"
         if event.kill is None:
             return self._survive(event.worker, lambda: str(self.env.session(event.worker).run_once()))
         return self._kill_at_point(event.worker, "worker", event.kill)
 
     def _send(self, event: Send) -> str:
+        if SENDER in self.frozen:
+            return f"ignored: the {SENDER} is frozen"
         if event.kill is None:
             return self._survive(SENDER, lambda: f"{self.env.session(SENDER).send_outbox()} sent")
         if isinstance(event.kill, (KillBeforeDelivery, KillAfterDelivery)):
@@ -195,6 +207,10 @@ class Histories(RuleBasedStateMachine):
         before = self._inspect()
         try:
             self.env.session(CLIENT).submit(job, body)
+        except self.busy_errors as exc:
+            if self._inspect() != before:
+                self._fail([Violation("idempotent-submit", f"submitting {job!r} was refused as busy but changed the database")])
+            return f"refused as busy ({exc})"
         except self.adapter.conflict_errors as exc:
             problems = []
             if known is None or known == body_json:
@@ -235,13 +251,14 @@ class Histories(RuleBasedStateMachine):
             getattr(self.env.session(OPS), verb)(event.job, *([resolution] if resolution else []))
         except self.human_errors as exc:
             problems = []
-            if legal:
+            busy = isinstance(exc, self.busy_errors)  # not a refusal: the database was busy
+            if legal and not busy:
                 problems.append(Violation(HUMAN_ACTIONS, f"{what} on a job in state {state!r} was refused: {exc}"))
             if self._inspect() != before:
                 problems.append(Violation(HUMAN_ACTIONS, f"{what} was refused but changed the database"))
             if problems:
                 self._fail(problems)
-            return f"refused ({exc})"
+            return f"refused as busy ({exc})" if busy else f"refused ({exc})"
         if not legal:
             where = "an unknown job" if state is None else f"a job in state {state!r}"
             self._fail([Violation(HUMAN_ACTIONS, f"{what} on {where} was accepted")])
@@ -275,6 +292,54 @@ class Histories(RuleBasedStateMachine):
         self._count_interruptions({worker, SECOND})
         return f"{exit_kind} at {point.id} (after durable write {scaled // POSITIONS} of {len(segments) - 1})"
 
+    # -- frozen workers -----------------------------------------------------------------------------
+    def _pause(self, event: Pause) -> str:
+        if event.worker in self.frozen:
+            return f"ignored: {event.worker} is frozen already"
+        phase = "sender" if event.worker == SENDER else "worker"
+        self.kills += 1
+        tag = f"doomed-{self.kills}"
+        segments = record(self.env, event.worker, phase, tag)
+        if len(segments) < 2:
+            self.env.bury(event.worker)
+            return "nothing to freeze: that iteration writes nothing"
+        scaled = event.at * len(segments)
+        segment = segments[scaled // POSITIONS]
+        point = segment[(scaled % POSITIONS) * len(segment) // POSITIONS]
+        self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
+        frozen = pause(self.env, event.worker, phase, tag, point)
+        if isinstance(frozen, str):
+            if frozen.startswith("raised"):
+                self._count_interruptions({event.worker, SECOND})
+            return frozen
+        frozen.leases = [
+            (job_id, job.state, job.lease_owner, job.lease_until)
+            for job_id, job in self._inspect().jobs.items()
+            if job.lease_owner == event.worker and job.state in self.working and job.lease_until is not None
+        ]
+        self.frozen[event.worker] = frozen
+        return f"frozen at {point.id} (after durable write {scaled // POSITIONS} of {len(segments) - 1})"
+
+    def _resume(self, event: Resume) -> str:
+        frozen = self.frozen.pop(event.worker, None)
+        if frozen is None:
+            return f"ignored: {event.worker} is not frozen"
+        outcome = resume(self.env, frozen)
+        if outcome.startswith("raised"):
+            self._count_interruptions({event.worker, SECOND})
+        return f"woke at {frozen.point.id} and {outcome}"
+
+    def _count_frozen_expiries(self) -> None:
+        """A frozen worker's step is interrupted once its lease runs out: another worker may take
+        the job and pay for that step again (and the woken worker may pay once more, wasted)."""
+        now = self.clock.now()
+        for frozen in self.frozen.values():
+            for lease in frozen.leases:
+                job_id, state, _, until = lease
+                if now >= until and lease not in self.counted:
+                    self.counted.add(lease)
+                    self.interruptions[(job_id, self.working[state])] += 1
+
     def _count_interruptions(self, owners: set[str]) -> None:
         """Steps whose worker died mid-step: each may be paid for once more."""
         for job_id, job in self._inspect().jobs.items():
@@ -290,8 +355,13 @@ class Histories(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             if self.ok:
+                for worker in list(self.frozen):  # a history ends with every frozen worker woken
+                    self.log.append(f"{len(self.log) + 1}. at the end: {self._resume(Resume(worker))}")
                 self._drain_and_check()
         finally:
+            for frozen in self.frozen.values():  # after a failure: never left stopped
+                abandon_frozen(frozen)
+            self.frozen.clear()
             self.env.close()
             self.world.close()
             release = getattr(self.adapter, "release", None)  # an adapter's cached reader, if any

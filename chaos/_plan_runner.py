@@ -34,7 +34,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._invariants import INVARIANTS, Violation
-from ._machine_faults import CHECKS, KIND_OF, expand, libfiu_missing, machine_points, run_machine_fault, run_preloaded, small_pages
+from ._machine_faults import (
+    CHECKS,
+    KIND_OF,
+    expand,
+    libfiu_missing,
+    machine_points,
+    refuse_on_a_server,
+    run_machine_fault,
+    run_preloaded,
+    small_pages,
+)
 from ._plans import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Expect, FaultSpec, Plan, PlanError, ScriptedScenario
 from ._points import Point, Recorder
 from ._sandbox import Sandbox
@@ -117,6 +127,10 @@ def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int, faults:
         faults=tuple(_fault(f) for f in section.faults),
         second_worker=section.second_worker,
     )
+    try:
+        refuse_on_a_server(machine_kinds(faults), None, adapter)  # a full disk or libfiu act on SQLite files only
+    except ValueError as exc:
+        raise PlanError(f"{plan.path}: {exc} (in a fault plan: leave them out of its key 'points.fault', or of --chaos-faults)") from None
     os.makedirs(workdir, exist_ok=True)
     family = prepare(small_pages(adapter) if machine_kinds(faults) else adapter, scenario, workdir, seed=seed, deep=section.deep)
     if section.phase == "sender":

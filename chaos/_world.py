@@ -178,6 +178,11 @@ class World:
     def pending_faults(self) -> list[Fault]:
         return list(self._faults)
 
+    def discard(self, fault: Fault) -> None:
+        """Another process used ``fault`` up: this one's copy of it goes too (if still armed)."""
+        if not fault.sticky and fault in self._faults:
+            self._faults.remove(fault)
+
     def take_fault(self, task: str) -> Fault | None:
         for index, fault in enumerate(self._faults):
             if fault.task is None or fault.task == task:

@@ -15,7 +15,8 @@ import pytest
 
 import engine
 from chaos import ReferenceAdapter
-from chaos._events import Advance, Arm, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Run, Send, Submit
+from chaos._events import Advance, Arm, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Pause, Resume, Run, Send, Submit
+from chaos._adapter import load_adapter
 from chaos._histories import InvariantViolated, machine_for
 from chaos.machine import PROFILES, explore, replay_command, state_machine_test
 from hypothesis import Phase, settings
@@ -265,3 +266,88 @@ def test_an_unknown_profile_or_kill_mode_is_refused_with_the_choices():
         explore(profile="weekly")
     with pytest.raises(ValueError, match="must be a non-empty selection of: fork, inprocess"):
         machine_for(ReferenceAdapter(), modes=("thread",))
+
+
+# -- frozen workers ---------------------------------------------------------------------------------
+MID_EXTRACT = 1500  # a pause point of the first iteration inside the extract step, lease held
+
+
+def _process_state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_pause_freezes_a_real_process_holding_its_lease_and_a_resume_lets_it_finish(history):
+    machine = history()
+    line = step(machine, Pause("w1", MID_EXTRACT))
+    assert "frozen at " in line, line
+    frozen = machine.frozen["w1"]
+    assert _process_state(frozen.pid) == "T"  # stopped by SIGSTOP, still holding its lease
+    assert [(job, state) for job, state, _, _ in frozen.leases] == [("doc-1", "extracting")]
+    assert step(machine, Run("w1")).endswith("ignored: w1 is frozen")
+    assert step(machine, Run("w2")).endswith(": idle")  # the lease is valid: nothing to take
+    assert "woke at " in step(machine, Resume("w1")) and "finished its iteration" in machine.log[-1]
+    assert machine.frozen == {}
+    assert machine.adapter.inspect(machine.env.db).jobs["doc-1"].state == "delivered"
+    machine._drain_and_check()
+
+
+def test_a_frozen_workers_expired_lease_counts_one_interruption_and_its_fenced_writes_are_refused(history):
+    machine = history()
+    step(machine, Pause("w1", MID_EXTRACT))
+    step(machine, Advance(300))  # past the frozen worker's lease
+    assert sum(machine.interruptions.values()) == 1
+    assert step(machine, Run("w2")).endswith(": done")  # takes the job over and finishes it
+    step(machine, Resume("w1"))  # wakes to a lost lease: may pay once more, commits nothing
+    machine._drain_and_check()
+    calls = [c for c in machine.world.calls() if c.step == "extract"]
+    assert len(calls) <= 2
+
+
+def test_a_worker_frozen_in_a_write_transaction_makes_the_others_back_off_as_busy(history):
+    # Find a point inside a write transaction: the other worker's claim must come back busy.
+    for at in range(0, 4096, 61):
+        machine = history(jobs=2)
+        if "frozen at " in step(machine, Pause("w1", at)) and step(machine, Run("w2")).endswith(": busy"):
+            break
+    else:
+        pytest.fail("no pause point held the write lock")
+    assert "refused as busy" in step(machine, Submit("doc-3"))  # changes nothing, says so
+    step(machine, Resume("w1"))
+    machine._drain_and_check()
+
+
+def test_a_history_ends_with_frozen_workers_woken_and_a_failed_one_leaves_no_stopped_process(history):
+    machine = history()
+    step(machine, Pause("w1", MID_EXTRACT))
+    machine.teardown()  # wakes w1, drains, checks at rest
+    assert machine.frozen == {} and any("at the end: woke at" in line for line in machine.log)
+    failed = history()
+    step(failed, Pause("w1", MID_EXTRACT))
+    pid = failed.frozen["w1"].pid
+    failed.ok = False
+    failed.teardown()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped, not left stopped
+
+
+def test_a_claim_that_ignores_a_live_lease_is_caught_by_a_history_with_a_frozen_worker(history):
+    program = [Pause("w1", MID_EXTRACT), Run("w2"), Resume("w1")]
+    clean = history()
+    for event in program:
+        step(clean, event)
+    clean._drain_and_check()
+    buggy = history(load_adapter("tests.quality.variants:ClaimIgnoresLiveLease"))
+    with pytest.raises(InvariantViolated) as caught:
+        for event in program:
+            step(buggy, event)
+        buggy._drain_and_check()
+    assert "bounded-spend" in {v.invariant for v in caught.value.violations}, str(caught.value)
+
+
+def test_pauses_are_drawn_only_when_kills_may_fork():
+    from chaos._events import events
+
+    inprocess = events(["inprocess"])
+    with_fork = events(["fork", "inprocess"])
+    assert "Pause" not in repr(inprocess) and "Pause" in repr(with_fork)
