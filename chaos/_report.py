@@ -257,7 +257,9 @@ def render_html(summary: Summary) -> str:
         ("held", s.held, "held", "good"),
         ("violated", s.violated, "violated", "bad" if s.violated else "good"),
         ("wasted", s.wasted, "wasted calls", ""),
-        ("coverage", f"{percent}%", f"crash coverage ({hit}/{total} lines)", ""),
+        # A fault of the machine neither kills nor freezes at its point: it covers no line.
+        ("coverage", f"{percent}%", f"crash coverage ({hit}/{total} lines)", "") if set(s.by_fault()) - set(MACHINE_KIND_OF) or not s.points
+        else ("coverage", "\u2013", "crash coverage (no point killed or frozen)", ""),
         ("scenarios", f"{passed}/{len(s.scenarios)}", "scenarios passed", "bad" if passed < len(s.scenarios) else "good"),
     ]
     parts = [

@@ -238,6 +238,7 @@ def test_a_report_with_faults_of_the_machine_renders_their_counts_and_outcomes_i
         for key, value in (("scenarios", n), ("held", held), ("violated", violated), ("showed", f"{showed} of {n}")):
             assert re.search(rf'id="fault-{kind}-{key}">{value}<', dom), (kind, key)
     assert "another process holds the write lock from the point on" in dom  # what each kind does, in its row
+    assert re.search(r'id="count-coverage">\u2013<', dom)  # no point was killed or frozen: no crash coverage to show
     first_bad = re.search(r'<tr class="violated" id="(f\d+-L\d+)"', dom).group(1)
     opened = _run_chromium(binary, tmp_path / "profile", "--dump-dom", f"{report.as_uri()}#{first_bad}").stdout
     row = opened[opened.index(f'id="{first_bad}"') :].split("</tr>", 1)[0]
