@@ -300,9 +300,9 @@ def _faults(s: Summary) -> list[str]:
     if not rows:
         return []
     out = ['<section id="faults"><h2>By fault kind</h2><table class="plans faults">',
-           "<tr><th>fault</th><th>what happens at the point</th><th>scenarios</th><th>held</th><th>violated</th>"
-           "<th>wasted calls</th><th>of them without a valid lease</th><th>other worker blocked</th>"
-           "<th>the fault showed</th></tr>"]
+           ("<tr><th>fault</th><th>what happens at the point</th><th>scenarios</th><th>held</th><th>violated</th>"
+            "<th>wasted calls</th><th>of them without a valid lease</th><th>other worker blocked</th>"
+            "<th>the fault showed</th></tr>")]
     for kind, row in rows.items():
         tone = "bad" if row["violated"] else "good"
         count = str(row["scenarios"]) + (f' of {row["pairs_possible"]} pairs' if "pairs_possible" in row else "")
