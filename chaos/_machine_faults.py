@@ -144,10 +144,6 @@ ON_A_SERVER_REFUSED = {
         "not the disk"
     ),
 }
-ON_A_SERVER_FIX = (
-    "run them on SQLite (python -m chaos matrix --faults disk,io, without --db or --backend postgresql); "
-    "lock, clock and damage run on PostgreSQL"
-)
 
 
 def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -> None:
@@ -158,10 +154,10 @@ def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -
 
     >>> refuse_on_a_server(["lock-held", "clock-skew"], "postgresql://admin@db.test/postgres")
     >>> refuse_on_a_server(["disk-full"], None)   # SQLite files: every kind runs
-    >>> refuse_on_a_server(["io-eio"], "postgresql://admin@db.test/postgres")
+    >>> refuse_on_a_server(["io-eio"], "postgresql://admin@db.test/postgres")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: the io fault kind (io-eio) cannot run on PostgreSQL: libfiu makes ...
+    ValueError: the io fault kind (io-eio) cannot run on PostgreSQL: libfiu makes ... run io on SQLite (...)...
     """
     on_a_server = db is not None or (target is not None and not isinstance(target, str) and getattr(target, "template_db", None) is not None)
     if not on_a_server:
@@ -173,7 +169,11 @@ def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -
             f"{ON_A_SERVER_REFUSED[kind]}"
             for kind in kinds
         )
-        raise ValueError(f"{reasons}. Leave {' and '.join(kinds)} out of --faults here and {ON_A_SERVER_FIX}")
+        named = " and ".join(kinds)
+        raise ValueError(
+            f"{reasons}. Leave {named} out of --faults here and run {named} on SQLite (python -m chaos matrix "
+            f"--faults {','.join(kinds)}, without --db or --backend postgresql); lock, clock and damage run on PostgreSQL"
+        )
 
 
 def machine_scenarios() -> list[Scenario]:

@@ -114,7 +114,8 @@ def test_disk_and_io_faults_are_refused_on_postgresql_with_the_reason_and_the_fi
         message = str(refused.value)
         assert f"the {kind} fault kind ({subs}) cannot run on PostgreSQL" in message
         assert "the server, not the worker, writes the database files" in message or "the worker writes no database file" in message
-        assert "run them on SQLite" in message and "lock, clock and damage run on PostgreSQL" in message
+        assert f"run {kind} on SQLite (python -m chaos matrix --faults {kind}, without --db" in message
+        assert "lock, clock and damage run on PostgreSQL" in message
     assert _databases(pg_server) == set()
 
 
