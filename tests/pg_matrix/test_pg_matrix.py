@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 import random
-import tempfile
 from contextlib import redirect_stdout
 
 import psycopg
@@ -49,11 +48,11 @@ def _family(adapter, name, workdir):
 
 
 @pytest.mark.parametrize("variant", PLANTED, ids=lambda v: v.__name__)
-def test_a_planted_bug_re_expressed_on_postgresql_is_caught_by_the_same_invariant(pg_server, variant):
+def test_a_planted_bug_re_expressed_on_postgresql_is_caught_by_the_same_invariant(pg_server, variant, tmp_path):
     """Killed at each hit of the planted line (the window the bug opens), the variant violates
     the invariant its SQLite twin does."""
     adapter = variant(pg_server.url())
-    workdir = tempfile.mkdtemp(prefix="crashgate-pgm-")
+    workdir = str(tmp_path)
     family = _family(adapter, variant.families[0], workdir)
     try:
         window = [p for p in family.points if variant.bug_line in open(p.file).read().splitlines()[p.line - 1]]
@@ -69,7 +68,7 @@ def test_a_planted_bug_re_expressed_on_postgresql_is_caught_by_the_same_invarian
         assert invariant in found, f"{variant.__name__}: expected {invariant}, saw {sorted(found)}"
 
 
-def test_a_sampled_pause_run_holds_and_a_frozen_lock_holder_is_resumed(pg_server):
+def test_a_sampled_pause_run_holds_and_a_frozen_lock_holder_is_resumed(pg_server, tmp_path):
     """Sampled pauses hold; at points where the frozen worker holds an open transaction (row
     locks), the other worker backs off within its lock timeout and the frozen one finishes."""
     adapter = PostgresReferenceAdapter(pg_server.url())
@@ -77,7 +76,7 @@ def test_a_sampled_pause_run_holds_and_a_frozen_lock_holder_is_resumed(pg_server
     assert report.violations == 0, [str(v) for r in report.results for v in r.outcome.violations][:5]
     assert {r.fault for r in report.results} == {"pause-live", "pause-expired"}
 
-    workdir = tempfile.mkdtemp(prefix="crashgate-pgm-")
+    workdir = str(tmp_path)
     family = _family(adapter, "clean", workdir)
     try:
         inside = [i for i, between in enumerate(family.between) if not between]
@@ -93,10 +92,10 @@ def test_a_sampled_pause_run_holds_and_a_frozen_lock_holder_is_resumed(pg_server
     assert _databases(pg_server) == set()
 
 
-def test_writes_are_attributed_to_the_session_that_made_them(pg_url):
+def test_writes_are_attributed_to_the_session_that_made_them(pg_url, tmp_path):
     adapter = PostgresReferenceAdapter()
     adapter.create(pg_url, attribute_writers=True)
-    directory = tempfile.mkdtemp(prefix="crashgate-pgm-")
+    directory = str(tmp_path)
     from chaos._clock import SharedClock
 
     clock = SharedClock(1_700_000_000.0)
