@@ -228,8 +228,8 @@ def run_matrix(
 
     Pauses run once per pause class, the points with no visible operation between them (see
     :func:`chaos._points.pause_classes`): every point gets a result, those of a class share the
-    outcome of its first point, named in ``same_as``. ``exhaustive`` pauses at every point.
-    Crashes always run at every point.
+    outcome of its first point, named in ``same_as``. ``exhaustive`` pauses at every point, and
+    so does a ``sample`` (of points, each one run). Crashes always run at every point.
     """
     started = time.perf_counter()
     faults = tuple(faults)
@@ -308,7 +308,7 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
                 work += [("crash", scenario.name, i, -1) for i in singles]
             elif fault == "pause" and not machine_only:
                 firsts = singles
-                if not exhaustive and not point:
+                if not exhaustive and not point and sample is None:  # a sample is of points, each run
                     classes = family.classes or list(range(len(family.points)))
                     firsts = sorted({classes[i] for i in singles})
                     for i in singles:
