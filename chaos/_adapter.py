@@ -82,6 +82,7 @@ class OutboxView:
     job_id: str
     kind: str
     sent_at: float | None
+    next_attempt_at: float | None = None  # when the sender may try it (again)
 
     @property
     def key(self) -> str:
@@ -194,6 +195,7 @@ class ReferenceSession:
     def set_busy_timeout(self, seconds: float) -> None:
         """How long this session's writes wait for a lock held by another process."""
         self.store.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")  # an int we computed
+        self.store.busy_timeout_s = seconds  # what its StoreBusy message says it waited
 
     def send_outbox(self) -> int:
         return self._send_outbox(self.store, self.world.sender, clock=self.clock, rng=self.rng).sent
@@ -233,9 +235,9 @@ class ReferenceAdapter:
     # What a person's action may answer instead of acting: refused (illegal now, no such job) or
     # "the database is busy, try again"; none of them changes anything.
     human_errors: tuple[type[BaseException], ...] = (engine.IllegalAction, engine.UnknownJob, engine.StoreBusy)
-    # What any write may answer while another process holds the write lock (a frozen worker):
-    # "busy, try again later", having changed nothing.
-    busy_errors: tuple[type[BaseException], ...] = (engine.StoreBusy,)
+    # What any write may answer when the database cannot take it now (another process holds the
+    # write lock, the disk is full): "try again later", having changed nothing.
+    unavailable_errors: tuple[type[BaseException], ...] = (engine.StoreBusy, engine.StoreFailed)
 
     def __init__(self) -> None:
         self._table: Workflow | None = None
@@ -318,7 +320,7 @@ class ReferenceAdapter:
             snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
             snap.memos = {(r[0], r[1]): r[2] for r in conn.execute("SELECT job_id, step, output FROM step_result")}
             snap.memo_changes = [tuple(r) for r in conn.execute("SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq")]  # type: ignore[misc]
-            snap.outbox = [OutboxView(*r) for r in conn.execute("SELECT id, job_id, kind, sent_at FROM outbox ORDER BY id")]
+            snap.outbox = [OutboxView(*r) for r in conn.execute("SELECT id, job_id, kind, sent_at, next_attempt_at FROM outbox ORDER BY id")]
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chaos_write'").fetchone():
                 snap.writes = [tuple(r) for r in conn.execute("SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq")]  # type: ignore[misc]
             return snap

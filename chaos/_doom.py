@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import gc
 import json
+import mmap
 import os
 import random
 import shutil
 import signal
 import sqlite3
+import struct
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -35,7 +37,7 @@ from typing import Any, Callable
 from engine import FakeClock
 
 from ._points import Killer, Point, Recorder
-from ._scenario import EXIT_ERROR, EXIT_NOT_REACHED, EXIT_RESUMED, Abandon
+from ._scenario import EXIT_ERROR, EXIT_NOT_REACHED, EXIT_RESUMED, Abandon, _store_conn
 from ._world import Fault, World
 
 __all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND"]
@@ -69,6 +71,10 @@ class Env:
         # Once a worker may be frozen holding the write lock, every session waits this long at
         # most for it, then backs off (None: the adapter's own busy timeout).
         self.busy_timeout_s: float | None = None
+        # While the disk is "full": no connection of a session may grow the database past this
+        # many pages (SQLite's max_page_count). Shared memory: a frozen child sees, when it
+        # wakes, whether the disk filled or was freed meanwhile (0: no limit).
+        self._pages = _SharedInt()
 
     def session(self, worker_id: str) -> Any:
         session = self.sessions.get(worker_id)
@@ -77,8 +83,25 @@ class Env:
             session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
             if self.busy_timeout_s is not None and hasattr(session, "set_busy_timeout"):
                 session.set_busy_timeout(self.busy_timeout_s)
+            if self.page_limit is not None:
+                _limit_pages(session, self.page_limit)
             self.sessions[worker_id] = session
         return session
+
+    @property
+    def page_limit(self) -> int | None:
+        return self._pages.get() or None
+
+    def limit_pages(self, pages: int | None) -> bool:
+        """Fill the disk at ``pages`` pages for this env's sessions (open and future, and those
+        of frozen children when they wake), or (None) free it again. False if a session's
+        database is not a SQLite connection."""
+        self._pages.set(pages or 0)
+        return self.apply_page_limit()
+
+    def apply_page_limit(self) -> bool:
+        """Give this process's open sessions the page limit in force now."""
+        return all([_limit_pages(session, self.page_limit) for session in self.sessions.values()])
 
     def shorten_busy_timeout(self, seconds: float) -> None:
         """From now on, this env's sessions (open and future) back off after ``seconds`` of waiting."""
@@ -91,6 +114,7 @@ class Env:
         """The env a forked or abandoned iteration runs in: this one's files, clock and world."""
         env = Env(self.adapter, self.directory, self.clock, self.world, tag, db=self.db)
         env.busy_timeout_s = self.busy_timeout_s
+        env._pages = self._pages
         return env
 
     def bury(self, worker_id: str) -> None:
@@ -133,6 +157,32 @@ class Env:
         for session in self.sessions.values():
             close_quietly(session)
         self.sessions.clear()
+
+
+class _SharedInt:
+    """An integer in an anonymous shared page: a parent and the children it forks share it."""
+
+    def __init__(self) -> None:
+        self._page = mmap.mmap(-1, _INT.size)
+
+    def get(self) -> int:
+        return _INT.unpack_from(self._page, 0)[0]
+
+    def set(self, value: int) -> None:
+        _INT.pack_into(self._page, 0, int(value))
+
+
+_INT = struct.Struct("q")
+# SQLite's own ceiling for max_page_count: asking for it lifts any limit set before.
+PAGES_UNLIMITED = 0xFFFFFFFE
+
+
+def _limit_pages(session: Any, pages: int | None) -> bool:
+    conn = _store_conn(session)
+    if not isinstance(conn, sqlite3.Connection):
+        return False
+    conn.execute(f"PRAGMA max_page_count = {int(pages if pages is not None else PAGES_UNLIMITED)}")  # an int
+    return True
 
 
 class _DieAtDelivery:
@@ -369,6 +419,8 @@ class Frozen:
     fd: int
     point: Point
     leases: list[tuple[str, str, str, float]] = field(default_factory=list)  # (job, state, owner, until) held when it stopped
+    paused_at: float = 0.0  # the clock when it stopped
+    calls_before: int = 0  # paid calls in the world's ledger when it stopped
     pending: bytes = b""
 
 
@@ -438,6 +490,7 @@ def _frozen_child(main: Env, worker: str, phase: str, tag: str, point: Point, fd
 
     def stop() -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
+        env.apply_page_limit()  # woken: the disk may have filled, or been freed, meanwhile
 
     iteration = _iteration(main, env, worker, phase, None, stop)
     with Killer(main.adapter.trace_paths(), point, stop) as killer:

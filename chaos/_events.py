@@ -5,8 +5,9 @@ person can read (``state.step(event=Run(worker='w1', kill=Kill(at=2047, mode='fo
 shrinks it field by field: a kill towards the first crash point, a clock jump towards 1 s, any
 event towards ``Advance(seconds=1)``, the one that changes least.
 
-All events are drawn by one rule (runs and sends with twice the odds of the others) rather than
-one rule each: Hypothesis's "swarm"
+All events are drawn by one rule (runs with three times the odds of most others, sends and
+armed faults with twice; the machine's faults and heals, pauses and resumes share one draw)
+rather than one rule each: Hypothesis's "swarm"
 selection switches most rules off in many examples, and a history with no runs, or only clock
 jumps, tests nothing here.
 
@@ -27,10 +28,12 @@ __all__ = [
     "Advance",
     "Arm",
     "Event",
+    "Heal",
     "Human",
     "Kill",
     "KillAfterDelivery",
     "KillBeforeDelivery",
+    "Machine",
     "Pause",
     "Resume",
     "Run",
@@ -44,6 +47,7 @@ __all__ = [
     "FAULT_TASKS",
     "WORKERS",
     "FREEZABLE",
+    "MACHINE_FAULTS",
 ]
 
 JOB_IDS = ("doc-1", "doc-2", "doc-3", "doc-4", "doc-5")  # a small pool: duplicates and conflicts happen
@@ -71,6 +75,8 @@ ACTIONS = ("requeue", "resolve reverify", "resolve cancel", "cancel")
 # the iteration reached: it shrinks towards the first point, whatever the iteration's length.
 POSITIONS = 1 << 12
 ADVANCE_S_MAX = 300
+# Faults of the machine a history can suffer (see :class:`Machine`).
+MACHINE_FAULTS = ("disk-full", "lock-held", "clock-back")
 DELIVERIES_BEFORE_KILL_MAX = 3
 
 
@@ -161,11 +167,26 @@ class Resume:
     worker: str
 
 
-Event = Union[Advance, Run, Send, Submit, Arm, Human, Pause, Resume]
+@dataclass(frozen=True)
+class Machine:
+    """A fault of the machine itself, present until a :class:`Heal` (or the end of the history):
+    ``disk-full`` (no new database page can be written: SQLite's max_page_count at the current
+    size on every connection of the workers), ``lock-held`` (another connection holds the write
+    lock), ``clock-back`` (every clock steps back an hour at once; a heal does not undo it)."""
+
+    fault: str
+
+
+@dataclass(frozen=True)
+class Heal:
+    """The machine's faults go away: space is freed, the write lock released."""
+
+
+Event = Union[Advance, Run, Send, Submit, Arm, Human, Pause, Resume, Machine, Heal]
 
 
 def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
-    """Every event (runs and sends twice as often as the others); kills use the given ``modes``.
+    """Every event (runs three times as often as most others); kills use the given ``modes``.
     Pauses (and resumes) come with ``fork`` among the modes: only a process can be frozen.
 
     Events with few possible values are drawn whole from a list (one choice, cheap to draw and
@@ -183,14 +204,16 @@ def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
     def send() -> st.SearchStrategy[Send]:
         return st.builds(Send, kill=kill | around_delivery)
 
-    # Runs and sends twice as often: they (and their kills) are what the other events prepare.
+    # Runs three times as often, sends twice: they (and their kills) are what the other events
+    # prepare, and a third run keeps their share where it was before pauses and machine faults.
     # (Two equal strategy objects would count once: one_of drops repeats of the same object.)
-    frozen: list[st.SearchStrategy[Event]] = []
+    # The machine's faults and heals, and (when kills fork) pauses and resumes, share one branch:
+    # together as likely as one fault armed.
+    machine: st.SearchStrategy[Event] = st.sampled_from([Machine(fault) for fault in MACHINE_FAULTS] + [Heal()] * len(MACHINE_FAULTS))
     if "fork" in modes:
-        frozen = [
-            st.builds(Pause, worker=st.sampled_from(FREEZABLE), at=st.integers(0, POSITIONS - 1)),
-            st.sampled_from([Resume(worker) for worker in FREEZABLE]),
-        ]
+        machine = machine | st.builds(Pause, worker=st.sampled_from(FREEZABLE), at=st.integers(0, POSITIONS - 1)) | st.sampled_from(
+            [Resume(worker) for worker in FREEZABLE]
+        )
     return st.one_of(
         st.builds(Advance, seconds=st.integers(1, ADVANCE_S_MAX)),
         run(),
@@ -201,5 +224,6 @@ def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
         st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
         st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
         st.sampled_from([Human(action, job) for action in ACTIONS for job in JOB_IDS]),
-        *frozen,
+        machine,
+        run(),
     )

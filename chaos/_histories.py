@@ -22,6 +22,7 @@ import inspect
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections import Counter
 from typing import Any, Callable, Iterable
@@ -32,11 +33,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from ._adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from ._clock import SharedClock
 from ._doom import SECOND, Env, Frozen, abandon_frozen, kill, pause, record, resume
-from ._events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Pause, Resume, Run,
-                      Send, Submit, events)
+from ._events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine,
+                      Pause, Resume, Run, Send, Submit, events)
 from ._invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
+from ._machine_faults import small_pages
 from ._matrix import scratch_dir
-from ._scenario import BACKOFF_JUMP_S, ITERATIONS_PER_ROUND_MAX, MODES, RECOVERY_ROUNDS_MAX, T0
+from ._scenario import BACKOFF_JUMP_S, ITERATIONS_PER_ROUND_MAX, MODES, RECOVERY_ROUNDS_MAX, T0, due_at
 from ._world import Fault, World
 
 __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS"]
@@ -52,6 +54,10 @@ LOG_LINES_MAX = 60
 # may hold, then backs off (run_once answers "busy", a submit or a person's action is refused as
 # busy, having changed nothing).
 FROZEN_BUSY_TIMEOUT_S = 0.05
+CLOCK_STEP_BACK_S = 3600.0
+# Outcomes of an iteration that gave up on the database mid-step: the step's work may be lost,
+# and paid for again once the lease runs out.
+GAVE_UP = ("busy", "unavailable")
 HUMAN_ACTIONS = "human-actions"
 HUMAN_ACTIONS_DOC = (
     "An illegal human action (requeue, resolve, cancel) raises the engine's clear error and changes "
@@ -105,8 +111,9 @@ class Histories(RuleBasedStateMachine):
         self.working = {w: step for step, (w, _) in self.step_states.items()}
         self.failed_states = {s for s in self.settled if self.table.get(s) and s != NEEDS_HUMAN}
         self.human_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "human_errors", ()))
-        self.busy_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "busy_errors", ()))
+        self.unavailable_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "unavailable_errors", ()))
         self.frozen: dict[str, Frozen] = {}
+        self.held_lock: Any = None  # another connection in BEGIN IMMEDIATE (lock-held)
         self.humane = all(hasattr(self.env.session(OPS), verb) for verb in ("requeue", "resolve", "cancel"))
         self.submitted: dict[str, str] = {}
         self.interruptions: Counter = Counter()
@@ -176,7 +183,12 @@ class Histories(RuleBasedStateMachine):
         if event.worker in self.frozen:
             return f"ignored: {event.worker} is frozen"
         if event.kill is None:
-            return self._survive(event.worker, lambda: str(self.env.session(event.worker).run_once()))
+            outcome = self._survive(event.worker, lambda: str(self.env.session(event.worker).run_once()))
+            # A step whose commit failed (a full disk, a held lock) is lost, not its lease: it is
+            # paid for again once the lease runs out. So is the step a slow call's second worker
+            # left that way (its loop has ended).
+            self._count_interruptions({SECOND, event.worker} if outcome in GAVE_UP else {SECOND})
+            return outcome
         return self._kill_at_point(event.worker, "worker", event.kill)
 
     def _send(self, event: Send) -> str:
@@ -207,10 +219,10 @@ class Histories(RuleBasedStateMachine):
         before = self._inspect()
         try:
             self.env.session(CLIENT).submit(job, body)
-        except self.busy_errors as exc:
+        except self.unavailable_errors as exc:
             if self._inspect() != before:
-                self._fail([Violation("idempotent-submit", f"submitting {job!r} was refused as busy but changed the database")])
-            return f"refused as busy ({exc})"
+                self._fail([Violation("idempotent-submit", f"submitting {job!r} was refused ({exc}) but changed the database")])
+            return f"refused, the database unavailable ({exc})"
         except self.adapter.conflict_errors as exc:
             problems = []
             if known is None or known == body_json:
@@ -249,16 +261,16 @@ class Histories(RuleBasedStateMachine):
         legal = self._legal(verb, state)
         try:
             getattr(self.env.session(OPS), verb)(event.job, *([resolution] if resolution else []))
-        except self.human_errors as exc:
+        except self.human_errors + self.unavailable_errors as exc:
             problems = []
-            busy = isinstance(exc, self.busy_errors)  # not a refusal: the database was busy
+            busy = isinstance(exc, self.unavailable_errors)  # not a refusal: the database could not take it now
             if legal and not busy:
                 problems.append(Violation(HUMAN_ACTIONS, f"{what} on a job in state {state!r} was refused: {exc}"))
             if self._inspect() != before:
                 problems.append(Violation(HUMAN_ACTIONS, f"{what} was refused but changed the database"))
             if problems:
                 self._fail(problems)
-            return f"refused as busy ({exc})" if busy else f"refused ({exc})"
+            return f"refused, the database unavailable ({exc})" if busy else f"refused ({exc})"
         if not legal:
             where = "an unknown job" if state is None else f"a job in state {state!r}"
             self._fail([Violation(HUMAN_ACTIONS, f"{what} on {where} was accepted")])
@@ -309,14 +321,17 @@ class Histories(RuleBasedStateMachine):
         self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
         frozen = pause(self.env, event.worker, phase, tag, point)
         if isinstance(frozen, str):
-            if frozen.startswith("raised"):
-                self._count_interruptions({event.worker, SECOND})
+            # It ended first: raised, or gave up mid-step (a full disk, a held lock), leaving
+            # the step to be paid for again once its lease runs out.
+            self._count_interruptions({event.worker, SECOND})
             return frozen
         frozen.leases = [
             (job_id, job.state, job.lease_owner, job.lease_until)
             for job_id, job in self._inspect().jobs.items()
             if job.lease_owner == event.worker and job.state in self.working and job.lease_until is not None
         ]
+        frozen.paused_at = self.clock.now()
+        frozen.calls_before = len(self.world.calls())
         self.frozen[event.worker] = frozen
         return f"frozen at {point.id} (after durable write {scaled // POSITIONS} of {len(segments) - 1})"
 
@@ -324,10 +339,76 @@ class Histories(RuleBasedStateMachine):
         frozen = self.frozen.pop(event.worker, None)
         if frozen is None:
             return f"ignored: {event.worker} is not frozen"
+        woke_at, calls_at_wake = self.clock.now(), len(self.world.calls())
         outcome = resume(self.env, frozen)
-        if outcome.startswith("raised"):
-            self._count_interruptions({event.worker, SECOND})
+        self._count_interruptions({event.worker, SECOND})  # as for a pause that ended first
+        self._count_pause_interruptions(frozen, woke_at, calls_at_wake)
         return f"woke at {frozen.point.id} and {outcome}"
+
+    # -- faults of the machine --------------------------------------------------------------------
+    def _machine(self, event: Machine) -> str:
+        if event.fault == "clock-back":
+            self.clock.set(self.clock.now() - CLOCK_STEP_BACK_S)
+            return f"every clock stepped back {CLOCK_STEP_BACK_S:.0f} s"
+        if _server_side(self.adapter):
+            return f"ignored: {event.fault} acts on a SQLite file, and this adapter's database is on a server"
+        if event.fault == "disk-full":
+            if self.env.page_limit is not None:
+                return "ignored: the disk is full already"
+            pages = _page_count(self.env.db)
+            self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
+            if not self.env.limit_pages(pages):
+                self.env.limit_pages(None)
+                return "ignored: the adapter's sessions have no SQLite connection to fill the disk of"
+            return f"the disk is full at {pages} pages"
+        if self.held_lock is not None:
+            return "ignored: the write lock is held already"
+        self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
+        conn = sqlite3.connect(self.env.db, timeout=FROZEN_BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # a frozen worker holds it: nothing more to inject
+            conn.close()
+            return "ignored: a frozen worker holds the write lock"
+        self.held_lock = conn
+        return "another connection holds the write lock"
+
+    def _heal(self, event: Heal) -> str:
+        healed = []
+        if self.env.page_limit is not None:
+            self.env.limit_pages(None)
+            healed.append("space freed")
+        if self.held_lock is not None:
+            self.held_lock.execute("ROLLBACK")
+            self.held_lock.close()
+            self.held_lock = None
+            healed.append("lock released")
+        return ", ".join(healed) or "nothing to heal"
+
+    def _count_pause_interruptions(self, frozen: Frozen, woke_at: float, calls_at_wake: int) -> None:
+        """A pause interrupts the step the frozen worker was in at most once, and only where the
+        pause cost it its lease (a stolen live lease stays a violation):
+
+        * frozen past its lease, it may pay once more after it wakes, before it finds the lease
+          gone: a call it makes without a valid lease;
+        * the pause ate the step's time, so its lease ran out after it woke (renewal stops at the
+          step's deadline) and another worker took the step over: a call by another worker
+          after it woke.
+
+        Neither counts where the lease was seen expiring while it was frozen (counted then).
+        """
+        seen = {(job, self.working[state]) for job, state, _, until in frozen.leases if (job, state, frozen.worker, until) in self.counted}
+        held = {(job, self.working[state]): until for job, state, _, until in frozen.leases}
+        for seq, call in enumerate(self.world.calls()[frozen.calls_before:], start=frozen.calls_before):
+            key = (call.job_id, call.step)
+            # Frozen past its lease: the one it held then (or, where it held none the harness could
+            # see, one whole lease).
+            expired = woke_at >= held[key] if key in held else woke_at - frozen.paused_at >= self.adapter.lease_s
+            zombie = call.worker == frozen.worker and not call.lease_valid and expired
+            taken_over = key in held and call.worker != frozen.worker and seq >= calls_at_wake
+            if (zombie or taken_over) and key not in seen:
+                seen.add(key)
+                self.interruptions[key] += 1
 
     def _count_frozen_expiries(self) -> None:
         """A frozen worker's step is interrupted once its lease runs out: another worker may take
@@ -354,11 +435,16 @@ class Histories(RuleBasedStateMachine):
     # -- the end of a history ----------------------------------------------------------------------
     def teardown(self) -> None:
         try:
+            if self.held_lock is not None or self.env.page_limit is not None:
+                self.log.append(f"{len(self.log) + 1}. at the end: {self._heal(Heal())}")
             if self.ok:
                 for worker in list(self.frozen):  # a history ends with every frozen worker woken
                     self.log.append(f"{len(self.log) + 1}. at the end: {self._resume(Resume(worker))}")
                 self._drain_and_check()
         finally:
+            if self.held_lock is not None:
+                self.held_lock.close()
+                self.held_lock = None
             for frozen in self.frozen.values():  # after a failure: never left stopped
                 abandon_frozen(frozen)
             self.frozen.clear()
@@ -395,8 +481,7 @@ class Histories(RuleBasedStateMachine):
             waiting = [j for j in snapshot.jobs.values() if j.state not in self.settled or j.lease_owner is not None]
             if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
                 break
-            due = max((t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None), default=0.0)
-            self.clock.advance(max(BACKOFF_JUMP_S, due - self.clock.now() + 1))
+            self.clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - self.clock.now() + 1))
         violations = crashed[:1] + check(self._evidence(self._inspect()), at_rest=True)
         violations += idempotent_submit(session, self._inspect, self.submitted, self.adapter.conflict_errors)
         if violations:
@@ -481,10 +566,22 @@ def _create(adapter: Any, directory: str) -> str:
 
 
 def _create_schema(adapter: Any, db: str) -> None:
+    # A file database gets the smallest pages SQLite allows: a few rows fill a page, so a full
+    # disk (max_page_count at the current size) shows within a write or two, as it does in life.
+    if not _server_side(adapter):
+        adapter = small_pages(adapter)
     if "attribute_writers" in inspect.signature(adapter.create).parameters:
         adapter.create(db, attribute_writers=True)
     else:
         adapter.create(db)
+
+
+def _page_count(db: str) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+    finally:
+        conn.close()
 
 
 _SERVER_TEMPLATES: list[tuple[Any, str]] = []

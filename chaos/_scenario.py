@@ -417,6 +417,15 @@ def _interruptions(run: _Run, snapshot: Any = None) -> Counter:
     return Counter((job_id, working[job.state]) for job_id, job in snapshot.jobs.items() if job.state in working)
 
 
+def due_at(waiting: Any, outbox: Any) -> float:
+    """When the last lease, backoff or unsent outbox row still pending is due. After a clock that
+    stepped back, that can be an hour away: time passes it too (the work is delayed by the step,
+    never stuck)."""
+    times = [t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None]
+    times += [r.next_attempt_at for r in outbox if r.sent_at is None and r.next_attempt_at is not None]
+    return max(times, default=0.0)
+
+
 def _recover_and_check(run: _Run, submitted: dict[str, str], interruptions: Counter, point_id: str, exit_kind: str) -> Outcome:
     """Stop the faults, let time pass every lease and backoff, drain, then check everything."""
     run.world.disarm()
@@ -441,8 +450,7 @@ def _recover_and_check(run: _Run, submitted: dict[str, str], interruptions: Coun
         if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
             break
         # Jump past the latest lease or backoff still pending (at least past any outbox backoff).
-        due = max((t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None), default=0.0)
-        run.clock.advance(max(BACKOFF_JUMP_S, due - run.clock.now() + 1))
+        run.clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - run.clock.now() + 1))
     evidence = run.evidence(submitted, interruptions)
     violations = crashes[:1] + check(evidence, at_rest=True)
     violations += idempotent_submit(session, lambda: run.adapter.inspect(run.db), submitted, run.adapter.conflict_errors)

@@ -15,7 +15,7 @@ import pytest
 
 import engine
 from chaos import ReferenceAdapter
-from chaos._events import Advance, Arm, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Pause, Resume, Run, Send, Submit
+from chaos._events import Advance, Arm, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Submit
 from chaos._adapter import load_adapter
 from chaos._histories import InvariantViolated, machine_for
 from chaos.machine import PROFILES, explore, replay_command, state_machine_test
@@ -312,7 +312,8 @@ def test_a_worker_frozen_in_a_write_transaction_makes_the_others_back_off_as_bus
             break
     else:
         pytest.fail("no pause point held the write lock")
-    assert "refused as busy" in step(machine, Submit("doc-3"))  # changes nothing, says so
+    assert "refused, the database unavailable" in step(machine, Submit("doc-3"))  # changes nothing, says so
+    assert "stayed locked for 0.05s" in machine.log[-1]
     step(machine, Resume("w1"))
     machine._drain_and_check()
 
@@ -351,3 +352,45 @@ def test_pauses_are_drawn_only_when_kills_may_fork():
     inprocess = events(["inprocess"])
     with_fork = events(["fork", "inprocess"])
     assert "Pause" not in repr(inprocess) and "Pause" in repr(with_fork)
+
+
+# -- faults of the machine --------------------------------------------------------------------------
+def test_a_full_disk_makes_a_worker_back_off_as_unavailable_and_a_heal_lets_work_resume(history):
+    machine = history(jobs=2)
+    assert "the disk is full at" in step(machine, Machine("disk-full"))
+    before = machine.adapter.inspect(machine.env.db)
+    outcomes = [step(machine, Run("w1")).rsplit(": ", 1)[1] for _ in range(3)]
+    assert "unavailable" in outcomes, outcomes  # SQLITE_FULL: back off, not a crash
+    assert set(before.jobs) == set(machine.adapter.inspect(machine.env.db).jobs)  # nothing lost
+    assert step(machine, Heal()).endswith("space freed")
+    step(machine, Advance(300))
+    machine._drain_and_check()  # every job delivered, nothing paid for beyond the lost steps
+
+
+def test_a_held_write_lock_makes_the_workers_back_off_as_busy_until_it_is_released(history):
+    machine = history()
+    assert step(machine, Machine("lock-held")).endswith("another connection holds the write lock")
+    assert step(machine, Run("w1")).endswith(": busy")
+    assert step(machine, Heal()).endswith("lock released")
+    assert step(machine, Run("w1")).endswith(": done")
+    machine._drain_and_check()
+
+
+def test_a_clock_stepped_back_delays_the_outbox_but_never_strands_it(history):
+    machine = history()
+    step(machine, Run("w1"))
+    assert "stepped back 3600 s" in step(machine, Machine("clock-back"))
+    assert step(machine, Send()).endswith(": 0 sent")  # its row is due an hour from now
+    machine._drain_and_check()  # time passes the row too: delivered once
+    assert machine.world.applied_effects() == {"doc-1:delivery": 1}
+
+
+def test_a_worker_frozen_while_the_disk_was_full_wakes_to_the_space_freed_meanwhile(history):
+    machine = history()
+    step(machine, Machine("disk-full"))
+    assert "frozen at _worker.run_once" in step(machine, Pause("w1", 0))  # before its claim
+    step(machine, Heal())
+    assert "finished its iteration" in step(machine, Resume("w1"))
+    # It committed its steps after waking: the limit it was forked with was lifted when it woke.
+    assert machine.adapter.inspect(machine.env.db).jobs["doc-1"].state == "delivered"
+    machine._drain_and_check()
