@@ -232,9 +232,10 @@ class ReferenceAdapter:
     name = "reference"
     lease_s = 120.0
     conflict_errors: tuple[type[BaseException], ...] = (IdempotencyConflict,)
-    # What a person's action may answer instead of acting: refused (illegal now, no such job) or
-    # "the database is busy, try again"; none of them changes anything.
-    human_errors: tuple[type[BaseException], ...] = (engine.IllegalAction, engine.UnknownJob, engine.StoreBusy)
+    # What a person's action may answer instead of acting: refused (illegal now, no such job, a
+    # damaged row to repair first) or "the database is busy, try again"; none of them changes
+    # anything.
+    human_errors: tuple[type[BaseException], ...] = (engine.IllegalAction, engine.UnknownJob, engine.DamagedRow, engine.StoreBusy)
     # What any write may answer when the database cannot take it now (another process holds the
     # write lock, the disk is full): "try again later", having changed nothing.
     unavailable_errors: tuple[type[BaseException], ...] = (engine.StoreBusy, engine.StoreFailed)

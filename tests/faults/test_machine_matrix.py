@@ -33,6 +33,14 @@ def test_the_engine_holds_under_a_full_disk_a_held_lock_clock_jumps_and_damaged_
     assert set(summary["by_fault"]) == set(kinds)
 
 
+def test_a_persons_action_on_a_damaged_row_is_refused_with_the_repair_to_make_and_changes_nothing():
+    # A person cancelling a job whose payload was damaged meets DamagedRow (repair the row
+    # first), a clear refusal like an illegal action's, not a crash of the tool.
+    report = run_matrix(ReferenceAdapter(), families=["cancel-race"], faults=["damage"])
+    assert report.violations == 0, _violations(report)
+    assert "damage-payload" in _faulted(report)
+
+
 def test_the_engine_holds_under_eio_and_enospc_injected_with_libfiu(libfiu):
     report = run_matrix(ReferenceAdapter(), families=["backlog", "sender"], faults=["io"])
     assert report.violations == 0, _violations(report)
