@@ -349,32 +349,31 @@ def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point |
     return "killed" if reached else "not reached"
 
 
-def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
+def _fork(body: Callable[[int], int]) -> tuple[int, int]:
+    """Fork a child that runs ``body(fd)`` (``fd`` its end of a pipe to the parent) and exits with
+    its code, never returning into the caller; return the child's pid and the parent's end."""
     read_fd, write_fd = os.pipe()
     gc.freeze()  # the child's collections then leave the parent's objects (and pages) alone
     pid = os.fork()
-    if pid == 0:  # the doomed worker: never returns into the caller
+    if pid == 0:
         code = EXIT_ERROR
         try:
             gc.disable()  # a short life: no collection copying pages it shares with the parent
             os.close(read_fd)
-            code = _doomed_child(main, worker, phase, tag, point, delivery, write_fd)
+            code = body(write_fd)
         except BaseException as exc:  # reported to the parent, which raises it
             _tell(write_fd, {"error": "".join(traceback.format_exception(exc))[-ERROR_CHARS_MAX:]})
         finally:
             os._exit(code)
     gc.unfreeze()
     os.close(write_fd)
+    return pid, read_fd
+
+
+def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
+    pid, read_fd = _fork(lambda fd: _doomed_child(main, worker, phase, tag, point, delivery, fd))
     _, status = os.waitpid(pid, 0)
-    error = None
-    for message in _hear(read_fd):
-        if "faults" in message:  # the faults the child used up are used up
-            main.world.disarm()
-            for fault in message["faults"]:
-                main.world.arm(Fault(**fault))
-        if message.get("slow"):
-            main.world.during_slow = None
-        error = message.get("error", error)
+    error = _apply(main, _hear(read_fd))  # the faults the child used up are used up
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
         return "killed"
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_NOT_REACHED:
@@ -383,8 +382,10 @@ def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None
     return f"raised {last}; its process died"
 
 
-def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None, fd: int) -> int:
-    # This process's copy of the world reopens its ledger; its sessions open new connections.
+def _child_env(main: Env, tag: str, fd: int) -> Env:
+    """The env of a forked child: ``main``'s files, clock and world (its copy of the world
+    reopens the ledger; its sessions open new connections). Each fault it uses up, and a slow
+    call's second worker, are told to the parent through ``fd`` (see :func:`_apply`)."""
     world = main.world
     env = main.child(tag)
     env.report = lambda message: _tell(fd, message)
@@ -393,10 +394,15 @@ def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | N
     def take_and_report(task: str) -> Fault | None:
         fault = take(task)
         if fault is not None:
-            _tell(fd, {"faults": [asdict(f) for f in world.pending_faults()]})
+            _tell(fd, {"took": asdict(fault)})
         return fault
 
     world.take_fault = take_and_report  # type: ignore[method-assign]
+    return env
+
+
+def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None, fd: int) -> int:
+    env = _child_env(main, tag, fd)
 
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -431,21 +437,7 @@ def pause(main: Env, worker: str, phase: str, tag: str, point: Point) -> Frozen 
     of it (``"not reached"``, or what it raised: its process died). Either way the faults it used
     up are used up here too.
     """
-    read_fd, write_fd = os.pipe()
-    gc.freeze()
-    pid = os.fork()
-    if pid == 0:  # the frozen worker: never returns into the caller
-        code = EXIT_ERROR
-        try:
-            gc.disable()
-            os.close(read_fd)
-            code = _frozen_child(main, worker, phase, tag, point, write_fd)
-        except BaseException as exc:  # reported to the parent
-            _tell(write_fd, {"error": "".join(traceback.format_exception(exc))[-ERROR_CHARS_MAX:]})
-        finally:
-            os._exit(code)
-    gc.unfreeze()
-    os.close(write_fd)
+    pid, read_fd = _fork(lambda fd: _frozen_child(main, worker, phase, tag, point, fd))
     _, status = os.waitpid(pid, os.WUNTRACED)
     if os.WIFSTOPPED(status):
         frozen = Frozen(worker, pid, read_fd, point)
@@ -475,18 +467,7 @@ def abandon_frozen(frozen: Frozen) -> None:
 
 
 def _frozen_child(main: Env, worker: str, phase: str, tag: str, point: Point, fd: int) -> int:
-    world = main.world
-    env = main.child(tag)
-    env.report = lambda message: _tell(fd, message)
-    take = world.take_fault
-
-    def take_and_report(task: str) -> Fault | None:
-        fault = take(task)
-        if fault is not None:
-            _tell(fd, {"took": asdict(fault)})
-        return fault
-
-    world.take_fault = take_and_report  # type: ignore[method-assign]
+    env = _child_env(main, tag, fd)
 
     def stop() -> None:
         os.kill(os.getpid(), signal.SIGSTOP)

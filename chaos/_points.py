@@ -115,6 +115,10 @@ class Recorder:
             self.ops.append(self._ops)
         return self._local
 
+    def watch_transactions(self, between: Callable[[], bool]) -> None:
+        """From now on, note at each point whether ``between()`` (no transaction open) holds."""
+        self._between = between
+
     def tick(self, *_: Any) -> None:
         """Count one visible operation: a statement sent to a database, a read or move of the
         clock, a call into the world. Hook it to whatever the iteration can observe or change."""

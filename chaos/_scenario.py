@@ -312,9 +312,9 @@ def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool 
     iteration = _doomed(run)
     conn = _store_conn(run.sessions[0]) if run.sessions else None
     if hasattr(conn, "in_transaction"):
-        recorder._between = lambda: not conn.in_transaction
+        recorder.watch_transactions(lambda: not conn.in_transaction)
     elif hasattr(getattr(conn, "info", None), "transaction_status"):  # psycopg: 0 is IDLE
-        recorder._between = lambda: conn.info.transaction_status == 0
+        recorder.watch_transactions(lambda: conn.info.transaction_status == 0)
     run.world.conn.set_trace_callback(recorder.tick)
     run.clock.observer = recorder.tick
     started = time.perf_counter()
