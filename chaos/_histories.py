@@ -405,7 +405,8 @@ class Histories(RuleBasedStateMachine):
             # see, one whole lease).
             expired = woke_at >= held[key] if key in held else woke_at - frozen.paused_at >= self.adapter.lease_s
             zombie = call.worker == frozen.worker and not call.lease_valid and expired
-            taken_over = key in held and call.worker != frozen.worker and seq >= calls_at_wake
+            # ... and where the pause took time at all (a pause no time passed in ate nothing).
+            taken_over = key in held and call.worker != frozen.worker and seq >= calls_at_wake and woke_at > frozen.paused_at
             if (zombie or taken_over) and key not in seen:
                 seen.add(key)
                 self.interruptions[key] += 1
