@@ -36,7 +36,7 @@ from ._doom import SECOND, Env, Frozen, abandon_frozen, kill, pause, record, res
 from ._events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine,
                       Pause, Resume, Run, Send, Submit, events)
 from ._invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
-from ._machine_faults import small_pages
+from ._machine_faults import HeldLock, small_pages
 from ._matrix import scratch_dir
 from ._scenario import BACKOFF_JUMP_S, ITERATIONS_PER_ROUND_MAX, MODES, RECOVERY_ROUNDS_MAX, T0, due_at
 from ._world import Fault, World
@@ -350,9 +350,9 @@ class Histories(RuleBasedStateMachine):
         if event.fault == "clock-back":
             self.clock.set(self.clock.now() - CLOCK_STEP_BACK_S)
             return f"every clock stepped back {CLOCK_STEP_BACK_S:.0f} s"
-        if _server_side(self.adapter):
-            return f"ignored: {event.fault} acts on a SQLite file, and this adapter's database is on a server"
         if event.fault == "disk-full":
+            if _server_side(self.adapter):
+                return "ignored: a full disk acts on a SQLite file, and this adapter's database is on a server"
             if self.env.page_limit is not None:
                 return "ignored: the disk is full already"
             pages = _page_count(self.env.db)
@@ -364,13 +364,9 @@ class Histories(RuleBasedStateMachine):
         if self.held_lock is not None:
             return "ignored: the write lock is held already"
         self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
-        conn = sqlite3.connect(self.env.db, timeout=FROZEN_BUSY_TIMEOUT_S, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:  # a frozen worker holds it: nothing more to inject
-            conn.close()
+        self.held_lock = _hold_write_lock(self.adapter, self.env.db)
+        if self.held_lock is None:  # a frozen worker holds it (or what it needs): nothing more to inject
             return "ignored: a frozen worker holds the write lock"
-        self.held_lock = conn
         return "another connection holds the write lock"
 
     def _heal(self, event: Heal) -> str:
@@ -379,8 +375,7 @@ class Histories(RuleBasedStateMachine):
             self.env.limit_pages(None)
             healed.append("space freed")
         if self.held_lock is not None:
-            self.held_lock.execute("ROLLBACK")
-            self.held_lock.close()
+            self.held_lock.release()
             self.held_lock = None
             healed.append("lock released")
         return ", ".join(healed) or "nothing to heal"
@@ -444,7 +439,7 @@ class Histories(RuleBasedStateMachine):
                 self._drain_and_check()
         finally:
             if self.held_lock is not None:
-                self.held_lock.close()
+                self.held_lock.release()
                 self.held_lock = None
             for frozen in self.frozen.values():  # after a failure: never left stopped
                 abandon_frozen(frozen)
@@ -575,6 +570,33 @@ def _create_schema(adapter: Any, db: str) -> None:
         adapter.create(db, attribute_writers=True)
     else:
         adapter.create(db)
+
+
+class _SqliteWriteLock:
+    """Another connection in ``BEGIN IMMEDIATE`` on a SQLite file, until :meth:`release`."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def release(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        finally:
+            self.conn.close()
+
+
+def _hold_write_lock(adapter: Any, db: str) -> Any:
+    """Another connection holding what every write of the engine needs (SQLite's write lock;
+    on a server, the engine's tables in EXCLUSIVE mode), or None if a frozen worker holds it."""
+    if _server_side(adapter):
+        return HeldLock.take(db)
+    conn = sqlite3.connect(db, timeout=FROZEN_BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        conn.close()
+        return None
+    return _SqliteWriteLock(conn)
 
 
 def _page_count(db: str) -> int:

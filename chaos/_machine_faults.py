@@ -339,7 +339,7 @@ def _act(run: _Run, fault: str, page: Page, problems: list[Violation]) -> tuple[
     something to damage, and the steps the fault interrupted."""
     interruptions: Counter = Counter()
     if fault == "lock-held":
-        lock = _HeldLock.take(run.db)  # held until the worker has run on against it a few times
+        lock = HeldLock.take(run.db)  # held until the worker has run on against it a few times
         return lock, None, lock is not None, interruptions
     if KIND_OF[fault] == "damage":
         damage = _Damage.apply(run, fault)
@@ -394,14 +394,14 @@ LOCK_TABLES_PG = "LOCK TABLE job, step_result, outbox IN EXCLUSIVE MODE"
 LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks never hang the harness
 
 
-class _HeldLock:
+class HeldLock:
     """Another session's lock on every write of the engine, held until :meth:`release`."""
 
     def __init__(self, conn: ScenarioDb) -> None:
         self.conn = conn
 
     @classmethod
-    def take(cls, db: str) -> "_HeldLock | None":
+    def take(cls, db: str) -> "HeldLock | None":
         """Take the lock, or None if another transaction holds what it needs (nothing to inject)."""
         conn = ScenarioDb(db)
         try:

@@ -26,3 +26,27 @@ def test_a_short_ci_exploration_on_postgresql_passes_and_leaves_no_database(pg_s
     drop_templates()
     assert _databases(pg_server) == set()
 
+
+
+def test_a_held_lock_in_a_history_on_postgresql_makes_writes_back_off_and_a_heal_lets_them_through(pg_server):
+    from chaos._events import Heal, Human, Machine, Run, Submit
+    from chaos._histories import machine_for
+
+    machine = machine_for(PostgresReferenceAdapter(pg_server.url()))()
+    try:
+        machine.start(1)
+        lines = []
+        for event in [Machine("lock-held"), Run("w1"), Submit("doc-2"), Human("cancel", "doc-1"), Heal(), Run("w1")]:
+            machine._step(event)
+            machine.every_invariant_holds_now()
+            lines.append(machine.log[-1])
+        assert lines[0].endswith("another connection holds the write lock")
+        assert lines[1].endswith(": busy")
+        assert "refused, the database unavailable" in lines[2] and "refused, the database unavailable" in lines[3]
+        assert machine.adapter.inspect(machine.env.db).jobs.keys() == {"doc-1"}  # the refused submit left nothing
+        assert lines[4].endswith("lock released") and lines[5].endswith(": done")
+        machine._drain_and_check()
+    finally:
+        machine.ok = False
+        machine.teardown()
+        drop_templates()
