@@ -12,6 +12,7 @@ runs while ratios taken side by side move much less.
 
 from __future__ import annotations
 
+import atexit
 import os
 import platform
 import resource
@@ -114,6 +115,14 @@ def temp_dir(prefix: str = "crashgate-bench-") -> Iterator[str]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def scratch(prefix: str) -> str:
+    """A fresh directory for a peer's files, removed when this process exits (a peer object may
+    outlive the block that made it, so :func:`temp_dir` does not fit)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def peak_rss_mib() -> float:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import tempfile
 import time
 from typing import Any
 
 from . import _steps
+from ._measure import scratch
 
 __all__ = ["Session", "NOTE"]
 
@@ -39,7 +39,7 @@ class Session:
             dbapi_conn.execute(f"PRAGMA synchronous={synchronous}")  # NORMAL or FULL, set by the caller
 
         logging.getLogger("dbos").setLevel(logging.WARNING)
-        path = os.path.join(tempfile.mkdtemp(prefix="crashgate-bench-dbos-"), "dbos-system.db")
+        path = os.path.join(scratch("crashgate-bench-dbos-"), "dbos-system.db")
         config = {"name": "crashgate-bench", "system_database_url": f"sqlite:///{path}", "log_level": "WARNING"}
         DBOS(config=config)  # type: ignore[arg-type]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from typing import Any
 
 from . import _steps
+from ._measure import scratch
 
 __all__ = ["Session", "NOTE_CHAINED", "NOTE_ONE_STEP"]
 
@@ -40,7 +40,7 @@ class Session:
                 return conn
 
         logging.getLogger("huey").setLevel(logging.CRITICAL)  # a failed task fails the run below
-        path = os.path.join(tempfile.mkdtemp(prefix="crashgate-bench-huey-"), "huey.db")
+        path = os.path.join(scratch("crashgate-bench-huey-"), "huey.db")
         self.huey = huey = SqliteHuey("bench", filename=path, storage_class=Storage)
         self.chained = chained
         self.delivered: list[str] = []

@@ -10,10 +10,10 @@ Runs in its own process (see :mod:`benchmarks._isolated`).
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 
 from . import _steps
+from ._measure import scratch
 
 __all__ = ["Session", "NOTE"]
 
@@ -31,7 +31,7 @@ class Session:
     def run(self, jobs: int) -> float:
         from litequeue import LiteQueue
 
-        queue = LiteQueue(os.path.join(tempfile.mkdtemp(prefix="crashgate-bench-lq-"), "queue.db"))
+        queue = LiteQueue(os.path.join(scratch("crashgate-bench-lq-"), "queue.db"))
         queue.conn.execute(f"PRAGMA synchronous={self.synchronous}")  # NORMAL or FULL, set by the caller
         ids = [f"doc-{self._next + i}" for i in range(jobs)]
         self._next += jobs

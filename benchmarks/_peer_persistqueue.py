@@ -10,11 +10,11 @@ Runs in its own process (see :mod:`benchmarks._isolated`).
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 import time
 from typing import Any
 
 from . import _steps
+from ._measure import scratch
 
 __all__ = ["Session", "NOTE"]
 
@@ -35,12 +35,12 @@ class Session:
 
         self._queue_class = Queue
         self._next = 0
-        probe = Queue(tempfile.mkdtemp(prefix="crashgate-bench-pq-"), auto_resume=False)
+        probe = Queue(scratch("crashgate-bench-pq-"), auto_resume=False)
         self.info = {"synchronous": probe._getter.execute("PRAGMA synchronous").fetchone()[0]}
         probe.close()
 
     def run(self, jobs: int) -> float:
-        queue: Any = self._queue_class(tempfile.mkdtemp(prefix="crashgate-bench-pq-"), auto_resume=False)
+        queue: Any = self._queue_class(scratch("crashgate-bench-pq-"), auto_resume=False)
         ids = [f"doc-{self._next + i}" for i in range(jobs)]
         self._next += jobs
         delivered = []
