@@ -334,12 +334,7 @@ def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point |
         raise Abandon(tag)
 
     try:
-        iteration = _iteration(main, env, worker, phase, delivery, abandon)
-        if point is None:
-            iteration()
-        else:
-            with Killer(main.adapter.trace_paths(), point, abandon):
-                iteration()
+        _run_to(main, point, _iteration(main, env, worker, phase, delivery, abandon), abandon)
     except Abandon:
         reached = True
     finally:
@@ -347,6 +342,16 @@ def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point |
         world.sender = sender
         world.during_slow = None if env.slow_fired else hook
     return "killed" if reached else "not reached"
+
+
+def _run_to(main: Env, point: Point | None, iteration: Callable[[], Any], on_hit: Callable[[], None]) -> bool:
+    """Run ``iteration``, calling ``on_hit`` just before ``point`` (if any); whether it got there."""
+    if point is None:
+        iteration()
+        return False
+    with Killer(main.adapter.trace_paths(), point, on_hit) as killer:
+        iteration()
+    return killer.reached
 
 
 def _fork(body: Callable[[int], int]) -> tuple[int, int]:
@@ -407,12 +412,7 @@ def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | N
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
-    iteration = _iteration(main, env, worker, phase, delivery, die)
-    if point is None:
-        iteration()
-    else:
-        with Killer(main.adapter.trace_paths(), point, die):
-            iteration()
+    _run_to(main, point, _iteration(main, env, worker, phase, delivery, die), die)
     return EXIT_NOT_REACHED
 
 
@@ -473,11 +473,9 @@ def _frozen_child(main: Env, worker: str, phase: str, tag: str, point: Point, fd
         os.kill(os.getpid(), signal.SIGSTOP)
         env.apply_page_limit()  # woken: the disk may have filled, or been freed, meanwhile
 
-    iteration = _iteration(main, env, worker, phase, None, stop)
-    with Killer(main.adapter.trace_paths(), point, stop) as killer:
-        iteration()
+    reached = _run_to(main, point, _iteration(main, env, worker, phase, None, stop), stop)
     env.close()
-    return EXIT_RESUMED if killer.reached else EXIT_NOT_REACHED
+    return EXIT_RESUMED if reached else EXIT_NOT_REACHED
 
 
 def _apply(main: Env, messages: list[dict[str, Any]]) -> str | None:

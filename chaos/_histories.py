@@ -38,7 +38,7 @@ from ._events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, H
 from ._invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
 from ._machine_faults import HeldLock, small_pages
 from ._matrix import scratch_dir
-from ._scenario import BACKOFF_JUMP_S, ITERATIONS_PER_ROUND_MAX, MODES, RECOVERY_ROUNDS_MAX, T0, due_at
+from ._scenario import MODES, T0, settle
 from ._world import Fault, World
 
 __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS"]
@@ -48,7 +48,6 @@ PENDING, NEEDS_HUMAN = "pending", "needs_human"
 RETRY_AFTER_S = 30.0
 FAULTS_ARMED_MAX = 4
 START_JOBS_MAX = 3
-SENDS_PER_ROUND_MAX = 50
 LOG_LINES_MAX = 60
 # Once a worker has been frozen, every other write waits at most this long for the write lock it
 # may hold, then backs off (run_once answers "busy", a submit or a person's action is refused as
@@ -183,11 +182,14 @@ class Histories(RuleBasedStateMachine):
         if event.worker in self.frozen:
             return f"ignored: {event.worker} is frozen"
         if event.kill is None:
+            hooked = self.world.during_slow is not None
             outcome = self._survive(event.worker, lambda: str(self.env.session(event.worker).run_once()))
             # A step whose commit failed (a full disk, a held lock) is lost, not its lease: it is
-            # paid for again once the lease runs out. So is the step a slow call's second worker
-            # left that way (its loop has ended).
-            self._count_interruptions({SECOND, event.worker} if outcome in GAVE_UP else {SECOND})
+            # paid for again once the lease runs out. So is a step the second worker of a slow
+            # call (run, and so used up, in this iteration) left that way: its loop has ended.
+            owners = ({SECOND} if hooked and self.world.during_slow is None else set()) | ({event.worker} if outcome in GAVE_UP else set())
+            if owners:
+                self._count_interruptions(owners)
             return outcome
         return self._kill_at_point(event.worker, "worker", event.kill)
 
@@ -459,25 +461,12 @@ class Histories(RuleBasedStateMachine):
         self.world.disarm()
         self.world.during_slow = None
         self.clock.advance(self.adapter.lease_s + 1)
-        session = self.env.session(RECOVER)
-        crashed: list[Violation] = []
-        for _ in range(RECOVERY_ROUNDS_MAX):
-            try:
-                for _ in range(ITERATIONS_PER_ROUND_MAX):
-                    if session.run_once() in ("idle", "busy"):
-                        break
-                for _ in range(SENDS_PER_ROUND_MAX):
-                    if not session.send_outbox():
-                        break
-            except Exception as exc:  # the engine's loop must survive recovery: report, then go on
-                crashed.append(Violation("drains", f"the recovering worker raised {type(exc).__name__}: {exc}"))
-                self.env.bury(RECOVER)
-                session = self.env.session(RECOVER)
-            snapshot = self._inspect()
-            waiting = [j for j in snapshot.jobs.values() if j.state not in self.settled or j.lease_owner is not None]
-            if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
-                break
-            self.clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - self.clock.now() + 1))
+
+        def restart(session: Any, n: int) -> Any:
+            self.env.bury(RECOVER)
+            return self.env.session(RECOVER)
+
+        session, crashed, _ = settle(self.env.session(RECOVER), self._inspect, self.settled, self.clock, restart=restart)
         violations = crashed[:1] + check(self._evidence(self._inspect()), at_rest=True)
         violations += idempotent_submit(session, self._inspect, self.submitted, self.adapter.conflict_errors)
         if violations:

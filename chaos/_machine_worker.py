@@ -22,14 +22,12 @@ from typing import Any
 from ._pgadapter import SET_WRITER, is_postgres
 from ._points import Killer, Point
 from ._scenario import (
-    BACKOFF_JUMP_S,
     EXIT_ERROR,
     EXIT_NOT_REACHED,
-    ITERATIONS_PER_ROUND_MAX,
-    RECOVERY_ROUNDS_MAX,
     _doomed,
     _Run,
     _short_busy,
+    settle,
 )
 
 __all__ = ["EXIT_DRAINED", "EXIT_STUCK", "IO_FAILURES", "Page", "ScenarioDb", "SkewedClock", "doomed_worker", "drain", "working"]
@@ -191,28 +189,8 @@ def working(run: _Run) -> set[tuple[str, str]]:
 
 def drain(run: _Run, session: Any) -> bool:
     """Run ``session`` (and the sender) until every job settled, time passing every lease and backoff."""
-    settled = run.adapter.settled_states()
-    for _ in range(RECOVERY_ROUNDS_MAX):
-        for _ in range(ITERATIONS_PER_ROUND_MAX):
-            if session.run_once() in ("idle",) + ERRORS:
-                break
-        for _ in range(ITERATIONS_PER_ROUND_MAX):
-            if not session.send_outbox():
-                break
-        snapshot = run.adapter.inspect(run.db)
-        waiting = [j for j in snapshot.jobs.values() if j.state not in settled or j.lease_owner is not None]
-        if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
-            return True
-        due = max((t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None), default=0.0)
-        run.clock.advance(max(BACKOFF_JUMP_S, due - run.clock.now() + 1, _outbox_due(run.db) - run.clock.now() + 1))
-    return False
-
-
-def _outbox_due(db: str) -> float:
-    """When the last unsent outbox row is due: after a clock stepped back, that can be an hour
-    away, and time must pass it too (a row is delayed by the step, never stuck)."""
-    with ScenarioDb(db) as conn:
-        return conn.execute("SELECT MAX(next_attempt_at) FROM outbox WHERE sent_at IS NULL").fetchone()[0] or 0.0
+    _, _, settled = settle(session, lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock, gave_up=("idle",) + ERRORS)
+    return settled
 
 
 class ScenarioDb:

@@ -426,31 +426,50 @@ def due_at(waiting: Any, outbox: Any) -> float:
     return max(times, default=0.0)
 
 
+def settle(session: Any, inspect: Callable[[], Any], settled: frozenset[str], clock: Any, *,
+           restart: Callable[[Any, int], Any] | None = None, gave_up: tuple[str, ...] = ("idle", "busy")) -> tuple[Any, list[Violation], bool]:
+    """Run ``session``'s worker and outbox sender until every job is settled with no lease held
+    and no outbox row unsent, moving ``clock`` past the latest lease, backoff or outbox row still
+    pending (at least :data:`BACKOFF_JUMP_S`) whenever nothing is due now.
+
+    A worker iteration that answers one of ``gave_up`` ends a round. With ``restart``, an
+    exception is a ``drains`` violation and ``restart(session, n)`` gives the n-th successor;
+    without, it propagates. Returns the last session, the violations, and whether it settled.
+    """
+    crashes: list[Violation] = []
+    for _ in range(RECOVERY_ROUNDS_MAX):
+        try:
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                if session.run_once() in gave_up:
+                    break
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                if not session.send_outbox():
+                    break
+        except Exception as exc:  # the engine's loop must survive recovery; report, then go on
+            if restart is None:
+                raise
+            crashes.append(Violation("drains", f"the recovering worker raised {type(exc).__name__}: {exc}"))
+            session = restart(session, len(crashes))
+        snapshot = inspect()
+        waiting = [j for j in snapshot.jobs.values() if j.state not in settled or j.lease_owner is not None]
+        if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
+            return session, crashes, True
+        clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - clock.now() + 1))
+    return session, crashes, False
+
+
 def _recover_and_check(run: _Run, submitted: dict[str, str], interruptions: Counter, point_id: str, exit_kind: str) -> Outcome:
     """Stop the faults, let time pass every lease and backoff, drain, then check everything."""
     run.world.disarm()
     run.world.during_slow = None
     run.clock.advance(run.adapter.lease_s + 1)
-    session = run.session("w-recover")
-    settled = run.adapter.settled_states()
-    crashes: list[Violation] = []
-    for _ in range(RECOVERY_ROUNDS_MAX):
-        try:
-            for _ in range(ITERATIONS_PER_ROUND_MAX):
-                if session.run_once() in ("idle", "busy"):
-                    break
-            while session.send_outbox():
-                pass
-        except Exception as exc:  # the engine's loop must survive recovery; report, then go on
-            crashes.append(Violation("drains", f"the recovering worker raised {type(exc).__name__}: {exc}"))
-            _close_quietly(session)
-            session = run.session(f"w-recover{len(crashes)}")
-        snapshot = run.adapter.inspect(run.db)
-        waiting = [j for j in snapshot.jobs.values() if j.state not in settled or j.lease_owner is not None]
-        if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
-            break
-        # Jump past the latest lease or backoff still pending (at least past any outbox backoff).
-        run.clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - run.clock.now() + 1))
+
+    def restart(session: Any, n: int) -> Any:
+        _close_quietly(session)
+        return run.session(f"w-recover{n}")
+
+    session, crashes, _ = settle(run.session("w-recover"), lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock,
+                                 restart=restart)
     evidence = run.evidence(submitted, interruptions)
     violations = crashes[:1] + check(evidence, at_rest=True)
     violations += idempotent_submit(session, lambda: run.adapter.inspect(run.db), submitted, run.adapter.conflict_errors)
