@@ -102,6 +102,21 @@ def _run_chromium(binary: str, profile: Path, *args: str) -> subprocess.Complete
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
 
 
+def _run_with_report(pytester, monkeypatch, plans, project):
+    """Run pytest in a project with these shipped plans and this test module, writing the report
+    to out/report.html; no CRASHGATE_* setting of the caller's leaks in."""
+    for name in ("CRASHGATE_TARGET", "CRASHGATE_MODE", "CRASHGATE_SEED", "CRASHGATE_POINTS", "CRASHGATE_REPORT", "CRASHGATE_FAULTS",
+                 "CRASHGATE_PAIRS"):
+        monkeypatch.delenv(name, raising=False)
+    directory = pytester.path / "fault_plans"
+    directory.mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    for name in plans:
+        shutil.copyfile(repo / "fault_plans" / f"{name}.toml", directory / f"{name}.toml")
+    pytester.makepyfile(test_gate=project)
+    return pytester.runpytest("--chaos-report", "out/report.html")
+
+
 REPORT_PROJECT = '''
 import pytest
 
@@ -113,16 +128,7 @@ def test_a_sender_that_marks_before_sending(crash_matrix):
 
 def test_the_report_renders_in_headless_chromium_with_the_counts_of_the_summary(pytester, monkeypatch, tmp_path):
     binary = _chromium()
-    for name in ("CRASHGATE_TARGET", "CRASHGATE_MODE", "CRASHGATE_SEED", "CRASHGATE_POINTS", "CRASHGATE_REPORT", "CRASHGATE_FAULTS",
-                 "CRASHGATE_PAIRS"):
-        monkeypatch.delenv(name, raising=False)
-    plans = pytester.path / "fault_plans"
-    plans.mkdir()
-    repo = Path(__file__).resolve().parents[2]
-    for name in ("outbox_crash", "double_submit"):
-        shutil.copyfile(repo / "fault_plans" / f"{name}.toml", plans / f"{name}.toml")
-    pytester.makepyfile(test_gate=REPORT_PROJECT)
-    result = pytester.runpytest("--chaos-report", "out/report.html")
+    result = _run_with_report(pytester, monkeypatch, ("outbox_crash", "double_submit"), REPORT_PROJECT)
     kinds = {}  # fault kind -> (points, held, violated, wasted), one summary line each
     for line in result.outlines:
         m = re.match(r"(\d+) (crash points|pause-live scenarios|pause-expired scenarios): (\d+) held, (\d+) violated; (\d+) wasted", line)
@@ -210,16 +216,8 @@ def test_a_loop_that_dies_on_a_full_disk(crash_matrix):
 
 def test_a_report_with_faults_of_the_machine_renders_their_counts_and_outcomes_in_headless_chromium(pytester, monkeypatch, tmp_path):
     binary = _chromium()
-    for name in ("CRASHGATE_TARGET", "CRASHGATE_MODE", "CRASHGATE_SEED", "CRASHGATE_POINTS", "CRASHGATE_REPORT", "CRASHGATE_FAULTS",
-                 "CRASHGATE_PAIRS"):
-        monkeypatch.delenv(name, raising=False)
-    plans = pytester.path / "fault_plans"
-    plans.mkdir()
-    repo = Path(__file__).resolve().parents[2]
-    for name in ("disk_full", "held_lock"):  # the engine holds: every item green
-        shutil.copyfile(repo / "fault_plans" / f"{name}.toml", plans / f"{name}.toml")
-    pytester.makepyfile(test_gate=MACHINE_PROJECT)  # a planted bug: the full disk kills its worker
-    result = pytester.runpytest("--chaos-report", "out/report.html")
+    # The plans hold (every item green); the test gates a planted bug, a loop the full disk kills.
+    result = _run_with_report(pytester, monkeypatch, ("disk_full", "held_lock"), MACHINE_PROJECT)
     kinds = {}  # sub-kind -> (scenarios, held, violated, showed), one summary line each
     for line in result.outlines:
         m = re.match(r"(\d+) (disk-full|lock-held) scenarios: (\d+) held, (\d+) violated; \d+ wasted calls; the fault showed at (\d+)", line)
