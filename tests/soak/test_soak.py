@@ -26,7 +26,7 @@ def _soak(argv: list[str]) -> tuple[int, dict]:
 
 
 def _assert_clean(code: int, figures: dict, backend: str) -> None:
-    assert code == 0, figures
+    assert code == 0, json.dumps(figures, indent=1)  # every figure, not pytest's shortened repr
     assert figures["backend"] == backend
     assert figures["headline"] == "0/0/0/0"
     assert figures["kills"] >= 5
