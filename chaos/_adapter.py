@@ -74,6 +74,8 @@ class JobView:
     lease_owner: str | None
     lease_until: float | None
     next_run_at: float | None
+    last_error: str | None = None  # what the engine says went wrong last (shown in failures)
+    result: str | None = None  # the job's result as stored (compared by same-outcome)
 
 
 @dataclass(frozen=True)
@@ -316,8 +318,8 @@ class ReferenceAdapter:
         conn.execute("BEGIN")
         try:
             snap = Snapshot()
-            for r in conn.execute("SELECT id, state, payload, lease_owner, lease_until, next_run_at FROM job"):
-                snap.jobs[r[0]] = JobView(r[1], r[2], r[3], r[4], r[5])
+            for r in conn.execute("SELECT id, state, payload, lease_owner, lease_until, next_run_at, last_error, result FROM job"):
+                snap.jobs[r[0]] = JobView(*r[1:])
             snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
             snap.memos = {(r[0], r[1]): r[2] for r in conn.execute("SELECT job_id, step, output FROM step_result")}
             snap.memo_changes = [tuple(r) for r in conn.execute("SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq")]  # type: ignore[misc]

@@ -27,6 +27,7 @@ def reference_scenarios() -> list[Scenario]:
             "A job that killed five workers in a row is parked in its failed state, so it cannot take a sixth down.",
             setup=("claim:w-dead1", LEASE_EXPIRY, "claim:w-dead2", LEASE_EXPIRY, "claim:w-dead3", LEASE_EXPIRY,
                    "claim:w-dead4", LEASE_EXPIRY, "claim:w-dead5", LEASE_EXPIRY),
+            expect=("failed_fetch",),
         ),
         Scenario("extract-timeout", "A timeout is retried after a full-jitter backoff.", faults=(Fault("timeout", task="extract"),)),
         Scenario("extract-429", "A 429's Retry-After is honoured as the minimum delay.", faults=(Fault("rate_limit", task="extract", retry_after_s=60),)),
@@ -34,11 +35,13 @@ def reference_scenarios() -> list[Scenario]:
         Scenario("fetch-connection", "A connection error in the first step retries from pending.", faults=(Fault("connection", task="fetch"),)),
         Scenario("extract-400", "A poison input (400) is paid for once and parked in the failed state, never retried.", faults=(Fault("bad_request", task="extract", sticky=True),)),
         Scenario("extract-parse", "An answer that does not parse is poison: one call, then the failed state.", faults=(Fault("parse", task="extract", sticky=True),)),
-        Scenario("verify-fail", "A review that cannot pass parks the job in needs_human, with no memo to skip it later.", faults=(Fault("verify_fail", task="verify"),)),
+        Scenario("verify-fail", "A review that cannot pass parks the job in needs_human, with no memo to skip it later.", faults=(Fault("verify_fail", task="verify", sticky=True),)),
         Scenario(
             "cancel-race",
             "A person's cancel and a worker's claim race for a pending job: compare-and-swap on the state lets exactly one of them win.",
             phase="human:cancel:doc-1",
+            expect=("cancelled",),
+            allowed=("delivered",),  # a cancel killed before its commit never happened: the worker delivers
         ),
         Scenario(
             "lost-lease",

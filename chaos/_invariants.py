@@ -17,7 +17,10 @@ from typing import Any, Callable, Mapping
 from ._adapter import Snapshot
 from ._world import Call, Delivery
 
-__all__ = ["Evidence", "Violation", "INVARIANTS", "ALWAYS", "AT_REST", "check", "wasted_calls", "zombie_calls"]
+__all__ = [
+    "Evidence", "Violation", "INVARIANTS", "ALWAYS", "AT_REST", "check", "wasted_calls", "zombie_calls",
+    "same_outcome", "baseline_failures", "raised",
+]
 
 # Transient faults: after each, one more paid call for the same step is expected, not wasteful.
 # Poison faults (bad_request, parse) earn no retry: nothing will differ next time.
@@ -327,7 +330,93 @@ def idempotent_submit(session: Any, inspect: Callable[[], Snapshot], submitted: 
     return out
 
 
-INVARIANTS: dict[str, Callable[..., list[Violation]]] = {**AT_REST, "idempotent-submit": idempotent_submit}
+def same_outcome(baseline: Any, outcome: Any, allowed: tuple[str, ...] = ()) -> list[Violation]:
+    """Once the system drains after a fault, every job ends in the state, with the result and the
+    applied effects, that the same scenario reached without any fault: a crash is invisible in
+    the outcome, only in the cost.
+
+    Protects against everything a crash changes that the other checks count as fine because a
+    failed state is settled: state kept in process memory between steps (the recovering process
+    never had it), a step that behaves differently on its second attempt, a memo row that does
+    not hold everything the next step needs. Held by steps whose only input is the job's payload
+    and the memo rows of the steps before, and whose only output is their own memo row and
+    outbox rows. A family whose point is a race names in ``allowed`` the other final states it
+    may reach (a killed cancel is a cancel that never happened).
+    """
+    out: list[Violation] = []
+    raced = False
+    for job_id, state in sorted(outcome.final_states.items()):
+        expected = baseline.final_states.get(job_id)
+        if expected is None or state == expected:
+            if expected is not None and outcome.results.get(job_id) != baseline.results.get(job_id):
+                out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r} as without any fault, but with the result "
+                                     f"{_short(outcome.results.get(job_id))} instead of {_short(baseline.results.get(job_id))}"))
+            continue
+        if state in allowed:
+            raced = True
+            continue
+        error = outcome.last_errors.get(job_id)
+        why = f" (last_error: {_short(error)})" if error else ""
+        out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r}{why} after the fault; without any fault it ends {expected!r}"))
+    if not raced and outcome.effects != baseline.effects:
+        missing = sorted(set(baseline.effects) - set(outcome.effects))
+        extra = sorted(set(outcome.effects) - set(baseline.effects))
+        changed = sorted(k for k in set(baseline.effects) & set(outcome.effects) if baseline.effects[k] != outcome.effects[k])
+        parts = [f"{label} {', '.join(map(repr, keys))}" for label, keys in
+                 (("missing", missing), ("not applied without a fault", extra), ("applied with another payload", changed)) if keys]
+        out.append(Violation("same-outcome", "the effects applied differ from those without any fault: " + "; ".join(parts)))
+    return out
+
+
+def baseline_failures(scenario: Any, adapter: Any, baseline: Any, payload_hint: str) -> list[Violation]:
+    """The family's run without any fault ends as the family expects: every job in one of its
+    expected states (the workflow's final state, for a family without a poison fault).
+
+    Protects the gate itself: a family whose baseline does not complete proves nothing by
+    crashing (every crash "holds" when every job ends failed anyway), so it fails, with every
+    job's final state and last_error and what to check, and its points are not run.
+    """
+    if not baseline.final_states:
+        if scenario.jobs:
+            return [Violation("baseline", f"family {scenario.name!r} fails without any fault: no job is in the database after "
+                                          f"its run ({payload_hint})")]
+        return []
+    final_states = frozenset(adapter.final_effects())
+    expected = scenario.expected_states(final_states, adapter.settled_states())
+    wrong = {j: s for j, s in sorted(baseline.final_states.items()) if s not in expected}
+    if not wrong:
+        return []
+    shown = "; ".join(
+        f"job {j!r} ended {s!r}" + (f" (last_error: {_short(baseline.last_errors.get(j))})" if baseline.last_errors.get(j) else "")
+        for j, s in wrong.items()
+    )
+    return [Violation(
+        "baseline",
+        f"family {scenario.name!r} fails without any fault, on every one of its points: {shown}; every job should end in "
+        f"{' or '.join(map(repr, sorted(expected)))}. Check the step that set last_error; {payload_hint}",
+    )]
+
+
+def raised(where: str, error: str) -> Violation:
+    """The code under test (the engine, the workflow, or the adapter) raised where the harness
+    expects an answer: the scenario's result is an error, with the exception's last lines.
+
+    Protects the gate from reading an exception as a pass, or from stopping every other point.
+    """
+    last = error.strip().splitlines()[-1] if error.strip() else "no traceback"
+    return Violation("raised", f"{where} raised {last}")
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = repr(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+INVARIANTS: dict[str, Callable[..., list[Violation]]] = {
+    **AT_REST, "idempotent-submit": idempotent_submit, "same-outcome": same_outcome,
+}
+# Checks of the harness itself rather than of the engine, named in results like invariants.
+HARNESS_CHECKS: dict[str, Callable[..., Any]] = {"baseline": baseline_failures, "raised": raised}
 
 
 def check(ev: Evidence, *, at_rest: bool) -> list[Violation]:

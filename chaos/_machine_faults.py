@@ -65,11 +65,11 @@ from ._machine_checks import (
 from ._machine_worker import IO_FAILURES, Page, ScenarioDb, doomed_worker, drain, working
 from ._pgadapter import is_postgres
 from ._points import Point
+from ._process import Exit, fork, run_in_child
 from ._scenario import (
     Family,
     Outcome,
     Scenario,
-    _close_quietly,
     _copy,
     _other_worker,
     _recover_and_check,
@@ -259,17 +259,15 @@ def run_machine_fault(adapter: Any, family: Family, point: Point, workdir: str, 
     run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
     try:
         return _run_machine_fault(adapter, family, point, run, fault=fault, deep=deep, started=started)
-    except BaseException:
+    finally:
         run.close()  # the scenario's own database is dropped even when the harness fails
-        raise
 
 
 def _run_machine_fault(adapter: Any, family: Family, point: Point, run: _Run, *, fault: str, deep: bool, started: float) -> Outcome:
-    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
+    only = run.only(deep)
     page = Page()
-    pid = os.fork()
-    if pid == 0:  # never returns
-        doomed_worker(run, point, only, fault, page)
+    child = fork(lambda: doomed_worker(run, point, only, fault, page))  # it ends by os._exit: its wait status says how
+    pid = child.pid
     _, status = os.waitpid(pid, os.WUNTRACED)
     problems: list[Violation] = []
     interruptions: Counter = Counter()
@@ -301,6 +299,7 @@ def _run_machine_fault(adapter: Any, family: Family, point: Point, run: _Run, *,
             exit_kind = "no-effect"  # no statement needed what the fault took away
         if not found:
             exit_kind = "no-effect"  # nothing there to damage, or the lock was the frozen worker's
+    child.forget()  # reaped above
     problems += worker_survives(status, page.read().get("error"), lambda: _restart(run))
     if exit_kind != "not-reached":
         problems += integrity(run.db)
@@ -313,7 +312,9 @@ def _run_machine_fault(adapter: Any, family: Family, point: Point, run: _Run, *,
             exit_kind = "no-effect"
         damage.repair(run.db)
         run.adapter = _Undamaged(adapter, damage)
-    outcome = _recover_and_check(run, family.submitted, interruptions, point.id, exit_kind)
+    # A damaged row is meant to change its job's outcome (it is quarantined): only the other
+    # faults of the machine must leave the outcome as it is without any fault.
+    outcome = _recover_and_check(run, family, interruptions, point.id, exit_kind, compare=damage is None)
     seen_now = {str(v) for v in outcome.violations}
     outcome.violations = [v for v in problems if str(v) not in seen_now] + outcome.violations
     outcome.fault = fault
@@ -322,15 +323,20 @@ def _run_machine_fault(adapter: Any, family: Family, point: Point, run: _Run, *,
 
 
 def _restart(run: _Run) -> str | None:
-    """A fresh worker drains what the dead (or stuck) one left; what went wrong, if anything."""
-    session = run.session("w-restarted")
-    try:
-        return None if drain(run, session) else "a restarted worker did not drain the database either"
-    except Exception as exc:  # the restarted worker's loop must survive what is left
-        return f"a restarted worker raised {type(exc).__name__}: {exc}"
-    finally:
-        _close_quietly(session)
-        run.sessions.remove(session)
+    """A fresh worker, in a process of its own, drains what the dead (or stuck) one left; what
+    went wrong, if anything."""
+
+    def body() -> str | None:
+        session = run.session("w-restarted")
+        try:
+            return None if drain(run, session) else "a restarted worker did not drain the database either"
+        except Exception as exc:  # the restarted worker's loop must survive what is left
+            return f"a restarted worker raised {type(exc).__name__}: {exc}"
+        finally:
+            run.close()
+
+    ended = fork(body).wait()
+    return ended.value if ended.exit is Exit.FINISHED else f"a restarted worker's process ended: {ended.exit} {ended.error}"
 
 
 def _act(run: _Run, fault: str, page: Page, problems: list[Violation]) -> tuple[Any, _Damage | None, bool, Counter]:
@@ -359,7 +365,7 @@ def _act(run: _Run, fault: str, page: Page, problems: list[Violation]) -> tuple[
         run.clock.advance(run.adapter.lease_s + 1)
         # Another worker takes the job over and is frozen in its turn before it writes anything,
         # so the job is where the first worker left it, under a lease that is no longer its own.
-        _setup_action(run, None, "claim:w-other")
+        run_in_child(lambda: _setup_action(run, None, "claim:w-other"), what="another worker's claim")
         # Then only the first worker's clock steps back: an hour before the moment it froze, so
         # that by its own clock the lease it lost is valid again.
         page.offset_s = -(run.adapter.lease_s + 1 + CLOCK_STEP_BACK_S)

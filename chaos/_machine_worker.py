@@ -24,7 +24,7 @@ from ._points import Killer, Point
 from ._scenario import (
     EXIT_ERROR,
     EXIT_NOT_REACHED,
-    _doomed,
+    doomed_iteration,
     _Run,
     _short_busy,
     settle,
@@ -112,7 +112,7 @@ def doomed_worker(run: _Run, point: Point, only: Any, fault: str, page: Page) ->
     try:
         if fault == "clock-skew":
             run.clock = run.world.clock = SkewedClock(run.clock, page)
-        iteration = _doomed(run)
+        iteration = doomed_iteration(run)
         session = run.sessions[-1]
         if fault == "lock-held":
             _short_busy(session)

@@ -292,7 +292,9 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
                   exhaustive: bool = False) -> MatrixReport:
     report = MatrixReport(target_name, mode, seed, faults=faults)
     work: list[Work] = []
-    members: dict[tuple[str, int], list[int]] = {}  # (family, first point of a pause class): the others
+    # (class kind, family, first point of its class): the class's other points, which share its outcome.
+    members: dict[tuple[str, str, int], list[int]] = {}
+    one_per_class = not exhaustive and not point and sample is None  # a sample is of points, each run
     rng = random.Random(seed)
     for scenario in chosen:
         machine_only = scenario.name in {s.name for s in machine_scenarios()}  # that family is for machine faults
@@ -305,16 +307,13 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
         singles = [i for i, p in enumerate(family.points) if not point or p.id == only_point]
         for fault in faults:
             if fault == "crash" and not machine_only:
-                work += [("crash", scenario.name, i, -1) for i in singles]
+                # In-process mode runs ``finally`` blocks after the point, which may write: every point runs.
+                classes = family.crash_classes if one_per_class and mode == "fork" else []
+                work += [("crash", scenario.name, i, -1) for i in _firsts(scenario.name, "crash", singles, classes, members)]
             elif fault == "pause" and not machine_only:
-                firsts = singles
-                if not exhaustive and not point and sample is None:  # a sample is of points, each run
-                    classes = family.classes or list(range(len(family.points)))
-                    firsts = sorted({classes[i] for i in singles})
-                    for i in singles:
-                        if classes[i] != i:
-                            members.setdefault((scenario.name, classes[i]), []).append(i)
-                work += [(kind, scenario.name, i, -1) for i in firsts for kind in PAUSE_KINDS]
+                classes = family.classes if one_per_class else []
+                work += [(kind, scenario.name, i, -1) for i in _firsts(scenario.name, "pause", singles, classes, members)
+                         for kind in PAUSE_KINDS]
             elif expand(fault):
                 at = [i for i in machine_points(family, _source) if i in set(singles)]
                 work += [(sub, scenario.name, i, -1) for i in at for sub in expand(fault)]
@@ -322,7 +321,7 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
             found, possible = _pairs(family, point and only_point, pairs, rng)
             report.pairs_possible += possible
             work += [("interleave", scenario.name, i, j) for i, j in found]
-    if point and not work:
+    if point and not work and all(f.completed for f in prepared.values()):
         raise ValueError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
     if sample is not None and sample < len(work):
         work = sorted(random.Random(seed).sample(work, sample))
@@ -339,8 +338,8 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
         if replay_extra:
             result.replay += " " + " ".join(shlex.quote(a) for a in replay_extra)
         report.results.append(result)
-        if fault in PAUSE_KINDS:
-            for other in members.get((name, index), []):
+        if fault in PAUSE_KINDS or fault == "crash":
+            for other in members.get(("pause" if fault in PAUSE_KINDS else "crash", name, index), []):
                 o = prepared[name].points[other]
                 copy = dataclasses.replace(outcome, point=o.id, seconds=0.0, blocked_s=outcome.blocked_s)
                 same = PointResult(name, o, _source(o.file, o.line), copy, "", None, same_as=result.id)
@@ -349,6 +348,18 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
                 report.results.append(same)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _firsts(family: str, kind: str, singles: list[int], classes: list[int],
+            members: dict[tuple[str, str, int], list[int]]) -> list[int]:
+    """The points to run: the first of each class among ``singles`` (every one without classes);
+    the others are noted in ``members`` to share their first point's outcome."""
+    if not classes:
+        return singles
+    for i in singles:
+        if classes[i] != i:
+            members.setdefault((kind, family, classes[i]), []).append(i)
+    return sorted({classes[i] for i in singles})
 
 
 def _execute(chunks: list[list[Work]], jobs: int) -> list[tuple[Work, Outcome]]:

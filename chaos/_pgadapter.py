@@ -93,7 +93,7 @@ WRITER_AUDIT_SQL_PG = (
     "DROP TRIGGER IF EXISTS chaos_w_outbox ON outbox",
     "CREATE TRIGGER chaos_w_outbox AFTER INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION chaos_write_audit()",
 )
-SELECT_JOBS = "SELECT id, state, payload, lease_owner, lease_until, next_run_at FROM job"
+SELECT_JOBS = "SELECT id, state, payload, lease_owner, lease_until, next_run_at, last_error, result FROM job"
 SELECT_TRANSITIONS = "SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq"
 SELECT_MEMOS = "SELECT job_id, step, output FROM step_result"
 SELECT_MEMO_CHANGES = "SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq"
@@ -284,7 +284,7 @@ class PostgresReferenceAdapter(ReferenceAdapter):
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             snap = Snapshot()
             for r in conn.execute(SELECT_JOBS):
-                snap.jobs[r[0]] = JobView(r[1], r[2], r[3], r[4], r[5])
+                snap.jobs[r[0]] = JobView(*r[1:])
             snap.transitions = [tuple(r) for r in conn.execute(SELECT_TRANSITIONS)]  # type: ignore[misc]
             snap.memos = {(r[0], r[1]): r[2] for r in conn.execute(SELECT_MEMOS)}
             snap.memo_changes = [tuple(r) for r in conn.execute(SELECT_MEMO_CHANGES)]  # type: ignore[misc]

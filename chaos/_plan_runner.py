@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._invariants import INVARIANTS, Violation
+from ._invariants import HARNESS_CHECKS, INVARIANTS, Violation
 from ._machine_faults import (
     CHECKS,
     KIND_OF,
@@ -156,26 +156,38 @@ class _StateRecorder(Recorder):
 
 
 def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool) -> list[str]:
-    from ._scenario import _copy, _doomed, _Run  # the scenario's own replay machinery
+    """Each point's step: the iteration runs once more, in a child, reading the jobs' committed
+    states before every line."""
+    from ._process import Exit, fork
+    from ._scenario import fresh_run, doomed_iteration
 
-    directory = os.path.join(workdir, "groups-" + family.scenario.name)
-    _copy(family, directory)
-    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario)
-    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
-    iteration = _doomed(run)
+    if not family.points:
+        return []
+    run = fresh_run(adapter, family, os.path.join(workdir, "groups-" + family.scenario.name), seed)
+
+    def body() -> tuple[list[str], list[tuple[str, ...]]] | None:
+        iteration = doomed_iteration(run)
+        try:
+            recorder = _StateRecorder(adapter.trace_paths(), run.only(deep), run.db)
+        except sqlite3.Error:
+            return None
+        try:
+            with recorder:
+                iteration()
+        except sqlite3.Error:  # not the reference schema: the points cannot be grouped by step
+            return None
+        finally:
+            recorder.conn.close()
+        return [p.id for p in recorder.points], recorder.states
+
     try:
-        recorder = _StateRecorder(adapter.trace_paths(), only, run.db)
-    except sqlite3.Error:
-        return [GROUP_CLAIM] * len(family.points)
-    try:
-        with recorder:
-            iteration()
-    except sqlite3.Error:  # not the reference schema: the points cannot be grouped by step
-        return [GROUP_CLAIM] * len(family.points)
+        ended = fork(body).wait()
     finally:
-        recorder.conn.close()
         run.close()
-    if [p.id for p in recorder.points] != [p.id for p in family.points]:
+    if ended.exit is not Exit.FINISHED or ended.value is None:
+        return [GROUP_CLAIM] * len(family.points)
+    ids, states_at = ended.value
+    if ids != [p.id for p in family.points]:
         raise PlanError(
             f"{family.scenario.name}: the doomed iteration reached different lines when run twice; crash points "
             "must be deterministic (pass the clock and the RNG in; do not read the wall clock or os.urandom)"
@@ -183,7 +195,7 @@ def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool
     working = {w: step for step, (w, _) in adapter.step_states().items()}
     groups: list[str] = []
     started = False
-    for states in recorder.states:
+    for states in states_at:
         step = next((working[s] for s in states if s in working), None)
         started = started or step is not None
         groups.append(step if step is not None else (GROUP_RELEASE if started else GROUP_CLAIM))
@@ -479,7 +491,7 @@ def why(invariant: str) -> str:
     >>> why("worker-survives").split(" (")[0]
     'Protects against a loop that dies on the first database error'
     """
-    fn = INVARIANTS.get(invariant) or CHECKS.get(invariant)
+    fn = INVARIANTS.get(invariant) or CHECKS.get(invariant) or HARNESS_CHECKS.get(invariant)
     paragraphs = [" ".join(p.split()) for p in (fn.__doc__ or "").strip().split("\n\n")] if fn else []
     text = paragraphs[1] if len(paragraphs) > 1 else (paragraphs[0] if paragraphs else "")
     params = [f"``{name}``" for name in getattr(getattr(fn, "__code__", None), "co_varnames", ())[: _arg_count(fn)]]

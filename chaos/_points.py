@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from coverage.parser import PythonParser
 
-__all__ = ["Point", "Recorder", "Killer", "statement_lines", "function_lines", "pause_classes"]
+__all__ = ["Point", "Recorder", "Killer", "DurableState", "statement_lines", "function_lines", "pause_classes", "crash_classes"]
 
 
 @dataclass(frozen=True, order=True)
@@ -86,8 +86,12 @@ class _Scope:
 class Recorder:
     """Records every line event in scope, in order, during a ``with`` block (restores the tracer)."""
 
-    def __init__(self, paths: Iterable[str], only: Iterable[CodeType] | None = None, between: Callable[[], bool] | None = None) -> None:
+    def __init__(self, paths: Iterable[str], only: Iterable[CodeType] | None = None, between: Callable[[], bool] | None = None,
+                 durable: "DurableState | None" = None) -> None:
         self.scope = _Scope(paths, only)
+        # For each point: the durable state there (see :class:`DurableState`); [] when not watched.
+        self.durable: list[Any] = []
+        self.durable_state = durable
         self.points: list[Point] = []
         # For each point: was the worker between transactions there (holding no write lock)?
         self.between: list[bool] = []
@@ -113,6 +117,8 @@ class Recorder:
             self.points.append(Point(code.co_filename, frame.f_lineno, self._counts[key], code.co_name))
             self.between.append(self._between() if self._between is not None else True)
             self.ops.append(self._ops)
+            if self.durable_state is not None:
+                self.durable.append(self.durable_state())
         return self._local
 
     def watch_transactions(self, between: Callable[[], bool]) -> None:
@@ -150,6 +156,70 @@ def pause_classes(ops: list[int]) -> list[int]:
     """
     first: dict[int, int] = {}
     return [first.setdefault(count, i) for i, count in enumerate(ops)]
+
+
+def crash_classes(durable: list[Any]) -> list[int]:
+    """For each point, the first point of its crash class: the run of consecutive points with the
+    same durable state (see :class:`DurableState`).
+
+    A SIGKILL leaves exactly the durable state of its moment: files as they were committed, the
+    world's ledger, the shared clock. Nothing else survives the process, and the recovery runs in
+    a fresh one, so a kill anywhere in a class leaves the same files and ends as a kill at its
+    first point does.
+
+    >>> crash_classes([(1, 5), (1, 5), (2, 5), (2, 5), (1, 5)])
+    [0, 0, 2, 2, 4]
+    >>> crash_classes([])
+    []
+    """
+    out: list[int] = []
+    for i, state in enumerate(durable):
+        out.append(out[-1] if i and state == durable[i - 1] else i)
+    return out
+
+
+class DurableState:
+    """What a SIGKILL would leave, as a value that changes whenever it does: the commit counter
+    (``PRAGMA data_version``, read on a connection of its own) of each SQLite file in a scenario's
+    directory, and the shared clock.
+
+    Where the engine keeps anything the harness cannot watch (its database on a server, files that
+    are not SQLite databases), every call returns a new value: every point is its own class.
+    """
+
+    SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+    def __init__(self, directory: str, db: str, clock: Any) -> None:
+        self.directory = directory
+        self.clock = clock
+        self._unique = 0
+        self._conns: list[Any] = []
+        self._known: set[str] = set()
+        import sqlite3
+
+        for path in (db, os.path.join(directory, "world.db")):
+            if not os.path.isfile(path):
+                self._conns = []
+                return
+            try:
+                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA data_version").fetchone()
+            except sqlite3.DatabaseError:  # not a SQLite file
+                self._conns = []
+                return
+            self._conns.append(conn)
+            self._known |= {os.path.basename(path) + suffix for suffix in self.SQLITE_SUFFIXES}
+
+    def __call__(self) -> Any:
+        if not self._conns or not self._known.issuperset(os.listdir(self.directory)):
+            self._unique += 1
+            return ("unwatched", self._unique)
+        return tuple(conn.execute("PRAGMA data_version").fetchone()[0] for conn in self._conns) + (self.clock.peek(),)
+
+    def close(self) -> None:
+        for conn in self._conns:
+            conn.close()
+        self._conns = []
 
 
 class Killer:

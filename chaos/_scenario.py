@@ -1,15 +1,21 @@
 """A scenario: a fresh database, jobs, a worker killed at one crash point, a recovery, the checks.
 
-``fork`` mode (the default, the faithful one) runs the doomed worker in a forked child that opens
-its own connections and dies by SIGKILL at the point: no ``finally``, no ``atexit``, no
-context-manager exit. ``inprocess`` mode abandons the worker by raising an exception at the point
-and drops its connection without committing: much cheaper, but ``finally`` blocks and ``with``
-exits still run, so code that is only correct if they run looks correct. It is a weaker
-approximation, documented as such.
+Every piece of code under test runs in a child forked for it (:mod:`chaos._process`), never in
+the harness's own process: the family's setup, the recording of its doomed iteration (with the
+baseline, the same iteration run to the end without any fault), each doomed iteration, and each
+recovery. A recovery therefore starts in a process that never ran the doomed iteration, as a real
+restart does, and a workflow that keeps state in process memory between steps is caught.
 
-After the kill the parent takes over: it checks the invariants that must hold at every moment,
-moves the fake clock past the dead worker's lease, runs a fresh worker and the outbox sender until
-nothing is due (moving time past every backoff), and checks the whole catalog at rest.
+``fork`` mode (the default, the faithful one) kills the doomed worker by SIGKILL at the point:
+no ``finally``, no ``atexit``, no context-manager exit. ``inprocess`` mode abandons it by raising
+an exception at the point, so ``finally`` blocks and ``with`` exits still run, and code that is
+only correct if they run looks correct: a weaker approximation, documented as such. Either way
+the abandoned sessions are never closed; the child's exit drops their connections.
+
+After the kill the harness checks the invariants that must hold at every moment, moves the fake
+clock past the dead worker's lease, drains the system in a fresh process (a worker and the
+outbox sender until nothing is due, time moving past every backoff), and checks the whole
+catalog at rest, including that the crash did not change the outcome (``same-outcome``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import sqlite3
 import time
 from collections import Counter
@@ -26,11 +31,25 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ._clock import SharedClock
-from ._invariants import Evidence, Violation, check, idempotent_submit, wasted_calls, zombie_calls
-from ._points import Killer, Point, Recorder, pause_classes
+from ._invariants import (
+    Evidence,
+    Violation,
+    baseline_failures,
+    check,
+    idempotent_submit,
+    raised,
+    same_outcome,
+    wasted_calls,
+    zombie_calls,
+)
+from ._points import DurableState, Killer, Point, Recorder, crash_classes, pause_classes
+from ._process import Ended, Exit, die_here, fork, stop_here
 from ._world import Fault, World
 
-__all__ = ["Scenario", "Outcome", "Family", "prepare", "run_point", "record", "MODES"]
+__all__ = [
+    "Scenario", "Outcome", "Family", "prepare", "run_point", "run_pause", "run_interleaving", "record", "MODES",
+    "DEFAULT_PAYLOAD", "payload_for", "fresh_run", "doomed_iteration", "settle", "discard",
+]
 
 MODES = ("fork", "inprocess")
 T0 = 1_700_000_000.0
@@ -39,6 +58,15 @@ ITERATIONS_PER_ROUND_MAX = 50
 BACKOFF_JUMP_S = 33.0
 EXIT_NOT_REACHED = 3
 EXIT_ERROR = 4
+# What the harness submits for each job unless the adapter says otherwise (``payload(job_id)``).
+DEFAULT_PAYLOAD = '{"source": <job id>}'
+
+
+def payload_for(adapter: Any, job_id: str) -> Any:
+    """The payload the harness submits for ``job_id``: the adapter's ``payload(job_id)`` where it
+    has one, else ``{"source": job_id}`` (what the reference workflow's fetch step reads)."""
+    hook = getattr(adapter, "payload", None)
+    return hook(job_id) if callable(hook) else {"source": job_id}
 
 
 class Abandon(BaseException):
@@ -54,8 +82,16 @@ class Scenario:
     ``"send"`` (one outbox pass), ``"advance:<s>"`` (move the clock), ``"claim:<worker>"`` (a
     worker claims the next job and dies holding its lease). ``phase`` is ``"worker"``,
     ``"sender"`` or a person's action, ``"human:<action>:<job>[:<arg>]"`` (e.g.
-    ``"human:cancel:doc-1"``; an action the engine refuses with its clear error is a clean end). ``faults`` are armed for the doomed iteration; ``second_worker`` lets a slow call
-    run another worker while it lasts.
+    ``"human:cancel:doc-1"``; an action the engine refuses with its clear error is a clean end).
+    ``faults`` are armed for the doomed iteration (a ``sticky`` one, a poison input, stays armed
+    for the recovery too: it fails the same way on every call); ``second_worker`` lets a slow
+    call run another worker while it lasts.
+
+    ``expect`` names the states every job must end in when the family runs without any fault
+    (its baseline); by default the workflow's final states, or any settled state for a family
+    with a poison fault, a failed review or a person's action. ``allowed`` names the other final
+    states a job may reach after a fault, for a family whose point is a race (a killed cancel is
+    a cancel that never happened).
     """
 
     name: str
@@ -65,6 +101,15 @@ class Scenario:
     phase: str = "worker"
     faults: tuple[Fault, ...] = ()
     second_worker: bool = False
+    expect: tuple[str, ...] | None = None
+    allowed: tuple[str, ...] = ()
+
+    def expected_states(self, final_states: frozenset[str], settled: frozenset[str]) -> frozenset[str]:
+        """The states every job must end in without any fault."""
+        if self.expect is not None:
+            return frozenset(self.expect)
+        open_ended = self.phase.startswith("human:") or any(f.sticky or f.kind == "verify_fail" for f in self.faults)
+        return settled if open_ended else final_states
 
 
 @dataclass
@@ -81,7 +126,14 @@ class Family:
     between: list[bool] = field(default_factory=list)
     # For each point, the first point of its pause class (itself where operations are not counted).
     classes: list[int] = field(default_factory=list)
+    # For each point, the first point of its crash class (itself where durable state is not watched).
+    crash_classes: list[int] = field(default_factory=list)
     template_db: str = ""  # an adapter's own template database (PostgreSQL); "" = the template's files
+
+    @property
+    def completed(self) -> bool:
+        """Whether the baseline (no fault) ended as the family expects: only then are its points run."""
+        return self.baseline.held
 
 
 @dataclass
@@ -100,6 +152,10 @@ class Outcome:
     deliveries: int = 0
     seconds: float = 0.0
     blocked_s: float = 0.0
+    results: dict[str, str | None] = field(default_factory=dict)  # job -> its result, as stored
+    last_errors: dict[str, str | None] = field(default_factory=dict)  # job -> its last_error
+    effects: dict[str, str] = field(default_factory=dict)  # applied effect key -> its payload
+    error: str = ""  # the last lines of a traceback, when the code under test raised
 
     @property
     def held(self) -> bool:
@@ -120,7 +176,9 @@ class _Run:
     """The files, clock, world and seeds of one scenario run, in its own directory.
 
     ``db`` is the engine's database: ``<directory>/engine.db`` unless the adapter made one of its
-    own (see :func:`_copy`); ``drop`` says the run owns it and drops it when it closes.
+    own (see :func:`_copy`); ``drop`` says the run owns it and drops it when it closes. Sessions
+    open only in a child (:mod:`chaos._process`): the harness's own process never runs the code
+    under test.
     """
 
     def __init__(self, adapter: Any, directory: str, clock_at: float, seed: int, scenario: Scenario,
@@ -136,8 +194,13 @@ class _Run:
         self.scenario = scenario
         self.sessions: list[Any] = []
         self.on_session: Callable[[Any], None] | None = None  # told of every session opened
+        self.submitted: dict[str, str] = {}  # job id -> the payload submitted, as JSON
 
     def session(self, worker_id: str) -> Any:
+        from ._process import in_child
+
+        if not in_child():
+            raise RuntimeError("a scenario's sessions open in a forked child only (chaos._process.fork)")
         rng = random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}")
         session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
         self.sessions.append(session)
@@ -161,8 +224,12 @@ class _Run:
     def evidence(self, submitted: dict[str, str], interruptions: Counter, snapshot: Any = None) -> Evidence:
         return Evidence.gather(self.adapter, self.db, self.world, submitted=submitted, interruptions=interruptions, snapshot=snapshot)
 
+    def only(self, deep: bool) -> Any:
+        """The code objects whose lines are points (None: every function under the trace paths)."""
+        return None if deep else [fn.__code__ for fn in self.adapter.targets().values()]
 
-def _doomed(run: _Run) -> Callable[[], Any]:
+
+def doomed_iteration(run: _Run) -> Callable[[], Any]:
     """The iteration that will be killed, with the scenario's faults armed."""
     scenario = run.scenario
     for fault in scenario.faults:
@@ -188,29 +255,47 @@ def _doomed(run: _Run) -> Callable[[], Any]:
 
 
 def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
-    """Build the scenario's template, then record the points of its doomed iteration."""
+    """Build the scenario's template (in a child), then record the points of its doomed iteration.
+
+    A family whose setup raises, or whose baseline does not end as it expects, comes back with
+    no points and a failed baseline saying why (see :attr:`Family.completed`).
+    """
     template = os.path.join(workdir, "template-" + scenario.name)
     os.makedirs(template, exist_ok=True)
     # An adapter whose databases are not files (PostgreSQL) builds the template database itself.
     template_db = getattr(adapter, "template_db", None)
     run = _Run(adapter, template, T0, seed, scenario, template_db(template) if template_db is not None else None)
-    _create(adapter, run.db)
-    session = run.session("w-setup")
-    submitted = {}
-    for job_id in scenario.jobs:
-        payload = {"source": job_id}
-        session.submit(job_id, payload)
-        submitted[job_id] = json.dumps(payload, sort_keys=True)
-    for action in scenario.setup:
-        _setup_action(run, session, action)
-    run.close()
-    clock_after_setup = run.clock.now()
-    family = Family(scenario, template, clock_after_setup, submitted, [], {}, Outcome("baseline", "clean"),
+
+    def setup() -> dict[str, str]:
+        _create(adapter, run.db)
+        session = run.session("w-setup")
+        submitted = {}
+        for job_id in scenario.jobs:
+            payload = payload_for(adapter, job_id)
+            session.submit(job_id, payload)
+            submitted[job_id] = json.dumps(payload, sort_keys=True)
+        for action in scenario.setup:
+            _setup_action(run, session, action)
+        run.close()
+        return submitted
+
+    family = Family(scenario, template, T0, {}, [], {}, Outcome("baseline", Exit.CLEAN),
                     template_db=run.db if template_db is not None else "")
+    ended = fork(setup).wait()
+    run.world.close()
+    if ended.exit is not Exit.FINISHED:
+        family.baseline = Outcome("baseline", Exit.ERROR, error=ended.error,
+                                  violations=[raised(f"the setup of family {scenario.name!r}", ended.error or str(ended.exit))])
+        return family
+    family.submitted = ended.value
+    family.clock_after_setup = run.clock.now()
     recording = record(adapter, family, workdir, seed=seed, deep=deep)
-    family.points, family.executable, family.baseline = recording.points, recording.executable, recording.baseline
-    family.between = recording.between
+    family.executable, family.baseline = recording.executable, recording.baseline
+    if not family.baseline.held:
+        return family  # no points: a family that fails without any fault teaches nothing by crashing
+    family.points, family.between = recording.points, recording.between
     family.classes = pause_classes(recording.ops) if recording.ops else list(range(len(recording.points)))
+    family.crash_classes = crash_classes(recording.durable) if recording.durable else list(range(len(recording.points)))
     return family
 
 
@@ -261,10 +346,12 @@ def _copy(family: Family, directory: str, adapter: Any = None) -> str | None:
     return None
 
 
-def _fresh_run(adapter: Any, family: Family, directory: str, seed: int) -> _Run:
+def fresh_run(adapter: Any, family: Family, directory: str, seed: int) -> _Run:
     """A new run on a fresh copy of the family's template."""
     db = _copy(family, directory, adapter)
-    return _Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
+    run = _Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
+    run.submitted = family.submitted
+    return run
 
 
 def discard(adapter: Any, family: Family) -> None:
@@ -283,55 +370,87 @@ class Recording:
     baseline: Outcome
     between: list[bool]
     ops: list[int]  # visible operations finished before each point; [] when they cannot be counted
+    durable: list[Any] = field(default_factory=list)  # the durable state at each point; [] when not watched
 
 
 def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
-    """Run the doomed iteration cleanly under a line recorder; return its points and its baseline.
+    """Run the doomed iteration cleanly under a line recorder, then on to the end without any
+    fault, all in one child; return its points and its baseline.
 
     Besides the points, the recording counts the iteration's visible operations (statements sent
     on any SQLite connection a session opens, the world's ledger writes, clock reads) so that
-    points with none between them form one pause class (:func:`chaos._points.pause_classes`).
-    Where a session's connection cannot be watched (not SQLite), no count is given.
+    points with none between them form one pause class (:func:`chaos._points.pause_classes`),
+    and notes the durable state at each point (commits to the scenario's SQLite files, the shared
+    clock) so that points with no durable change between them form one crash class
+    (:func:`chaos._points.crash_classes`). Where a session's connection cannot be watched (not
+    SQLite), no count is given; where the files cannot be watched, every point is its own class.
     """
     from ._points import function_lines
 
     directory = os.path.join(workdir, "baseline-" + family.scenario.name)
-    run = _fresh_run(adapter, family, directory, seed)
-    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
-    recorder = Recorder(adapter.trace_paths(), only)
-    watched = [True]
+    run = fresh_run(adapter, family, directory, seed)
 
-    def watch(session: Any) -> None:
-        conn = _store_conn(session)
-        if isinstance(conn, sqlite3.Connection):
-            conn.set_trace_callback(recorder.tick)
-        else:
-            watched[0] = False
+    def body() -> tuple[Any, ...]:
+        run.world.conn  # the ledger exists from here on, so that its commits can be watched too
+        recorder = Recorder(adapter.trace_paths(), run.only(deep), durable=DurableState(directory, run.db, run.clock))
+        watched = [True]
 
-    run.on_session = watch
-    iteration = _doomed(run)
-    conn = _store_conn(run.sessions[0]) if run.sessions else None
-    if hasattr(conn, "in_transaction"):
-        recorder.watch_transactions(lambda: not conn.in_transaction)
-    elif hasattr(getattr(conn, "info", None), "transaction_status"):  # psycopg: 0 is IDLE
-        recorder.watch_transactions(lambda: conn.info.transaction_status == 0)
-    run.world.conn.set_trace_callback(recorder.tick)
-    run.clock.observer = recorder.tick
+        def watch(session: Any) -> None:
+            conn = _store_conn(session)
+            if isinstance(conn, sqlite3.Connection):
+                conn.set_trace_callback(recorder.tick)
+            else:
+                watched[0] = False
+
+        run.on_session = watch
+        iteration = doomed_iteration(run)
+        conn = _store_conn(run.sessions[0]) if run.sessions else None
+        if hasattr(conn, "in_transaction"):
+            recorder.watch_transactions(lambda: not conn.in_transaction)
+        elif hasattr(getattr(conn, "info", None), "transaction_status"):  # psycopg: 0 is IDLE
+            recorder.watch_transactions(lambda: conn.info.transaction_status == 0)
+        run.world.conn.set_trace_callback(recorder.tick)
+        run.clock.observer = recorder.tick
+        try:
+            with recorder:
+                iteration()
+        finally:
+            run.clock.observer = None
+            run.on_session = None
+            run.world.conn.set_trace_callback(None)
+            recorder.durable_state.close()
+        executable: dict[str, set[int]] = {}
+        for code in recorder.codes:
+            executable.setdefault(code.co_filename, set()).update(function_lines(code))
+        # The baseline: the same process goes on to the end, faults stopped, as if nothing happened.
+        drained = _drain(run, advance=True)
+        return (recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, recorder.between,
+                recorder.ops if watched[0] else [], recorder.durable, drained)
+
     started = time.perf_counter()
     try:
-        with recorder:
-            iteration()
+        ended = fork(body).wait()
+        if ended.exit is not Exit.FINISHED:
+            outcome = Outcome("baseline", Exit.ERROR, error=ended.error,
+                              violations=[raised(f"the baseline of family {family.scenario.name!r}", ended.error or str(ended.exit))])
+            return Recording([], {}, outcome, [], [])
+        points, executable, between, ops, durable, drained = ended.value
+        outcome = _checked(run, family.submitted, Counter(), "baseline", Exit.CLEAN, drained)
+        outcome.violations += baseline_failures(family.scenario, adapter, outcome, _payload_hint(adapter, family))
     finally:
-        run.clock.observer = None
-        run.on_session = None
-        run.world.conn.set_trace_callback(None)
-    executable: dict[str, set[int]] = {}
-    for code in recorder.codes:
-        executable.setdefault(code.co_filename, set()).update(function_lines(code))
-    outcome = _recover_and_check(run, family.submitted, Counter(), "baseline", "clean")
+        run.close()
     outcome.seconds = time.perf_counter() - started
-    return Recording(recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, outcome, recorder.between,
-                     recorder.ops if watched[0] else [])
+    return Recording(points, executable, outcome, between, ops, durable)
+
+
+def _payload_hint(adapter: Any, family: Family) -> str:
+    """What a failed baseline says about the payloads: what was submitted, and how to change it."""
+    sample = next(iter(family.submitted.items()), None)
+    shown = f"{sample[1]} for job {sample[0]!r}" if sample else DEFAULT_PAYLOAD
+    if callable(getattr(adapter, "payload", None)):
+        return f"the harness submitted {shown}, from your adapter's payload(job_id)"
+    return (f"the harness submits {shown} (its default, {DEFAULT_PAYLOAD}); if your steps need other input, "
+            "give your adapter a payload(job_id) method that returns it")
 
 
 def _store_conn(session: Any) -> Any:
@@ -341,66 +460,78 @@ def _store_conn(session: Any) -> Any:
 
 
 def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
-    """Kill the doomed iteration at ``point``, recover, and check every invariant."""
+    """Kill the doomed iteration at ``point`` (in a child), recover in a fresh child, and check
+    every invariant."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of: {', '.join(MODES)}")
     started = time.perf_counter()
-    directory = os.path.join(workdir, "point")
-    run = _fresh_run(adapter, family, directory, seed)
-    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
-    exit_kind = _kill_fork(run, point, only) if mode == "fork" else _kill_inprocess(run, point, only)
-    snapshot = adapter.inspect(run.db)
-    interruptions = _interruptions(run, snapshot)
-    after_kill = check(run.evidence(family.submitted, interruptions, snapshot), at_rest=False)
-    outcome = _recover_and_check(run, family.submitted, interruptions, point.id, exit_kind)
-    seen = {str(v) for v in outcome.violations}
-    outcome.violations = [v for v in after_kill if str(v) not in seen] + outcome.violations
+    run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
+    try:
+        ended = fork(lambda: _run_to_point(run, point, deep, mode)).wait()
+        exit_kind, error = _doomed_exit(ended)
+        outcome = _after_fault(run, family, point.id, exit_kind, lambda: _interruptions(run))
+    except Exception as exc:  # an adapter raised in the harness's own process (inspect, probe)
+        outcome, error = _adapter_raised(point.id, exc), ""
+    finally:
+        run.close()
+    if error:
+        outcome.error = error
+        outcome.violations.insert(0, raised("the doomed iteration", error))
     outcome.seconds = time.perf_counter() - started
     return outcome
 
 
-def _kill_fork(run: _Run, point: Point, only: Any) -> str:
-    pid = os.fork()
-    if pid == 0:  # the doomed worker: never returns into the caller
-        code = EXIT_ERROR
-        try:
-            iteration = _doomed(run)
-            with Killer(run.adapter.trace_paths(), point, lambda: os.kill(os.getpid(), signal.SIGKILL), only):
-                iteration()
-            code = EXIT_NOT_REACHED
-        except BaseException:  # anything the doomed worker raises is reported as an error exit
-            code = EXIT_ERROR
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
-        return "killed"
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_NOT_REACHED:
-        return "not-reached"
-    return "error"
-
-
-def _kill_inprocess(run: _Run, point: Point, only: Any) -> str:
-    iteration = _doomed(run)
+def _run_to_point(run: _Run, point: Point, deep: bool, mode: str) -> bool:
+    """In the doomed child: run the iteration and die at ``point`` (SIGKILL in fork mode; an
+    :class:`Abandon` raised in inprocess mode, whose sessions are then left as they are: closing
+    one that was abandoned mid-statement can deadlock, and the child's exit drops them anyway).
+    Returns whether the point was reached (only an inprocess child returns after reaching it)."""
+    iteration = doomed_iteration(run)
+    if mode == "fork":
+        with Killer(run.adapter.trace_paths(), point, die_here, run.only(deep)) as killer:
+            iteration()
+        return killer.reached
 
     def abandon() -> None:
         raise Abandon(point.id)
 
-    killer = Killer(run.adapter.trace_paths(), point, abandon, only)
+    killer = Killer(run.adapter.trace_paths(), point, abandon, run.only(deep))
     try:
         with killer:
             iteration()
     except Abandon:
         pass
-    except Exception:
-        return "error"
-    finally:
-        # Drop every connection the doomed process held (a second worker's too) without
-        # committing: closing a connection rolls back whatever transaction it had open.
-        for session in run.sessions:
-            _close_quietly(session)
-        run.sessions.clear()
-    return "killed" if killer.reached else "not-reached"
+    return killer.reached
+
+
+def _doomed_exit(ended: Ended) -> tuple[Exit, str]:
+    """How a doomed child ended, and the traceback it left when it raised."""
+    if ended.exit is Exit.KILLED:
+        return Exit.KILLED, ""
+    if ended.exit is Exit.FINISHED:
+        return (Exit.KILLED if ended.value else Exit.NOT_REACHED), ""
+    return Exit.ERROR, ended.error or f"its process ended: {ended.exit} (status {ended.status})"
+
+
+def _adapter_raised(point_id: str, exc: BaseException) -> Outcome:
+    import traceback
+
+    lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
+    tail = "\n".join(lines[-12:])
+    return Outcome(point_id, Exit.ERROR, error=tail, violations=[raised("the adapter, in the harness's process", tail)])
+
+
+def _after_fault(run: _Run, family: Family, point_id: str, exit_kind: Exit, interrupted: Callable[[], Counter],
+                 problems: list[Violation] | None = None) -> Outcome:
+    """Check what must hold right after the fault, then recover in a fresh child and check the
+    rest (the fault's own ``problems`` first, each violation once)."""
+    snapshot = run.adapter.inspect(run.db)
+    interruptions = interrupted()
+    after = check(run.evidence(family.submitted, interruptions, snapshot), at_rest=False)
+    outcome = _recover_and_check(run, family, interruptions, point_id, exit_kind)
+    seen = {str(v) for v in outcome.violations}
+    outcome.violations = (problems or []) + [v for v in after if str(v) not in seen] + outcome.violations
+    return outcome
 
 
 def _close_quietly(session: Any) -> None:
@@ -458,35 +589,75 @@ def settle(session: Any, inspect: Callable[[], Any], settled: frozenset[str], cl
     return session, crashes, False
 
 
-def _recover_and_check(run: _Run, submitted: dict[str, str], interruptions: Counter, point_id: str, exit_kind: str) -> Outcome:
-    """Stop the faults, let time pass every lease and backoff, drain, then check everything."""
+def _drain(run: _Run, *, advance: bool = False) -> tuple[list[Violation], list[Violation]]:
+    """In a child: the faults stop (a poison input stays poison), a worker and the sender drain
+    the system, then every submit is repeated. Returns the recovery's crashes and the
+    idempotent-submit violations.
+
+    The baseline calls it in the process that ran the iteration (without any fault, nothing
+    restarts), with ``advance``: time passes the lease first, as the harness does before a
+    recovery.
+    """
     run.world.disarm()
     run.world.during_slow = None
-    run.clock.advance(run.adapter.lease_s + 1)
+    for fault in run.scenario.faults:
+        if fault.sticky:
+            run.world.arm(fault)
+    if advance:
+        run.clock.advance(run.adapter.lease_s + 1)
 
     def restart(session: Any, n: int) -> Any:
         _close_quietly(session)
         return run.session(f"w-recover{n}")
 
-    session, crashes, _ = settle(run.session("w-recover"), lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock,
-                                 restart=restart)
+    def inspect() -> Any:
+        return run.adapter.inspect(run.db)
+
+    session, crashes, _ = settle(run.session("w-recover"), inspect, run.adapter.settled_states(), run.clock, restart=restart)
+    resubmitted = idempotent_submit(session, inspect, run.submitted, run.adapter.conflict_errors)
+    run.close()
+    return crashes, resubmitted
+
+
+def _recover_and_check(run: _Run, family: Family, interruptions: Counter, point_id: str, exit_kind: str, *,
+                       compare: bool = True) -> Outcome:
+    """Let time pass every lease and backoff, drain in a fresh child, then check everything, and
+    (with ``compare``) that the outcome is the baseline's."""
+    run.clock.advance(run.adapter.lease_s + 1)
+    ended = fork(lambda: _drain(run)).wait()
+    if ended.exit is Exit.FINISHED:
+        drained = ended.value
+    else:
+        detail = ended.error or f"its process ended: {ended.exit} (status {ended.status})"
+        drained = ([raised("the recovery, in a fresh process", detail)], [])
+    outcome = _checked(run, family.submitted, interruptions, point_id, exit_kind, drained)
+    if compare and family.baseline.held:
+        outcome.violations += same_outcome(family.baseline, outcome, family.scenario.allowed)
+    return outcome
+
+
+def _checked(run: _Run, submitted: dict[str, str], interruptions: Counter, point_id: str, exit_kind: str,
+             drained: tuple[list[Violation], list[Violation]]) -> Outcome:
+    """The whole catalog at rest, read from what outlived every process: the database and the
+    world's ledger."""
+    crashes, resubmitted = drained
     evidence = run.evidence(submitted, interruptions)
-    violations = crashes[:1] + check(evidence, at_rest=True)
-    violations += idempotent_submit(session, lambda: run.adapter.inspect(run.db), submitted, run.adapter.conflict_errors)
-    calls = Counter(f"{c.job_id}:{c.step}" for c in evidence.calls)
-    outcome = Outcome(
+    violations = crashes[:1] + check(evidence, at_rest=True) + resubmitted
+    jobs = evidence.snapshot.jobs
+    return Outcome(
         point=point_id,
         exit=exit_kind,
         violations=violations,
         wasted_calls=wasted_calls(evidence),
         zombie_calls=len(zombie_calls(evidence)),
-        final_states={j: v.state for j, v in evidence.snapshot.jobs.items()},
-        calls=dict(calls),
+        final_states={j: v.state for j, v in jobs.items()},
+        calls=dict(Counter(f"{c.job_id}:{c.step}" for c in evidence.calls)),
         applied=sum(1 for d in evidence.deliveries if d.applied),
         deliveries=len(evidence.deliveries),
+        results={j: v.result for j, v in jobs.items()},
+        last_errors={j: v.last_error for j, v in jobs.items()},
+        effects={d.key: d.payload for d in evidence.deliveries if d.applied},
     )
-    run.close()
-    return outcome
 
 
 # -- pauses -------------------------------------------------------------------------------------
@@ -495,42 +666,24 @@ OTHER_BUSY_TIMEOUT_S = 0.05
 EXIT_RESUMED = 0
 
 
-def _stop_self() -> None:
-    os.kill(os.getpid(), signal.SIGSTOP)
+def _frozen_at(run: _Run, point: Point, deep: bool, iteration_of: Callable[[], Callable[[], Any]]) -> Any:
+    """Fork a worker that stops itself (SIGSTOP) just before ``point``; return the child, stopped
+    (or ended, if it never reached the point)."""
+    def body() -> bool:
+        iteration = iteration_of()
+        with Killer(run.adapter.trace_paths(), point, stop_here, run.only(deep)) as killer:
+            iteration()
+        return killer.reached
+
+    child = fork(body)
+    return child, child.wait()
 
 
-def _fork_until(run: _Run, point: Point, only: Any, iteration_of: Callable[[], Callable[[], Any]]) -> int:
-    """Fork a worker that stops itself (SIGSTOP) just before ``point``; return its pid, stopped
-    (or already exited if it never reached the point)."""
-    pid = os.fork()
-    if pid == 0:
-        code = EXIT_ERROR
-        try:
-            iteration = iteration_of()
-            with Killer(run.adapter.trace_paths(), point, _stop_self, only) as killer:
-                iteration()
-            code = EXIT_RESUMED if killer.reached else EXIT_NOT_REACHED
-        except BaseException as exc:  # reported to the parent through a file: the child never returns
-            with open(os.path.join(run.dir, f"error-{os.getpid()}.txt"), "w") as f:
-                f.write(f"{type(exc).__name__}: {exc}")
-            code = EXIT_ERROR
-        finally:
-            os._exit(code)
-    return pid
-
-
-def _is_stopped(pid: int) -> bool:
-    _, status = os.waitpid(pid, os.WUNTRACED)
-    return os.WIFSTOPPED(status)
-
-
-def _resume(run: _Run, pid: int, who: str) -> list[Violation]:
-    os.kill(pid, signal.SIGCONT)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) in (EXIT_RESUMED, EXIT_NOT_REACHED):
+def _resumed(child: Any, who: str) -> list[Violation]:
+    ended = child.resume()
+    if ended.exit is Exit.FINISHED:
         return []
-    path = os.path.join(run.dir, f"error-{pid}.txt")
-    detail = open(path).read() if os.path.exists(path) else f"exit status {status}"
+    detail = (ended.error or f"exit status {ended.status}").strip().splitlines()[-1]
     return [Violation("drains", f"{who} crashed after it was resumed: {detail}")]
 
 
@@ -542,57 +695,68 @@ def _short_busy(session: Any) -> Any:
 
 
 def _other_worker(run: _Run, name: str) -> tuple[float, list[Violation]]:
-    """Another worker runs as far as it can (steps and outbox) while one is frozen.
+    """Another worker, in a child of its own, runs as far as it can (steps and outbox) while one
+    is frozen.
 
     Its busy timeout is short: where the frozen worker holds the write lock, it must wait that
     long, back off cleanly and leave the job for later. Returns the time it spent blocked.
     """
-    session = _short_busy(run.session(name))
-    blocked_s = 0.0
-    try:
-        for _ in range(ITERATIONS_PER_ROUND_MAX):
-            started = time.perf_counter()
-            outcome = session.run_once()
-            if outcome == "busy":
-                blocked_s += time.perf_counter() - started
-            if outcome in ("idle", "busy"):
-                break
-        for _ in range(ITERATIONS_PER_ROUND_MAX):
-            if not session.send_outbox():
-                break
-    except Exception as exc:  # the engine must survive a frozen peer: anything raised is a violation
-        return blocked_s, [Violation("drains", f"worker {name!r} raised {type(exc).__name__} while a peer was frozen: {exc}")]
-    finally:
-        _close_quietly(session)
-        run.sessions.remove(session)
-    return blocked_s, []
+
+    def body() -> tuple[float, list[Violation]]:
+        session = _short_busy(run.session(name))
+        blocked_s = 0.0
+        try:
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                started = time.perf_counter()
+                outcome = session.run_once()
+                if outcome == "busy":
+                    blocked_s += time.perf_counter() - started
+                if outcome in ("idle", "busy"):
+                    break
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                if not session.send_outbox():
+                    break
+        except Exception as exc:  # the engine must survive a frozen peer: anything raised is a violation
+            return blocked_s, [Violation("drains", f"worker {name!r} raised {type(exc).__name__} while a peer was frozen: {exc}")]
+        run.close()
+        return blocked_s, []
+
+    ended = fork(body).wait()
+    if ended.exit is Exit.FINISHED:
+        return ended.value
+    return 0.0, [raised(f"worker {name!r}, while a peer was frozen", ended.error or str(ended.exit))]
 
 
 def run_pause(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
     """Freeze the worker at ``point``; another worker runs with its lease still valid
     (``expired=False``) or past it; then resume the frozen worker, drain, and check."""
     started = time.perf_counter()
-    directory = os.path.join(workdir, "point")
-    run = _fresh_run(adapter, family, directory, seed)
-    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
+    run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
-    pid = _fork_until(run, point, only, lambda: _doomed(run))
     problems: list[Violation] = []
     blocked_s = 0.0
     interruptions: Counter = Counter()
-    if _is_stopped(pid):
-        exit_kind = "paused"
-        if expired:
-            interruptions = _interruptions(run)  # a pause longer than the lease interrupts the step
-            run.clock.advance(adapter.lease_s + 1)
-        blocked_s, problems = _other_worker(run, "w-other")
-        problems += _resume(run, pid, "the frozen worker")
-    else:
-        exit_kind = "not-reached"
-    after = check(run.evidence(family.submitted, interruptions), at_rest=False)
-    outcome = _recover_and_check(run, family.submitted, interruptions, point.id, exit_kind)
-    seen = {str(v) for v in outcome.violations}
-    outcome.violations = problems + [v for v in after if str(v) not in seen] + outcome.violations
+    child = None
+    try:
+        child, ended = _frozen_at(run, point, deep, lambda: doomed_iteration(run))
+        if ended.exit is Exit.STOPPED:
+            exit_kind = Exit.PAUSED
+            if expired:
+                interruptions = _interruptions(run)  # a pause longer than the lease interrupts the step
+                run.clock.advance(adapter.lease_s + 1)
+            blocked_s, problems = _other_worker(run, "w-other")
+            problems += _resumed(child, "the frozen worker")
+        else:
+            exit_kind, error = _doomed_exit(ended)
+            if error:
+                problems.append(raised("the iteration to pause", error))
+        outcome = _after_fault(run, family, point.id, exit_kind, lambda: interruptions, problems)
+    except Exception as exc:  # an adapter raised in the harness's own process
+        outcome = _adapter_raised(point.id, exc)
+    finally:
+        if child is not None:
+            child.kill()  # never leave a stopped worker behind
+        run.close()
     outcome.fault = kind
     outcome.blocked_s = blocked_s
     outcome.seconds = time.perf_counter() - started
@@ -603,27 +767,31 @@ def run_interleaving(adapter: Any, family: Family, first: Point, second: Point, 
     """Two-level interleaving on one job: A frozen at ``first``; time passes A's lease; B runs
     until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check."""
     started = time.perf_counter()
-    directory = os.path.join(workdir, "point")
-    run = _fresh_run(adapter, family, directory, seed)
-    only = None if deep else [fn.__code__ for fn in adapter.targets().values()]
-    a = _fork_until(run, first, only, lambda: _doomed(run))
+    run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     problems: list[Violation] = []
     interruptions: Counter = Counter()
-    exit_kind = "not-reached"
-    if _is_stopped(a):
-        interruptions = _interruptions(run)
-        run.clock.advance(adapter.lease_s + 1)
-        b = _fork_until(run, second, only, lambda: _short_busy(run.session("w-b")).run_once)
-        b_stopped = _is_stopped(b)
-        problems += _resume(run, a, "worker A")
-        if b_stopped:
-            exit_kind = "interleaved"
-            problems += _resume(run, b, "worker B")
-    after = check(run.evidence(family.submitted, interruptions), at_rest=False)
+    exit_kind = Exit.NOT_REACHED
     point_id = f"{first.id}+{second.id}"
-    outcome = _recover_and_check(run, family.submitted, interruptions, point_id, exit_kind)
-    seen = {str(v) for v in outcome.violations}
-    outcome.violations = problems + [v for v in after if str(v) not in seen] + outcome.violations
+    children: list[Any] = []
+    try:
+        a, a_ended = _frozen_at(run, first, deep, lambda: doomed_iteration(run))
+        children.append(a)
+        if a_ended.exit is Exit.STOPPED:
+            interruptions = _interruptions(run)
+            run.clock.advance(adapter.lease_s + 1)
+            b, b_ended = _frozen_at(run, second, deep, lambda: _short_busy(run.session("w-b")).run_once)
+            children.append(b)
+            problems += _resumed(a, "worker A")
+            if b_ended.exit is Exit.STOPPED:
+                exit_kind = Exit.INTERLEAVED
+                problems += _resumed(b, "worker B")
+        outcome = _after_fault(run, family, point_id, exit_kind, lambda: interruptions, problems)
+    except Exception as exc:  # an adapter raised in the harness's own process
+        outcome = _adapter_raised(point_id, exc)
+    finally:
+        for child in children:
+            child.kill()
+        run.close()
     outcome.fault = "interleave"
     outcome.seconds = time.perf_counter() - started
     return outcome

@@ -107,6 +107,7 @@ class Delivery:
     key: str
     kind: str
     applied: bool
+    payload: str = ""  # the effect's payload as sent (JSON)
 
 
 Probe = Callable[[str, str, str, int, float], "tuple[bool, bool]"]
@@ -160,8 +161,8 @@ class World:
         return [Call(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8]), r[9]) for r in rows]
 
     def deliveries(self) -> list[Delivery]:
-        rows = self.conn.execute("SELECT seq, key, kind, applied FROM delivery ORDER BY seq")
-        return [Delivery(r[0], r[1], r[2], bool(r[3])) for r in rows]
+        rows = self.conn.execute("SELECT seq, key, kind, applied, payload FROM delivery ORDER BY seq")
+        return [Delivery(r[0], r[1], r[2], bool(r[3]), r[4] or "") for r in rows]
 
     def applied_effects(self) -> dict[str, int]:
         """Effects applied at the receiver, per idempotency key (the receiver dedupes: 1 each)."""
