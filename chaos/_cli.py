@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--sample", type=int, help="run a seeded sample of N points instead of all")
     m.add_argument("--family", action="append", help="run only this scenario family (repeatable)")
     m.add_argument("--shallow", action="store_true", help="only the target functions' own lines, not what they call")
-    m.add_argument("-n", "--jobs", type=int, default=1, help="processes to spread points over (default 1)")
+    m.add_argument("-n", "--jobs", type=_jobs, default=os.cpu_count() or 1,
+                   help="processes to spread points over: a number or 'auto' (default: every core, here %(default)s)")
     m.add_argument(
         "--faults",
         default=",".join(DEFAULT_FAULTS),
@@ -49,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite",
                    help="postgresql: scenario databases on a PostgreSQL server (--db, or a throwaway local one)")
     m.add_argument("--db", help="postgresql://... URL of a server whose user may create databases (implies --backend postgresql)")
-    m.add_argument("--quiet", action="store_true", help="print only violations and the summary")
+    m.add_argument("--verbose", action="store_true", help="print a line per point before the findings and the summary")
+    m.add_argument("--quiet", action="store_true", help="print only findings and the summary (the default; kept for old scripts)")
     # Random histories (chaos.machine, which imports Hypothesis only when the command runs).
     e = sub.add_parser("explore", help="random histories of runs, kills, clock jumps and faults; a failure is shrunk and replayable")
     e.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
@@ -119,16 +121,36 @@ def _matrix(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(report.to_json(), indent=2))
         else:
-            print(format_report(report, quiet=args.quiet))
+            print(format_report(report, verbose=args.verbose and not args.quiet))
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
         sys.stderr.close()
     return 1 if report.violations else 0
 
 
-def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
-    """The matrix as a person reads it: a row per point, then violations, coverage and a summary."""
+def _jobs(text: str) -> int:
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes; give a whole number of at least 1, or auto") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} processes cannot run anything; give at least 1, or auto")
+    return value
+
+
+def format_report(report: MatrixReport, *, verbose: bool = False) -> str:
+    """The matrix as a person reads it: the families that fail without any fault first, then the
+    findings, coverage and a summary (``verbose``: a row per point before them)."""
     out: list[str] = []
-    if not quiet:
+    for name, base in report.baselines.items():
+        for v in base.violations:
+            out.append(f"FAILS WITHOUT ANY FAULT: family {name!r}: {v.detail}" if v.invariant == "baseline"
+                       else f"VIOLATION {v.invariant} in family {name!r} without any crash: {v.detail}")
+            out.append(f"  lesson: {report.lessons[name]}")
+    for name, reason in report.skipped.items():
+        out.append(f"skipped: family {name!r}: {reason}")
+    if verbose:
         out.append(f"{'fault':<14} {'point':<52} {'source':<{SOURCE_CHARS_MAX}} {'outcome':<11} wasted")
         for r in report.results:
             outcome = "held" if r.outcome.held else "VIOLATED"
@@ -136,10 +158,6 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
                 outcome = r.outcome.exit
             out.append(f"{r.fault:<14} {r.id:<52} {r.source[:SOURCE_CHARS_MAX]:<{SOURCE_CHARS_MAX}} {outcome:<11} {r.outcome.wasted_calls}")
         out.append("")
-    for name, base in report.baselines.items():
-        for v in base.violations:
-            out.append(f"VIOLATION {v.invariant} in family {name!r} without any crash: {v.detail}")
-            out.append(f"  lesson: {report.lessons[name]}")
     alike = Counter((r.same_as, r.fault) for r in report.results if r.same_as)
     for r in report.results:
         if r.same_as:  # reported once, at the point its class ran at
@@ -148,7 +166,8 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
             out.append(f"VIOLATION {v.invariant} at {r.id} [{r.fault}] ({_short(r.point.file)}:{r.point.line}: {r.source})")
             out.append(f"  seen: {v.detail}")
             if alike[(r.id, r.fault)]:
-                out.append(f"  also at the {alike[(r.id, r.fault)]} later points of its pause class (no visible operation between them)")
+                what = "crash class (no durable change between them)" if r.fault == "crash" else "pause class (no visible operation between them)"
+                out.append(f"  also at the {alike[(r.id, r.fault)]} later points of its {what}")
             out.append(f"  lesson: {report.lessons[r.family]}")
             out.append(f"  replay: {r.replay}")
     cov = report.coverage()
@@ -156,14 +175,19 @@ def format_report(report: MatrixReport, *, quiet: bool = False) -> str:
     for path, lines in cov["missed"].items():
         out.append(f"  not reached by any scenario: {path}: {_ranges(lines)}")
     for kind, row in report.by_fault().items():
-        ran = f" ({row['run']} run, one per pause class)" if row["run"] != row["scenarios"] else ""
+        per = "crash" if kind == "crash" else "pause"
+        ran = f" ({row['run']} run, one per {per} class)" if row["run"] != row["scenarios"] else ""
         out.append(f"  {kind:<14} {row['scenarios']:>6} scenarios{ran}, {row['held']} held, {row['violated']} violated, {row['wasted_calls']} wasted calls")
     if "interleave" in report.faults:
         ran = sum(1 for r in report.results if r.fault == "interleave")
         out.append(f"  interleavings: {ran} pairs run of {report.pairs_possible} possible")
     held = sum(1 for r in report.results if r.outcome.held)
+    failing = sum(1 for b in report.baselines.values() if not b.held)
+    notes = [f"{failing} failing without any fault"] if failing else []
+    notes += [f"{len(report.skipped)} skipped"] if report.skipped else []
+    extra = f", {' and '.join(notes)}" if notes else ""
     out.append(
-        f"{report.points} points in {len(report.baselines)} families ({report.mode} mode, seed {report.seed}): "
+        f"{report.points} points in {len(report.baselines)} families{extra} ({report.mode} mode, seed {report.seed}): "
         f"{held} held, {report.points - held} violated, {report.wasted_calls} wasted calls, {report.seconds:.1f}s"
     )
     return "\n".join(out)

@@ -1,4 +1,8 @@
-"""Killing a worker in the middle of a random history.
+"""Killing a worker in the middle of a random history, and running every other iteration.
+
+Every iteration of a history runs in a child forked from the harness's process, which never runs
+the code under test itself (:func:`live`): each is a fresh process, as after a restart, so the
+worker that recovers after a kill holds nothing the dead one had in memory.
 
 A kill first *records* the iteration about to run: the database and ledger files are copied (no
 transaction is open between two steps of a history), the same iteration runs on the copy under a
@@ -9,8 +13,8 @@ the lines it reached. Then the real iteration runs and dies at the drawn point:
   ``finally``, no ``atexit``), exactly as the crash matrix does. The clock is shared memory, so
   time the child spent (a slow call) has passed for everyone; the faults it used up and whether a
   slow call's second worker ran come back through a pipe.
-* ``inprocess``: the iteration is abandoned by an exception at the point, and its connections
-  are closed, which rolls back what it had open. Cheaper, and weaker: ``finally`` blocks run.
+* ``inprocess``: the iteration, in its child, is abandoned by an exception at the point; the child
+  then exits without closing anything, which drops what it had open. Weaker: ``finally`` blocks run.
 
 A *pause* forks the iteration the same way, but the child stops itself (SIGSTOP) at the point
 and stays stopped, holding whatever it held there (a lease, an open write transaction), while
@@ -20,16 +24,14 @@ clock everyone shares. The faults it uses up come back through its pipe, one by 
 
 from __future__ import annotations
 
-import gc
-import json
+import importlib
 import mmap
 import os
+import pickle
 import random
 import shutil
-import signal
 import sqlite3
 import struct
-import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -37,10 +39,11 @@ from typing import Any, Callable
 from engine import FakeClock
 
 from ._points import Killer, Point, Recorder
-from ._scenario import EXIT_ERROR, EXIT_NOT_REACHED, EXIT_RESUMED, Abandon, _store_conn
+from ._process import Child, Ended, Exit, die_here, fork, stop_here, tell
+from ._scenario import Abandon, _store_conn
 from ._world import Fault, World
 
-__all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND"]
+__all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised"]
 
 SECOND = "w-second"  # the worker that runs while a slow call outlives the lease
 SECOND_ITERATIONS_MAX = 20
@@ -65,6 +68,7 @@ class Env:
         self.tag = tag
         self.sessions: dict[str, Any] = {}
         self.lives: Counter[str] = Counter()
+        self.runs: Counter[str] = Counter()  # iterations run per worker (each in a child of its own)
         self.slow_fired = False
         self.report: Callable[[dict[str, Any]], None] | None = None  # a forked child's pipe
         self.template: str | None = None  # the empty database ``db`` was copied from, if not a file
@@ -234,8 +238,15 @@ class _SegmentRecorder(Recorder):
 
 
 def record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
-    """Run the iteration on a copy of the files under a line recorder: its crash points, grouped
-    into segments between durable writes (engine commits, paid calls, deliveries)."""
+    """Run the iteration on a copy of the files under a line recorder, in a child: its crash
+    points, grouped into segments between durable writes (engine commits, paid calls, deliveries)."""
+    ended = fork(lambda: _record(main, worker, phase, tag)).wait()
+    if ended.exit is not Exit.FINISHED:
+        return []  # the iteration that is killed raises it again, and is reported there
+    return ended.value
+
+
+def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
     adapter = main.adapter
     directory = os.path.join(main.directory, "dry")
     os.makedirs(directory, exist_ok=True)
@@ -308,40 +319,22 @@ def _observer(path: str) -> sqlite3.Connection | None:
 
 
 def kill(main: Env, worker: str, phase: str, mode: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
-    """Run ``worker``'s iteration and kill it at ``point``, or around a delivery: ``delivery`` is
-    ``(n, before)``, kill right before (or right after) the sender's n-th delivery.
+    """Run ``worker``'s iteration in a child and kill it at ``point``, or around a delivery:
+    ``delivery`` is ``(n, before)``, kill right before (or right after) the sender's n-th delivery.
 
     Returns ``"killed"``, ``"not reached"`` (the iteration ended first) or what it raised first
     (that ends a process as surely). Either way the process is gone: ``main`` buries its session.
     """
     try:
-        if mode == "fork":
-            return _kill_fork(main, worker, phase, tag, point, delivery)
-        return _kill_inprocess(main, worker, phase, tag, point, delivery)
-    except Exception as exc:  # the iteration raised before its point: that ended the process too
-        return f"raised {type(exc).__name__}: {exc}; its process died"
+        ended = fork(lambda: _doomed_child(main, worker, phase, tag, point, delivery, mode)).wait()
+        _apply(main, ended.notes)  # the faults the child used up are used up
+        if ended.exit is Exit.KILLED or (ended.exit is Exit.FINISHED and ended.value):
+            return "killed"
+        if ended.exit is Exit.FINISHED:
+            return "not reached"
+        return _raised(ended)
     finally:
         main.bury(worker)
-
-
-def _kill_inprocess(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
-    world = main.world
-    env = main.child(tag)
-    hook, sender = world.during_slow, world.sender
-    reached = False
-
-    def abandon() -> None:
-        raise Abandon(tag)
-
-    try:
-        _run_to(main, point, _iteration(main, env, worker, phase, delivery, abandon), abandon)
-    except Abandon:
-        reached = True
-    finally:
-        env.close()  # closing a connection rolls back whatever the dead worker had open
-        world.sender = sender
-        world.during_slow = None if env.slow_fired else hook
-    return "killed" if reached else "not reached"
 
 
 def _run_to(main: Env, point: Point | None, iteration: Callable[[], Any], on_hit: Callable[[], None]) -> bool:
@@ -354,80 +347,125 @@ def _run_to(main: Env, point: Point | None, iteration: Callable[[], Any], on_hit
     return killer.reached
 
 
-def _fork(body: Callable[[int], int]) -> tuple[int, int]:
-    """Fork a child that runs ``body(fd)`` (``fd`` its end of a pipe to the parent) and exits with
-    its code, never returning into the caller; return the child's pid and the parent's end."""
-    read_fd, write_fd = os.pipe()
-    gc.freeze()  # the child's collections then leave the parent's objects (and pages) alone
-    pid = os.fork()
-    if pid == 0:
-        code = EXIT_ERROR
-        try:
-            gc.disable()  # a short life: no collection copying pages it shares with the parent
-            os.close(read_fd)
-            code = body(write_fd)
-        except BaseException as exc:  # reported to the parent, which raises it
-            _tell(write_fd, {"error": "".join(traceback.format_exception(exc))[-ERROR_CHARS_MAX:]})
-        finally:
-            os._exit(code)
-    gc.unfreeze()
-    os.close(write_fd)
-    return pid, read_fd
-
-
-def _kill_fork(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None) -> str:
-    pid, read_fd = _fork(lambda fd: _doomed_child(main, worker, phase, tag, point, delivery, fd))
-    _, status = os.waitpid(pid, 0)
-    error = _apply(main, _hear(read_fd))  # the faults the child used up are used up
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
-        return "killed"
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_NOT_REACHED:
-        return "not reached"
-    last = (error or f"exit status {status}").strip().splitlines()[-1]
-    return f"raised {last}; its process died"
-
-
-def _child_env(main: Env, tag: str, fd: int) -> Env:
+def _child_env(main: Env, tag: str) -> Env:
     """The env of a forked child: ``main``'s files, clock and world (its copy of the world
     reopens the ledger; its sessions open new connections). Each fault it uses up, and a slow
-    call's second worker, are told to the parent through ``fd`` (see :func:`_apply`)."""
+    call's second worker, are told to the parent (see :func:`_apply`)."""
     world = main.world
     env = main.child(tag)
-    env.report = lambda message: _tell(fd, message)
+    env.report = tell
     take = world.take_fault
 
     def take_and_report(task: str) -> Fault | None:
         fault = take(task)
         if fault is not None:
-            _tell(fd, {"took": asdict(fault)})
+            tell({"took": asdict(fault)})
         return fault
 
     world.take_fault = take_and_report  # type: ignore[method-assign]
     return env
 
 
-def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None, fd: int) -> int:
-    env = _child_env(main, tag, fd)
+def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | None, delivery: Delivery | None, mode: str) -> bool:
+    """In the doomed child: run to the point and die there (SIGKILL), or, in inprocess mode,
+    abandon the iteration by an exception and return True; False if the point was not reached."""
+    env = _child_env(main, tag)
+    if mode == "fork":
+        _run_to(main, point, _iteration(main, env, worker, phase, delivery, die_here), die_here)
+        return False
 
-    def die() -> None:
-        os.kill(os.getpid(), signal.SIGKILL)
+    def abandon() -> None:
+        raise Abandon(tag)
 
-    _run_to(main, point, _iteration(main, env, worker, phase, delivery, die), die)
-    return EXIT_NOT_REACHED
+    try:
+        _run_to(main, point, _iteration(main, env, worker, phase, delivery, abandon), abandon)
+    except Abandon:
+        return True  # its sessions are left as they are: the child's exit drops their connections
+    return False
+
+
+class Raised(Exception):
+    """What an iteration run in a child raised, when the exception itself cannot be sent back."""
+
+
+def live(main: Env, worker: str, fn: Callable[[Env], Any]) -> Any:
+    """Run ``fn(env)`` in a fresh child, as ``worker``'s next iteration; return its value or raise
+    what it raised (a :class:`Raised` where the exception cannot be sent). The faults it used up,
+    and a slow call's second worker, are applied here."""
+
+    main.runs[worker] += 1
+    tag = f"{main.tag}:{worker}:{main.lives[worker]}:{main.runs[worker]}"
+
+    def body() -> tuple[str, Any]:
+        env = _child_env(main, tag)
+        if main.world.during_slow is not None:  # a slow call's second worker lives in that process
+            env.world.during_slow = env.slow_hook()
+        try:
+            return "value", fn(env)
+        except Exception as exc:  # sent back and raised again in the parent
+            return "raised", _portable(exc)
+
+    ended = fork(body).wait()
+    _apply(main, ended.notes)
+    if ended.exit is not Exit.FINISHED:
+        raise Raised(_raised(ended))
+    kind, value = ended.value
+    if kind == "raised":
+        raise _rebuilt(value)
+    return value
+
+
+def _portable(exc: Exception) -> Any:
+    """``exc`` as it can cross the pipe: itself where it survives pickling unchanged, else its
+    class's name, message and plain attributes (an engine error whose ``__init__`` takes other
+    arguments than its message does not unpickle, or unpickles with another message)."""
+    try:
+        copy = pickle.loads(pickle.dumps(exc))
+        if type(copy) is type(exc) and str(copy) == str(exc):
+            return copy
+    except Exception:
+        pass
+    state = {}  # rebuilt on the other side from its class, message and attributes
+    for name, value in vars(exc).items():
+        try:
+            state[name] = pickle.loads(pickle.dumps(value))
+        except Exception:
+            continue
+    return (type(exc).__module__, type(exc).__qualname__, str(exc), state)
+
+
+def _rebuilt(value: Any) -> BaseException:
+    """The exception a child raised, of its own class where that class can be found here."""
+    if isinstance(value, BaseException):
+        return value
+    module, qualname, message, state = value
+    try:
+        cls: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        exc = cls.__new__(cls)
+        BaseException.__init__(exc, message)
+        exc.__dict__.update(state)
+        return exc
+    except Exception:
+        return Raised(f"{qualname}: {message}")
+
+
+def _raised(ended: Ended) -> str:
+    last = (ended.error or f"exit status {ended.status}").strip().splitlines()[-1]
+    return f"raised {last}; its process died"
 
 
 @dataclass
 class Frozen:
-    """A worker's process stopped at a point, and the pipe it reports through."""
+    """A worker's process stopped at a point."""
 
     worker: str
-    pid: int
-    fd: int
+    child: Child
     point: Point
     leases: list[tuple[str, str, str, float]] = field(default_factory=list)  # (job, state, owner, until) held when it stopped
     paused_at: float = 0.0  # the clock when it stopped
     calls_before: int = 0  # paid calls in the world's ledger when it stopped
-    pending: bytes = b""
 
 
 def pause(main: Env, worker: str, phase: str, tag: str, point: Point) -> Frozen | str:
@@ -437,45 +475,36 @@ def pause(main: Env, worker: str, phase: str, tag: str, point: Point) -> Frozen 
     of it (``"not reached"``, or what it raised: its process died). Either way the faults it used
     up are used up here too.
     """
-    pid, read_fd = _fork(lambda fd: _frozen_child(main, worker, phase, tag, point, fd))
-    _, status = os.waitpid(pid, os.WUNTRACED)
-    if os.WIFSTOPPED(status):
-        frozen = Frozen(worker, pid, read_fd, point)
-        os.set_blocking(read_fd, False)
-        _apply(main, _drain_available(frozen))
-        return frozen
-    return _ended(main, status, _hear(read_fd), worker)
+    child = fork(lambda: _frozen_child(main, worker, phase, tag, point))
+    ended = child.wait()
+    _apply(main, ended.notes)
+    if ended.exit is Exit.STOPPED:
+        return Frozen(worker, child, point)
+    return _ended(main, ended, worker)
 
 
 def resume(main: Env, frozen: Frozen) -> str:
     """Wake a frozen worker (SIGCONT) and let it finish its iteration; returns how it ended."""
-    os.kill(frozen.pid, signal.SIGCONT)
-    _, status = os.waitpid(frozen.pid, 0)
-    os.set_blocking(frozen.fd, True)
-    messages = _parse(frozen.pending + _read_all(frozen.fd))
-    return _ended(main, status, messages, frozen.worker, woke=True)
+    ended = frozen.child.resume()
+    _apply(main, ended.notes)
+    return _ended(main, ended, frozen.worker, woke=True)
 
 
 def abandon_frozen(frozen: Frozen) -> None:
     """Kill a frozen worker without letting it run again (a history that already failed)."""
-    try:
-        os.kill(frozen.pid, signal.SIGKILL)
-        os.waitpid(frozen.pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
-    os.close(frozen.fd)
+    frozen.child.kill()
 
 
-def _frozen_child(main: Env, worker: str, phase: str, tag: str, point: Point, fd: int) -> int:
-    env = _child_env(main, tag, fd)
+def _frozen_child(main: Env, worker: str, phase: str, tag: str, point: Point) -> bool:
+    env = _child_env(main, tag)
 
     def stop() -> None:
-        os.kill(os.getpid(), signal.SIGSTOP)
+        stop_here()
         env.apply_page_limit()  # woken: the disk may have filled, or been freed, meanwhile
 
     reached = _run_to(main, point, _iteration(main, env, worker, phase, None, stop), stop)
     env.close()
-    return EXIT_RESUMED if reached else EXIT_NOT_REACHED
+    return reached
 
 
 def _apply(main: Env, messages: list[dict[str, Any]]) -> str | None:
@@ -491,59 +520,11 @@ def _apply(main: Env, messages: list[dict[str, Any]]) -> str | None:
     return error
 
 
-def _ended(main: Env, status: int, messages: list[dict[str, Any]], worker: str, woke: bool = False) -> str:
-    error = _apply(main, messages)
+def _ended(main: Env, ended: Ended, worker: str, woke: bool = False) -> str:
     main.bury(worker)  # that process is gone; the worker's next iteration is a fresh one
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) in (EXIT_RESUMED, EXIT_NOT_REACHED):
+    if ended.exit is Exit.FINISHED:
         return "finished its iteration" if woke else "not reached"
-    last = (error or f"exit status {status}").strip().splitlines()[-1]
-    return f"raised {last}; its process died"
-
-
-def _drain_available(frozen: Frozen) -> list[dict[str, Any]]:
-    """The whole messages a stopped child wrote so far (its pipe is non-blocking)."""
-    data = frozen.pending
-    while True:
-        try:
-            chunk = os.read(frozen.fd, 1 << 16)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    complete, _, frozen.pending = data.rpartition(b"\n")
-    return _parse(complete)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    try:
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
-def _parse(data: bytes) -> list[dict[str, Any]]:
-    messages = []
-    for line in data.decode(errors="replace").splitlines():
-        try:
-            messages.append(json.loads(line))
-        except ValueError:  # a line cut short by a kill
-            pass
-    return messages
-
-
-def _tell(fd: int, message: dict[str, Any]) -> None:
-    os.write(fd, (json.dumps(message) + "\n").encode())
-
-
-def _hear(fd: int) -> list[dict[str, Any]]:
-    return _parse(_read_all(fd))
+    return _raised(ended)
 
 
 def close_quietly(session: Any) -> None:

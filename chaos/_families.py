@@ -27,7 +27,7 @@ def reference_scenarios() -> list[Scenario]:
             "A job that killed five workers in a row is parked in its failed state, so it cannot take a sixth down.",
             setup=("claim:w-dead1", LEASE_EXPIRY, "claim:w-dead2", LEASE_EXPIRY, "claim:w-dead3", LEASE_EXPIRY,
                    "claim:w-dead4", LEASE_EXPIRY, "claim:w-dead5", LEASE_EXPIRY),
-            expect=("failed_fetch",),
+            expect=("<parked>",),
         ),
         Scenario("extract-timeout", "A timeout is retried after a full-jitter backoff.", faults=(Fault("timeout", task="extract"),)),
         Scenario("extract-429", "A 429's Retry-After is honoured as the minimum delay.", faults=(Fault("rate_limit", task="extract", retry_after_s=60),)),
@@ -41,7 +41,7 @@ def reference_scenarios() -> list[Scenario]:
             "A person's cancel and a worker's claim race for a pending job: compare-and-swap on the state lets exactly one of them win.",
             phase="human:cancel:doc-1",
             expect=("cancelled",),
-            allowed=("delivered",),  # a cancel killed before its commit never happened: the worker delivers
+            allowed=("<final>",),  # a cancel killed before its commit never happened: the worker finishes the job
         ),
         Scenario(
             "lost-lease",

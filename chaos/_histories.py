@@ -32,16 +32,17 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from ._adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from ._clock import SharedClock
-from ._doom import SECOND, Env, Frozen, abandon_frozen, kill, pause, record, resume
+from ._doom import SECOND, Env, Frozen, Raised, abandon_frozen, kill, live, pause, record, resume
 from ._events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine,
                       Pause, Resume, Run, Send, Submit, events)
 from ._invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
 from ._machine_faults import HeldLock, small_pages
 from ._matrix import scratch_dir
-from ._scenario import MODES, T0, settle
+from ._process import run_in_child
+from ._scenario import MODES, T0, payload_for, settle
 from ._world import Fault, World
 
-__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS"]
+__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "baseline_violations"]
 
 CLIENT, OPS, SENDER, RECOVER = "client", "ops", "sender", "w-recover"
 PENDING, NEEDS_HUMAN = "pending", "needs_human"
@@ -58,6 +59,10 @@ CLOCK_STEP_BACK_S = 3600.0
 # and paid for again once the lease runs out.
 GAVE_UP = ("busy", "unavailable")
 HUMAN_ACTIONS = "human-actions"
+# Faults after which a job may rightly end elsewhere than it would without them.
+OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail"})
+# A job that lost its worker this many times may be parked by the engine's give-up rule.
+GIVE_UP_INTERRUPTIONS = 5
 HUMAN_ACTIONS_DOC = (
     "An illegal human action (requeue, resolve, cancel) raises the engine's clear error and changes "
     "nothing; a legal one is accepted."
@@ -113,8 +118,10 @@ class Histories(RuleBasedStateMachine):
         self.unavailable_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "unavailable_errors", ()))
         self.frozen: dict[str, Frozen] = {}
         self.held_lock: Any = None  # another connection in BEGIN IMMEDIATE (lock-held)
-        self.humane = all(hasattr(self.env.session(OPS), verb) for verb in ("requeue", "resolve", "cancel"))
+        self.humane = _humane(self.env)
         self.submitted: dict[str, str] = {}
+        self.touched: set[str] = set()  # jobs a person's action moved
+        self.refused_payloads = {json.dumps(PAYLOADS["poison"](j), sort_keys=True) for j in JOB_IDS}
         self.interruptions: Counter = Counter()
         self.counted: set[tuple[Any, ...]] = set()
         self.memos: dict[tuple[str, str], str] | None = None
@@ -183,7 +190,8 @@ class Histories(RuleBasedStateMachine):
             return f"ignored: {event.worker} is frozen"
         if event.kill is None:
             hooked = self.world.during_slow is not None
-            outcome = self._survive(event.worker, lambda: str(self.env.session(event.worker).run_once()))
+            worker = event.worker
+            outcome = self._survive(worker, lambda: str(live(self.env, worker, lambda env: env.session(worker).run_once())))
             # A step whose commit failed (a full disk, a held lock) is lost, not its lease: it is
             # paid for again once the lease runs out. So is a step the second worker of a slow
             # call (run, and so used up, in this iteration) left that way: its loop has ended.
@@ -197,7 +205,7 @@ class Histories(RuleBasedStateMachine):
         if SENDER in self.frozen:
             return f"ignored: the {SENDER} is frozen"
         if event.kill is None:
-            return self._survive(SENDER, lambda: f"{self.env.session(SENDER).send_outbox()} sent")
+            return self._survive(SENDER, lambda: f"{live(self.env, SENDER, lambda env: env.session(SENDER).send_outbox())} sent")
         if isinstance(event.kill, (KillBeforeDelivery, KillAfterDelivery)):
             self.kills += 1
             around = (event.kill.delivery, isinstance(event.kill, KillBeforeDelivery))
@@ -215,12 +223,12 @@ class Histories(RuleBasedStateMachine):
             return f"raised {type(exc).__name__}: {exc}; its process died"
 
     def _submit(self, event: Submit) -> str:
-        job, body = event.job, PAYLOADS[event.payload](event.job)
+        job, body = event.job, self._payload(event.payload, event.job)
         body_json = json.dumps(body, sort_keys=True)
         known = self.submitted.get(job)
         before = self._inspect()
         try:
-            self.env.session(CLIENT).submit(job, body)
+            live(self.env, CLIENT, lambda env: env.session(CLIENT).submit(job, body))
         except self.unavailable_errors as exc:
             if self._inspect() != before:
                 self._fail([Violation("idempotent-submit", f"submitting {job!r} was refused ({exc}) but changed the database")])
@@ -262,7 +270,8 @@ class Histories(RuleBasedStateMachine):
         state = view.state if view is not None else None
         legal = self._legal(verb, state)
         try:
-            getattr(self.env.session(OPS), verb)(event.job, *([resolution] if resolution else []))
+            args = (event.job, *([resolution] if resolution else []))
+            live(self.env, OPS, lambda env: getattr(env.session(OPS), verb)(*args))
         except self.human_errors + self.unavailable_errors as exc:
             problems = []
             busy = isinstance(exc, self.unavailable_errors)  # not a refusal: the database could not take it now
@@ -277,6 +286,7 @@ class Histories(RuleBasedStateMachine):
             where = "an unknown job" if state is None else f"a job in state {state!r}"
             self._fail([Violation(HUMAN_ACTIONS, f"{what} on {where} was accepted")])
         after = self._inspect().jobs[event.job].state
+        self.touched.add(event.job)
         # The step the job now waits for runs again: one more paid call for it is no waste.
         rerun = next((self.working[s] for s in self.table.get(after, ()) if s in self.working), None)
         if rerun is not None:
@@ -456,21 +466,67 @@ class Histories(RuleBasedStateMachine):
             shutil.rmtree(self.env.directory, ignore_errors=True)
 
     def _drain_and_check(self) -> None:
-        """Stop the faults, let time pass every lease and backoff, drain, check everything."""
+        """Stop the faults, let time pass every lease and backoff, drain in a fresh process, check
+        everything, and that each job ended as it would have without any fault."""
         self.log.append(f"{len(self.log) + 1}. at rest: faults stopped, the clock past every lease and backoff, drained")
         self.world.disarm()
         self.world.during_slow = None
         self.clock.advance(self.adapter.lease_s + 1)
+        submitted, inspect, settled, conflicts = dict(self.submitted), self._inspect, self.settled, self.adapter.conflict_errors
 
-        def restart(session: Any, n: int) -> Any:
-            self.env.bury(RECOVER)
-            return self.env.session(RECOVER)
+        def drain(env: Env) -> tuple[list[Violation], list[Violation]]:
+            def restart(session: Any, n: int) -> Any:
+                env.bury(RECOVER)
+                return env.session(RECOVER)
 
-        session, crashed, _ = settle(self.env.session(RECOVER), self._inspect, self.settled, self.clock, restart=restart)
-        violations = crashed[:1] + check(self._evidence(self._inspect()), at_rest=True)
-        violations += idempotent_submit(session, self._inspect, self.submitted, self.adapter.conflict_errors)
+            session, crashed, _ = settle(env.session(RECOVER), inspect, settled, self.clock, restart=restart)
+            return crashed, idempotent_submit(session, inspect, submitted, conflicts)
+
+        crashed, resubmitted = live(self.env, RECOVER, drain)
+        snapshot = self._inspect()
+        violations = crashed[:1] + check(self._evidence(snapshot), at_rest=True) + resubmitted
+        violations += self._same_outcome(snapshot)
         if violations:
             self._fail(violations, "at rest")
+
+    def _same_outcome(self, snapshot: Snapshot) -> list[Violation]:
+        """``same-outcome`` for a history: every job whose history gives it no reason to end
+        otherwise (a person's action on it, a poison or failed-review fault it met, a payload its
+        first step refuses, a job that lost its worker again and again) ends as the same payload
+        does alone, without any fault, in a fresh database: the same state, result and effects."""
+        applied = {d.key: d.payload for d in self.world.deliveries() if d.applied}
+        faulted = {job for job, _, kind in self.world.faults_met() if kind in OUTCOME_FAULTS}
+        out: list[Violation] = []
+        for job_id, payload_json in sorted(self.submitted.items()):
+            job = snapshot.jobs.get(job_id)
+            if job is None or job_id in self.touched or job_id in faulted or payload_json in self.refused_payloads:
+                continue
+            if sum(n for (j, _), n in self.interruptions.items() if j == job_id) >= GIVE_UP_INTERRUPTIONS:
+                continue
+            alone = _alone(self.adapter, job_id, payload_json)
+            if alone is None:
+                continue
+            state, result, effects = alone
+            if job.state != state:
+                why = f" (last_error: {job.last_error!r})" if job.last_error else ""
+                out.append(Violation("same-outcome", f"job {job_id!r} ended {job.state!r}{why}; the same payload alone, without any fault, ends {state!r}"))
+            elif job.result != result:
+                out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r} with the result {job.result!r}; alone, without any fault: {result!r}"))
+            else:
+                changed = sorted(k for k, v in effects.items() if applied.get(k, v) != v)
+                if changed:
+                    out.append(Violation("same-outcome", f"job {job_id!r}: effects {', '.join(changed)} applied with another payload than alone, without any fault"))
+        return out
+
+    def _payload(self, kind: str, job: str) -> Any:
+        """The payload a submit sends: the adapter's own (``payload(job_id)``) for a plain one; a
+        revised one conflicts with it; a poison one is what the first step refuses."""
+        base = payload_for(self.adapter, job)
+        if kind == "revised":
+            return {**base, "revision": 2} if isinstance(base, dict) else {"revised": base}
+        if kind == "poison":
+            return PAYLOADS["poison"](job)
+        return base
 
 
 def machine_for(adapter: Any, *, target: str | None = None, modes: Iterable[str] = MODES) -> type[Histories]:
@@ -518,6 +574,69 @@ def _scratch_root() -> str:
 _TEMPLATES: dict[tuple[int, int], str] = {}
 
 
+def baseline_violations(adapter: Any) -> list[Violation]:
+    """Histories prove nothing about a workflow that fails without any fault: one job with the
+    plain payload, alone in a fresh database, must reach a final state of the workflow."""
+    job_id = JOB_IDS[0]
+    payload = payload_for(adapter, job_id)
+    payload_json = json.dumps(payload, sort_keys=True)
+    alone = _alone(adapter, job_id, payload_json)
+    final = frozenset(adapter.final_effects())
+    if alone is not None and alone[0] in final:
+        return []
+    hint = ("from your adapter's payload(job_id)" if callable(getattr(adapter, "payload", None))
+            else "the harness's default; if your steps need other input, give your adapter a payload(job_id) method that returns it")
+    ended = f"ended {alone[0]!r}" if alone is not None else "could not be run"
+    return [Violation("baseline", f"histories fail without any fault: job {job_id!r} with the payload {payload_json} ({hint}) "
+                                  f"{ended} alone, without any fault; it should end in {' or '.join(map(repr, sorted(final)))}")]
+
+
+def _humane(env: Env) -> bool:
+    """Whether the adapter's sessions take a person's actions (asked in a child, as everything
+    that opens a session is)."""
+    return bool(live(env, OPS, lambda e: all(hasattr(e.session(OPS), verb) for verb in ("requeue", "resolve", "cancel"))))
+
+
+_ALONE: dict[tuple[int, int, str, str], tuple[str, Any, dict[str, str]] | None] = {}
+
+
+def _alone(adapter: Any, job_id: str, payload_json: str) -> tuple[str, Any, dict[str, str]] | None:
+    """How ``job_id`` with this payload ends alone, without any fault, in a fresh database and a
+    fresh process: its state, result and applied effects (None if that run itself fails). Kept
+    per process: the world's answers are deterministic."""
+    key = (os.getpid(), id(adapter), job_id, payload_json)
+    if key in _ALONE:
+        return _ALONE[key]
+    directory = tempfile.mkdtemp(prefix="alone-", dir=_scratch_root())
+    try:
+        db = _create(adapter, directory)
+        clock = SharedClock(T0)
+        world = World(directory, clock, lease_s=adapter.lease_s)
+        world.probe = adapter.probe(db)
+        env = Env(adapter, directory, clock, world, "alone", db=db)
+
+        def run(e: Env) -> None:
+            e.session(CLIENT).submit(job_id, json.loads(payload_json))
+            settle(e.session(RECOVER), lambda: adapter.inspect(db), adapter.settled_states(), clock)
+
+        try:
+            live(env, RECOVER, run)
+            job = adapter.inspect(db).jobs[job_id]
+            _ALONE[key] = (job.state, job.result, {d.key: d.payload for d in world.deliveries() if d.applied})
+        except Exception:  # the engine cannot even run it alone: nothing to compare with
+            _ALONE[key] = None
+        finally:
+            world.close()
+            release = getattr(adapter, "release", None)
+            if release is not None:
+                release(db)
+            if _server_side(adapter):
+                adapter.drop_db(db)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return _ALONE[key]
+
+
 def _server_side(adapter: Any) -> bool:
     """Whether the adapter makes its databases itself (PostgreSQL) instead of engine.db files."""
     return all(hasattr(adapter, hook) for hook in ("template_db", "new_scenario_db", "drop_db"))
@@ -556,9 +675,9 @@ def _create_schema(adapter: Any, db: str) -> None:
     if not _server_side(adapter):
         adapter = small_pages(adapter)
     if "attribute_writers" in inspect.signature(adapter.create).parameters:
-        adapter.create(db, attribute_writers=True)
+        run_in_child(lambda: adapter.create(db, attribute_writers=True), what="the adapter's create")
     else:
-        adapter.create(db)
+        run_in_child(lambda: adapter.create(db), what="the adapter's create")
 
 
 class _SqliteWriteLock:

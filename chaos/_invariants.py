@@ -381,8 +381,7 @@ def baseline_failures(scenario: Any, adapter: Any, baseline: Any, payload_hint: 
             return [Violation("baseline", f"family {scenario.name!r} fails without any fault: no job is in the database after "
                                           f"its run ({payload_hint})")]
         return []
-    final_states = frozenset(adapter.final_effects())
-    expected = scenario.expected_states(final_states, adapter.settled_states())
+    expected = scenario.expected_states(adapter)
     wrong = {j: s for j, s in sorted(baseline.final_states.items()) if s not in expected}
     if not wrong:
         return []

@@ -72,6 +72,7 @@ class MatrixReport:
     seconds: float = 0.0
     faults: tuple[str, ...] = DEFAULT_FAULTS
     pairs_possible: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)  # family -> why it does not apply to this workflow
 
     @property
     def points(self) -> int:
@@ -130,7 +131,8 @@ class MatrixReport:
             "seconds": round(self.seconds, 3),
             "coverage": self.coverage(),
             "families": {
-                name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations]}
+                name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations],
+                       "skipped": self.skipped.get(name)}
                 for name, base in self.baselines.items()
             },
             "results": [
@@ -301,6 +303,8 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
         family = prepare(small_pages(adapter) if machine_only else adapter, scenario, workdir, seed=seed, deep=deep)
         prepared[scenario.name] = family
         report.baselines[scenario.name] = family.baseline
+        if family.skipped:
+            report.skipped[scenario.name] = family.skipped
         report.lessons[scenario.name] = scenario.lesson
         for f, lines in family.executable.items():
             report.executable.setdefault(f, set()).update(lines)

@@ -91,7 +91,9 @@ class Scenario:
     (its baseline); by default the workflow's final states, or any settled state for a family
     with a poison fault, a failed review or a person's action. ``allowed`` names the other final
     states a job may reach after a fault, for a family whose point is a race (a killed cancel is
-    a cancel that never happened).
+    a cancel that never happened). Both may use the names ``<final>`` (the workflow's final
+    states), ``<parked>`` (settled but not final: failed, cancelled, waiting for a person) and
+    ``<settled>``, so that a family fits any workflow.
     """
 
     name: str
@@ -104,12 +106,24 @@ class Scenario:
     expect: tuple[str, ...] | None = None
     allowed: tuple[str, ...] = ()
 
-    def expected_states(self, final_states: frozenset[str], settled: frozenset[str]) -> frozenset[str]:
+    def expected_states(self, adapter: Any) -> frozenset[str]:
         """The states every job must end in without any fault."""
         if self.expect is not None:
-            return frozenset(self.expect)
+            return resolve_states(self.expect, adapter)
         open_ended = self.phase.startswith("human:") or any(f.sticky or f.kind == "verify_fail" for f in self.faults)
-        return settled if open_ended else final_states
+        return resolve_states(("<settled>",) if open_ended else ("<final>",), adapter)
+
+
+def resolve_states(names: tuple[str, ...], adapter: Any) -> frozenset[str]:
+    """States named in a family, with ``<final>``, ``<parked>`` and ``<settled>`` resolved for
+    ``adapter``'s workflow."""
+    final = frozenset(adapter.final_effects())
+    settled = frozenset(adapter.settled_states())
+    groups = {"<final>": final, "<parked>": settled - final, "<settled>": settled}
+    out: set[str] = set()
+    for name in names:
+        out |= groups.get(name, {name})
+    return frozenset(out)
 
 
 @dataclass
@@ -129,6 +143,7 @@ class Family:
     # For each point, the first point of its crash class (itself where durable state is not watched).
     crash_classes: list[int] = field(default_factory=list)
     template_db: str = ""  # an adapter's own template database (PostgreSQL); "" = the template's files
+    skipped: str = ""  # why the family does not apply to this workflow (its points are not run)
 
     @property
     def completed(self) -> bool:
@@ -156,6 +171,7 @@ class Outcome:
     last_errors: dict[str, str | None] = field(default_factory=dict)  # job -> its last_error
     effects: dict[str, str] = field(default_factory=dict)  # applied effect key -> its payload
     error: str = ""  # the last lines of a traceback, when the code under test raised
+    faults_fired: list[str] = field(default_factory=list)  # the kinds of the world's faults that paid calls met
 
     @property
     def held(self) -> bool:
@@ -293,6 +309,9 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
     family.executable, family.baseline = recording.executable, recording.baseline
     if not family.baseline.held:
         return family  # no points: a family that fails without any fault teaches nothing by crashing
+    family.skipped = _not_applicable(scenario, family.baseline)
+    if family.skipped:
+        return family
     family.points, family.between = recording.points, recording.between
     family.classes = pause_classes(recording.ops) if recording.ops else list(range(len(recording.points)))
     family.crash_classes = crash_classes(recording.durable) if recording.durable else list(range(len(recording.points)))
@@ -441,6 +460,17 @@ def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool 
         run.close()
     outcome.seconds = time.perf_counter() - started
     return Recording(points, executable, outcome, between, ops, durable)
+
+
+def _not_applicable(scenario: Scenario, baseline: Outcome) -> str:
+    """Why a family does not apply to the workflow under test: a fault armed for a paid call's
+    task that no call of the baseline met (the workflow makes no such call), or ""."""
+    model_faults = [f for f in scenario.faults if f.task not in (None, "fetch", "send")]
+    unmet = [f for f in model_faults if f.kind not in baseline.faults_fired]
+    if not unmet:
+        return ""
+    shown = ", ".join(f"{f.kind} on task {f.task!r}" for f in unmet)
+    return f"its fault ({shown}) never fired without a crash: the workflow makes no such paid call"
 
 
 def _payload_hint(adapter: Any, family: Family) -> str:
@@ -632,7 +662,7 @@ def _recover_and_check(run: _Run, family: Family, interruptions: Counter, point_
         drained = ([raised("the recovery, in a fresh process", detail)], [])
     outcome = _checked(run, family.submitted, interruptions, point_id, exit_kind, drained)
     if compare and family.baseline.held:
-        outcome.violations += same_outcome(family.baseline, outcome, family.scenario.allowed)
+        outcome.violations += same_outcome(family.baseline, outcome, resolve_states(family.scenario.allowed, run.adapter))
     return outcome
 
 
@@ -655,6 +685,7 @@ def _checked(run: _Run, submitted: dict[str, str], interruptions: Counter, point
         applied=sum(1 for d in evidence.deliveries if d.applied),
         deliveries=len(evidence.deliveries),
         results={j: v.result for j, v in jobs.items()},
+        faults_fired=sorted({c.fault for c in evidence.calls if c.fault}),
         last_errors={j: v.last_error for j, v in jobs.items()},
         effects={d.key: d.payload for d in evidence.deliveries if d.applied},
     )

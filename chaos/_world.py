@@ -57,7 +57,10 @@ LEDGER_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS delivery (
         seq INTEGER PRIMARY KEY, key TEXT, kind TEXT, payload TEXT, at REAL, applied INTEGER)""",
     "CREATE TABLE IF NOT EXISTS effect (key TEXT PRIMARY KEY, kind TEXT, payload TEXT, applied INTEGER)",
+    # Every fault a step met, paid call or not (a document fetch is free): which job it changed.
+    "CREATE TABLE IF NOT EXISTS fault (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, task TEXT, kind TEXT)",
 )
+RECORD_FAULT = "INSERT INTO fault (job_id, step, task, kind) VALUES (?, ?, ?, ?)"
 RECORD_CALL = (
     "INSERT INTO call (job_id, step, task, worker, token, at, memo_committed, lease_valid, fault) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -154,6 +157,10 @@ class World:
         if close_probe is not None:
             close_probe()
 
+    def faults_met(self) -> list[tuple[str, str, str]]:
+        """(job, task, fault kind) of every fault a step met, in order."""
+        return [tuple(r) for r in self.conn.execute("SELECT job_id, task, kind FROM fault ORDER BY seq")]  # type: ignore[misc]
+
     def calls(self) -> list[Call]:
         rows = self.conn.execute(
             "SELECT seq, job_id, step, task, worker, token, at, memo_committed, lease_valid, fault FROM call ORDER BY seq"
@@ -191,7 +198,13 @@ class World:
         return None
 
     # -- what the services share ---------------------------------------------------------------
+    def record_fault(self, ctx: Any, task: str, fault: Fault) -> None:
+        """Note that ``ctx``'s step met ``fault`` (before it acts: a slow call may outlive the step)."""
+        self.conn.execute(RECORD_FAULT, (ctx.job_id, ctx.step, task, fault.kind))
+
     def record_call(self, ctx: Any, task: str, fault: Fault | None) -> None:
+        if fault is not None:
+            self.record_fault(ctx, task, fault)
         now = self.clock.now()
         memo_committed, lease_valid = self.probe(ctx.job_id, ctx.step, ctx.worker_id, ctx.token, now)
         self.conn.execute(
@@ -278,6 +291,7 @@ class _Documents:
     def fetch(self, ctx: Any, source: str) -> str:
         fault = self.world.take_fault("fetch")
         if fault is not None:
+            self.world.record_fault(ctx, "fetch", fault)
             raise_fault(fault, "fetch")
             if fault.kind == "slow":
                 self.world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)

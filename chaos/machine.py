@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from ._adapter import REFERENCE_TARGET, load_adapter
-from ._histories import Histories, InvariantViolated, machine_for
+from ._histories import Histories, InvariantViolated, baseline_violations, machine_for
 from ._invariants import Violation
 from ._scenario import MODES
 
@@ -239,6 +239,11 @@ def _explore(target: Any, profile: str, seed: int | None, modes: tuple[str, ...]
     hypothesis.seed(seed)(machine)
     error: BaseException | None = None
     started = time.perf_counter()
+    failed_baseline = baseline_violations(adapter)
+    if failed_baseline:
+        report.violations = failed_baseline
+        report.failure = f"InvariantViolated: {failed_baseline[0]}"
+        return report, InvariantViolated(failed_baseline, "before any history", [], report.replay)
     try:
         with _without_local_constants():
             run_state_machine_as_test(machine, settings=chosen)

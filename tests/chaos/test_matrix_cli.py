@@ -33,7 +33,7 @@ def test_matrix_json_has_points_violations_coverage_and_per_point_results():
 
 
 def test_a_violation_exits_1_and_prints_the_invariant_the_lesson_and_a_replay_command_that_reproduces_it():
-    out = run("--target", "quality.variants:MarkBeforeSend", "--family", "sender", "--faults", "crash", "--quiet")
+    out = run("--target", "quality.variants:MarkBeforeSend", "--family", "sender", "--faults", "crash")
     assert out.returncode == 1
     assert "VIOLATION outbox-at-least-once" in out.stdout
     assert "lesson: A crash between delivering and marking re-delivers" in out.stdout

@@ -1,0 +1,74 @@
+"""Crash classes are sound: killing a worker anywhere in a class ends exactly as killing it at the
+class's first point does, on the reference engine, on a user's workflow and on engines with planted
+bugs; classes drawn blindly do not.
+
+The crash matrix runs one kill per class (consecutive points with no durable change between them,
+see :func:`chaos._points.crash_classes`) and gives the class's outcome to its other points; these
+tests run every point too (``exhaustive``) and compare, point by point.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import ReferenceAdapter, run_matrix
+from chaos._points import crash_classes
+
+from .user_workflows import MemoryNotes, NotesAdapter
+from .variants import SkipMemoLookup, SplitMemo
+
+
+def _ending(result):
+    o = result.outcome
+    return (o.exit, o.signature(), o.wasted_calls, o.zombie_calls, tuple(sorted(o.results.items())), tuple(sorted(o.effects.items())))
+
+
+@pytest.mark.parametrize(
+    ("adapter", "families"),
+    [
+        (ReferenceAdapter(), ["sender", "give-up", "cancel-race", "extract-429", "fetch-connection"]),
+        (NotesAdapter(), None),
+        (MemoryNotes(), None),
+        (SplitMemo(), ["clean"]),
+        (SkipMemoLookup(), ["clean"]),
+    ],
+    ids=["reference", "notes", "notes-memory", "split-memo", "skip-memo-lookup"],
+)
+def test_every_point_of_a_crash_class_ends_as_the_point_that_ran(adapter, families):
+    every = run_matrix(adapter, families=families, faults=["crash"], exhaustive=True)
+    classes = run_matrix(adapter, families=families, faults=["crash"])
+
+    ran = {r.id: r for r in classes.results}
+    assert set(ran) == {r.id for r in every.results}, "the class run must still give every point a result"
+    differing = [f"{r.id}: {_ending(r)} != {_ending(ran[r.id])}" for r in every.results if _ending(r) != _ending(ran[r.id])]
+    assert not differing, differing[:3]
+    run = classes.by_fault()["crash"]["run"]
+    assert run * 8 <= len(classes.results), f"{run} of {len(classes.results)} crashes ran: the classes should be far fewer"
+    assert every.by_fault()["crash"]["run"] == len(every.results)
+    assert classes.violations == every.violations
+
+
+def test_classes_drawn_blindly_give_different_endings():
+    """The comparison above can fail: grouping points without looking at the durable state (here
+    runs of 8 consecutive points) puts points with different endings together."""
+    every = run_matrix(MemoryNotes(), faults=["crash"], exhaustive=True)
+    by_family: dict[str, list] = {}
+    for r in every.results:
+        by_family.setdefault(r.family, []).append(r)
+    differing = 0
+    for results in by_family.values():
+        for i, r in enumerate(results):
+            if _ending(r) != _ending(results[i - i % 8]):
+                differing += 1
+    assert differing > 0
+
+
+def test_inprocess_mode_kills_at_every_point():
+    """``finally`` blocks run after an in-process abandon and may write: no classes there."""
+    report = run_matrix(ReferenceAdapter(), families=["sender"], faults=["crash"], mode="inprocess")
+    assert report.by_fault()["crash"]["run"] == report.points
+
+
+def test_points_with_the_same_durable_state_in_a_row_share_a_class():
+    assert crash_classes([(1, 0.0), (1, 0.0), (2, 0.0), (2, 5.0), (2, 5.0)]) == [0, 0, 2, 3, 3]
+    assert crash_classes([("unwatched", 1), ("unwatched", 2)]) == [0, 1]

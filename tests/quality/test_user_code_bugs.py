@@ -1,0 +1,124 @@
+"""The gate on code that is not the reference engine's: a user's workflow with its own steps and
+payloads. Each planted bug is one a user writes; the gate must fail it, naming the invariant, and
+pass the correct workflow. Method: the crash matrix (and the CLI) on the adapters of
+:mod:`quality.user_workflows`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from chaos import run_matrix
+
+from .user_workflows import InspectRaisesOnce, MemoryNotes, NotesAdapter, ReadmeNotes, SecondAttemptNotes
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _invariants(report):
+    return {v.invariant for r in report.results for v in r.outcome.violations}
+
+
+def test_the_correct_notes_workflow_completes_its_baseline_and_holds_everywhere():
+    report = run_matrix(NotesAdapter(), faults=["crash", "pause"])
+    assert report.baselines["notes"].final_states == {"note-1": "notify_done"}
+    assert report.baselines["notes"].effects, "the baseline delivered the email"
+    assert report.points > 100
+    assert report.violations == 0, sorted(_invariants(report))
+
+
+def test_state_kept_in_process_memory_between_steps_is_caught_by_same_outcome():
+    report = run_matrix(MemoryNotes(), faults=["crash"])
+    assert report.baselines["notes"].held, "in one process, without a crash, the workflow works"
+    bad = [r for r in report.results if not r.outcome.held]
+    assert bad, "a crash after summarise, recovered in a fresh process, must fail classify"
+    assert {v.invariant for r in bad for v in r.outcome.violations} == {"same-outcome"}
+    detail = next(v.detail for r in bad for v in r.outcome.violations)
+    assert "'failed_classify'" in detail and "KeyError" in detail and "'notify_done'" in detail
+
+
+def test_a_step_that_answers_differently_on_its_second_attempt_is_caught_by_same_outcome():
+    report = run_matrix(SecondAttemptNotes(), faults=["crash"])
+    details = [v.detail for r in report.results for v in r.outcome.violations]
+    assert details and all("same-outcome" == v.invariant for r in report.results for v in r.outcome.violations)
+    assert any("with the result" in d or "another payload" in d for d in details), details[:3]
+
+
+def test_the_readme_workflow_with_the_default_payload_fails_its_baseline_with_one_clear_message():
+    report = run_matrix(ReadmeNotes(), families=["clean"], faults=["crash"])
+    base = report.baselines["clean"]
+    assert not base.held and report.points == 0, "no green, and no points, without a completed baseline"
+    (violation,) = base.violations
+    assert violation.invariant == "baseline"
+    assert "fails without any fault" in violation.detail
+    assert "'failed_summarise'" in violation.detail and "KeyError: 'text'" in violation.detail
+    assert '{"source": "doc-1"}' in violation.detail and "payload(job_id)" in violation.detail
+
+
+def test_the_matrix_command_exits_1_and_puts_the_baseline_failure_first():
+    proc = subprocess.run(
+        [sys.executable, "-m", "chaos", "matrix", "--target", "quality.user_workflows:ReadmeNotes", "--family", "clean"],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=TESTS), timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("FAILS WITHOUT ANY FAULT: family 'clean'"), lines[:3]
+    assert "1 failing without any fault" in lines[-1]
+    assert len(lines) < 40
+
+
+def test_families_whose_faults_the_workflow_never_meets_are_skipped_not_passed():
+    from chaos import reference_scenarios
+
+    report = run_matrix(NotesAdapter(), scenarios=reference_scenarios(), families=["extract-400", "verify-fail"], faults=["crash"])
+    assert set(report.skipped) == {"extract-400", "verify-fail"}
+    assert "never fired" in report.skipped["extract-400"]
+    assert report.points == 0
+
+
+def test_an_adapter_that_raises_at_one_point_gives_that_point_an_error_and_the_rest_runs():
+    report = run_matrix(InspectRaisesOnce(), families=["clean"], faults=["crash"])
+    ran = [r for r in report.results if not r.same_as]
+    errors = [r for r in ran if r.outcome.exit == "error"]
+    assert len(errors) == 1, [r.id for r in errors]
+    (error,) = errors
+    assert [v.invariant for v in error.outcome.violations] == ["raised"]
+    assert "RuntimeError: inspect cannot read a job in 'extracting'" in error.outcome.error
+    assert "--point" in error.replay
+    assert all(r.outcome.held for r in ran if r is not error), "every other scenario still ran and held"
+
+
+def test_a_fault_plan_on_the_memory_workflow_fails_its_points_with_same_outcome(pytester):
+    """The same bug through the plugin: a plan with no expectations of its own, collected and run."""
+    pytester.syspathinsert(TESTS)
+    plans = pytester.path / "fault_plans"
+    plans.mkdir()
+    (plans / "notes.toml").write_text(
+        'lesson = "A crash anywhere in a note\'s run changes its cost, never its outcome."\n\n[points]\njobs = ["note-1"]\n'
+    )
+    result = pytester.runpytest("--chaos-target", "quality.user_workflows:MemoryNotes", "--chaos-points", "all", "-q", "-p", "no:randomly")
+    assert result.ret == 1
+    out = result.stdout.str()
+    assert "fault_plans/notes.toml::baseline PASSED" in out or "passed" in out
+    assert "same-outcome" in out and "failed_classify" in out
+
+
+def test_explore_catches_state_kept_in_memory_and_shrinks_it_to_one_kill():
+    from chaos import explore
+
+    report = explore(MemoryNotes(), profile="ci", max_examples=60)
+    assert not report.passed
+    assert report.invariants == {"same-outcome"}
+    assert "failed_classify" in report.failure
+    kills = [line for line in report.program if "kill=Kill(" in line]
+    assert len(kills) == 1, report.program
+
+
+def test_explore_refuses_to_pass_a_workflow_that_fails_without_any_fault():
+    from chaos import explore
+
+    report = explore(ReadmeNotes(), profile="ci", max_examples=5)
+    assert not report.passed and report.examples == 0
+    assert report.invariants == {"baseline"}
+    assert "failed_summarise" in report.failure and "payload(job_id)" in report.failure
