@@ -467,6 +467,10 @@ class Frozen:
     paused_at: float = 0.0  # the clock when it stopped
     calls_before: int = 0  # paid calls in the world's ledger when it stopped
 
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
 
 def pause(main: Env, worker: str, phase: str, tag: str, point: Point) -> Frozen | str:
     """Fork ``worker``'s iteration and stop it (SIGSTOP) just before ``point``.

@@ -298,9 +298,10 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
     members: dict[tuple[str, str, int], list[int]] = {}
     one_per_class = not exhaustive and not point and sample is None  # a sample is of points, each run
     rng = random.Random(seed)
-    for scenario in chosen:
-        machine_only = scenario.name in {s.name for s in machine_scenarios()}  # that family is for machine faults
-        family = prepare(small_pages(adapter) if machine_only else adapter, scenario, workdir, seed=seed, deep=deep)
+    machine_names = {s.name for s in machine_scenarios()}  # those families are for machine faults
+    families = _prepare_all(adapter, chosen, workdir, seed=seed, deep=deep, jobs=jobs, machine_names=machine_names)
+    for scenario, family in zip(chosen, families):
+        machine_only = scenario.name in machine_names
         prepared[scenario.name] = family
         report.baselines[scenario.name] = family.baseline
         if family.skipped:
@@ -352,6 +353,37 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
                 report.results.append(same)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _prepare_all(adapter: Any, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
+                 machine_names: set[str]) -> list[Family]:
+    """Prepare every family (its template, recording and baseline), ``jobs`` at a time, each in a
+    child of its own when there are several; in order."""
+
+    def one(scenario: Scenario) -> Family:
+        chosen_adapter = small_pages(adapter) if scenario.name in machine_names else adapter
+        return prepare(chosen_adapter, scenario, workdir, seed=seed, deep=deep)
+
+    if jobs <= 1 or len(chosen) <= 1:
+        return [one(scenario) for scenario in chosen]
+    from ._process import ChildFailed, Exit, fork
+
+    running: list[tuple[int, Any]] = []
+    done: dict[int, Family] = {}
+
+    def collect(index: int, child: Any) -> None:
+        ended = child.wait()
+        if ended.exit is not Exit.FINISHED:
+            raise RuntimeError(str(ChildFailed(f"preparing family {chosen[index].name!r}", ended)))
+        done[index] = ended.value
+
+    for index, scenario in enumerate(chosen):
+        while len(running) >= jobs:
+            collect(*running.pop(0))
+        running.append((index, fork(lambda scenario=scenario: one(scenario))))
+    while running:
+        collect(*running.pop(0))
+    return [done[i] for i in range(len(chosen))]
 
 
 def _firsts(family: str, kind: str, singles: list[int], classes: list[int],

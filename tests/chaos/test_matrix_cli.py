@@ -44,13 +44,28 @@ def test_a_violation_exits_1_and_prints_the_invariant_the_lesson_and_a_replay_co
     assert "VIOLATION outbox-at-least-once" in again.stdout
 
 
-def test_the_table_shows_every_point_with_its_source_line_and_outcome():
-    out = run("--family", "sender", "--faults", "crash")
+def test_verbose_shows_every_point_with_its_source_line_and_outcome():
+    out = run("--family", "sender", "--faults", "crash", "--verbose")
     assert out.returncode == 0
     rows = [line for line in out.stdout.splitlines() if line.startswith("crash ") and "::" in line]
     assert len(rows) > 10
     assert all(("held" in row) for row in rows)
     assert "crash coverage:" in out.stdout
+
+
+def test_by_default_the_matrix_prints_a_summary_and_no_line_per_point():
+    out = run("--family", "sender", "--faults", "crash")
+    assert out.returncode == 0
+    assert not [line for line in out.stdout.splitlines() if line.startswith("crash ") and "::" in line]
+    assert "one per crash class" in out.stdout
+    assert " points in 1 families (fork mode, seed 0): " in out.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("jobs", ["0", "-5", "two"])
+def test_a_number_of_processes_that_cannot_run_anything_exits_2(jobs):
+    out = run("--family", "sender", "-n", jobs)
+    assert out.returncode == 2
+    assert "give a whole number of at least 1, or auto" in out.stderr or "give at least 1, or auto" in out.stderr
 
 
 @pytest.mark.parametrize(

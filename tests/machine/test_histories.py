@@ -282,7 +282,7 @@ def test_a_pause_freezes_a_real_process_holding_its_lease_and_a_resume_lets_it_f
     line = step(machine, Pause("w1", MID_EXTRACT))
     assert "frozen at " in line, line
     frozen = machine.frozen["w1"]
-    assert _process_state(frozen.child.pid) == "T"  # stopped by SIGSTOP, still holding its lease
+    assert _process_state(frozen.pid) == "T"  # stopped by SIGSTOP, still holding its lease
     assert [(job, state) for job, state, _, _ in frozen.leases] == [("doc-1", "extracting")]
     assert step(machine, Run("w1")).endswith("ignored: w1 is frozen")
     assert step(machine, Run("w2")).endswith(": idle")  # the lease is valid: nothing to take

@@ -137,6 +137,9 @@ class NoHeartbeat(_Variant):
 
 
 # -- 5 -------------------------------------------------------------------------------------------
+CURRENT_TOKEN = "SELECT lease_token FROM job WHERE id = ?"
+
+
 class _CheckpointFirstStore(SqliteStore):
     """An engine design that checkpoints each step's memo (and its outbox rows) in a transaction of
     its own, then advances the state: safe *only* because the memo is looked up on resume."""
@@ -144,6 +147,9 @@ class _CheckpointFirstStore(SqliteStore):
     def complete(self, claim: Any, **kw: Any) -> bool:
         if kw["write_memo"]:
             with self._write() as conn:
+                # Fenced like every write (this variant's one bug is the skipped lookup below).
+                if conn.execute(CURRENT_TOKEN, (claim.job_id,)).fetchone()[0] != claim.token:
+                    return False
                 _memo_and_outbox(self, conn, claim, kw["step"], kw["output_json"], kw["cost_usd"], kw["effects"], kw["now"], INSERT_MEMO_OR_IGNORE)
         return super().complete(claim, **{**kw, "effects": {}, "write_memo": False})
 
