@@ -100,6 +100,7 @@ class Outcome:
     deliveries: int = 0
     seconds: float = 0.0
     blocked_s: float = 0.0
+    lost_commits: list[str] = field(default_factory=list)  # acknowledged, then taken by a power cut (chaos._power_faults)
 
     @property
     def held(self) -> bool:
