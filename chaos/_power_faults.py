@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 import shutil
 import time
 from typing import Any
@@ -81,7 +82,7 @@ def run_power_cut(adapter: Any, family: Family, point: Point, workdir: str, *, s
         run = _Run(leveled, directory, family.clock_after_setup, seed, family.scenario, db)
         try:
             exit_kind = _kill_fork(run, point, only)
-            acknowledged = leveled.inspect(db)  # through the page cache: every commit that returned
+            acknowledged = read_acknowledged(leveled, db)  # through the page cache: every commit that returned
             _let_go(run)
             image.cut()
             image.restore()
@@ -100,6 +101,35 @@ def run_power_cut(adapter: Any, family: Family, point: Point, workdir: str, *, s
     outcome.lost_commits = lost
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def read_acknowledged(adapter: Any, db: str) -> Any:
+    """``adapter.inspect(db)`` in a forked child that dies without closing its connection.
+
+    The last connection to close on a WAL database checkpoints it, and a checkpoint fsyncs: a
+    harness that read the database in its own process and closed the connection before the cut
+    would make the commits durable itself, and every level would look like FULL. A child that
+    ends with ``os._exit`` never closes, so nothing of the reading reaches the disk.
+    """
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # never returns into the caller
+        code = 1
+        try:
+            os.close(reader)
+            payload = pickle.dumps(adapter.inspect(db))
+            with os.fdopen(writer, "wb") as out:
+                out.write(payload)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as source:
+        payload = source.read()
+    _, status = os.waitpid(pid, 0)
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        raise RuntimeError(f"the process that read {db} before the power cut failed (status {status}); its error is printed above")
+    return pickle.loads(payload)
 
 
 def _let_go(run: _Run) -> None:
