@@ -25,9 +25,11 @@ import atexit
 import fcntl
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import tempfile
+import threading
 from typing import Any
 
 __all__ = [
@@ -140,6 +142,7 @@ class PowerImage:
         reason = power_missing()
         if reason:
             raise PowerUnavailable(reason)
+        _exit_on_sigterm()
         os.makedirs(self.mount, exist_ok=True)
         try:
             with open(self.image, "wb") as f:
@@ -197,6 +200,18 @@ class PowerImage:
         finally:
             _ATTACHED.pop(id(self), None)
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _exit_on_sigterm() -> None:
+    """A SIGTERM (a CI job cancelled, ``kill``) ends the process without running ``finally`` or
+    ``atexit``; while an image is attached, it raises SystemExit instead, so both run and the image is
+    unmounted and detached. A handler someone else installed is left alone."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 @atexit.register

@@ -28,12 +28,14 @@ Counter({('doc-1', 'extract'): 1})
 
 from __future__ import annotations
 
+import os
+import pickle
 from collections import Counter
 from typing import Any
 
 from ._invariants import Violation
 
-__all__ = ["DURABLE", "durable_commits", "lost_commits", "lost_interruptions"]
+__all__ = ["DURABLE", "commits_lost", "durable_commits", "lost_commits", "lost_interruptions", "read_acknowledged"]
 
 DURABLE = "durable-commits"  # the check's name, as violations and reports print it
 NAMED_MAX = 20  # lost commits named in one violation; the rest are counted
@@ -81,3 +83,45 @@ def durable_commits(level: str, acknowledged: Any, survived: Any) -> list[Violat
         return []
     named = "; ".join(lost[:NAMED_MAX]) + (f"; and {len(lost) - NAMED_MAX} more" if len(lost) > NAMED_MAX else "")
     return [Violation(DURABLE, f"synchronous=FULL, and the power cut lost {len(lost)} acknowledged commit(s): {named}")]
+
+
+def commits_lost(acknowledged: Any, survived: Any) -> int:
+    """How many acknowledged commits the cut took: the state changes the audit had recorded and
+    lost (the engine moves a job in every commit but the sender's), plus the sent marks lost.
+
+    A database after a power cut is a prefix of its history (SQLite's WAL, PostgreSQL's WAL):
+    the lost state changes are the last ones.
+    """
+    transitions = max(0, len(acknowledged.transitions) - len(survived.transitions))
+    sent_before = {(r.job_id, r.kind) for r in acknowledged.outbox if r.sent_at is not None}
+    sent_after = {(r.job_id, r.kind) for r in survived.outbox if r.sent_at is not None}
+    return transitions + len(sent_before - sent_after)
+
+
+def read_acknowledged(adapter: Any, db: str) -> Any:
+    """``adapter.inspect(db)`` in a forked child that dies without closing its connection.
+
+    The last connection to close on a WAL database checkpoints it, and a checkpoint fsyncs: a
+    harness that read the database in its own process and closed the connection before the cut
+    would make the commits durable itself, and every level would look like FULL. A child that
+    ends with ``os._exit`` never closes, so nothing of the reading reaches the disk.
+    """
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # never returns into the caller
+        code = 1
+        try:
+            os.close(reader)
+            payload = pickle.dumps(adapter.inspect(db))
+            with os.fdopen(writer, "wb") as out:
+                out.write(payload)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as source:
+        payload = source.read()
+    _, status = os.waitpid(pid, 0)
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        raise RuntimeError(f"the process that read {db} before the power cut failed (status {status}); its error is printed above")
+    return pickle.loads(payload)

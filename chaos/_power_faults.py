@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import os
-import pickle
 import shutil
 import time
 from typing import Any
@@ -30,7 +29,7 @@ from ._invariants import check
 from ._machine_checks import integrity
 from ._points import Point
 from ._power import LEVEL_OF, PowerImage, PowerUnavailable, power_missing, sync_tree
-from ._power_checks import durable_commits, lost_commits, lost_interruptions
+from ._power_checks import durable_commits, lost_commits, lost_interruptions, read_acknowledged
 from ._scenario import Family, Outcome, _copy, _interruptions, _kill_fork, _recover_and_check, _Run
 
 __all__ = ["at_level", "run_power_cut"]
@@ -101,35 +100,6 @@ def run_power_cut(adapter: Any, family: Family, point: Point, workdir: str, *, s
     outcome.lost_commits = lost
     outcome.seconds = time.perf_counter() - started
     return outcome
-
-
-def read_acknowledged(adapter: Any, db: str) -> Any:
-    """``adapter.inspect(db)`` in a forked child that dies without closing its connection.
-
-    The last connection to close on a WAL database checkpoints it, and a checkpoint fsyncs: a
-    harness that read the database in its own process and closed the connection before the cut
-    would make the commits durable itself, and every level would look like FULL. A child that
-    ends with ``os._exit`` never closes, so nothing of the reading reaches the disk.
-    """
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # never returns into the caller
-        code = 1
-        try:
-            os.close(reader)
-            payload = pickle.dumps(adapter.inspect(db))
-            with os.fdopen(writer, "wb") as out:
-                out.write(payload)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as source:
-        payload = source.read()
-    _, status = os.waitpid(pid, 0)
-    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-        raise RuntimeError(f"the process that read {db} before the power cut failed (status {status}); its error is printed above")
-    return pickle.loads(payload)
 
 
 def _let_go(run: _Run) -> None:

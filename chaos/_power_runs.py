@@ -1,0 +1,319 @@
+"""Power cuts during a run of real worker processes: what each durability setting really loses.
+
+The soak's fleet (workers and the outbox sender, real processes) runs with its database on an
+ext4 image (:class:`chaos._power.PowerImage`); its ledgers (the paid model's, the receiver's)
+stay on the ordinary disk: they stand for the outside world, which keeps what it was paid and
+what it applied. Every ``power_every_s`` (on average) the fleet kills every process at once and
+calls :class:`PowerCuts`, which reads what had been acknowledged, cuts the power, brings it back,
+reads what survived, and records the difference (:mod:`chaos._power_checks`); then every process
+starts again on what survived. At the end the whole catalog judges the history, with every memo
+row a cut took counted as one more interruption of its step.
+
+On PostgreSQL the server's data directory is on the image, with ``fsync=on`` and the
+``synchronous_commit`` under test; a cut shuts the file system down first and then kills every
+server process (the server dies with the machine), and the server is started again on the same
+directory, recovering from its WAL.
+
+:func:`power_rows` gives ``python -m benchmarks`` its table: per setting, acknowledged commits
+lost per power cut, wasted calls, effects re-sent, and the commit rate the setting costs.
+
+>>> SETTINGS["sqlite-full"].level, SETTINGS["postgresql-commit-off"].level
+('FULL', 'off')
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._fleet import FleetConfig
+from ._invariants import Violation
+from ._machine_checks import integrity
+from ._pgadapter import adapter_for
+from ._power import PowerImage, PowerUnavailable, power_missing, sync_tree
+from ._power_checks import commits_lost, durable_commits, lost_commits, lost_interruptions, read_acknowledged
+from ._trial import Trial, TrialResult
+
+__all__ = ["PowerCuts", "PowerRun", "SETTINGS", "Setting", "commit_rate", "power_rows", "power_run"]
+
+IMAGE_MB = 256
+SERVER_EXIT_WAIT_S = 10.0
+COMMIT_RATE_S = 1.0  # how long the commit-rate probe commits
+COMMIT_RATE_MAX = 100_000  # its bound on commits
+BENCH_JOBS, BENCH_JOBS_QUICK = 400, 40
+# A cut every few leases: a job claimed before a cut waits out its lease after it, so cuts that
+# come faster than leases expire would starve every job of a worker.
+BENCH_LEASE_S = 1.0
+BENCH_CUT_EVERY_S, BENCH_CUT_EVERY_S_QUICK = 3.0, 2.0
+BENCH_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One durability setting: the backend and its level (SQLite's synchronous, PostgreSQL's
+    synchronous_commit, with fsync=on), and whether it promises that no acknowledged commit is lost."""
+
+    backend: str
+    level: str
+    durable: bool
+    label: str
+
+
+SETTINGS = {
+    "sqlite-off": Setting("sqlite", "OFF", False, "SQLite, synchronous=OFF"),
+    "sqlite-normal": Setting("sqlite", "NORMAL", False, "SQLite, synchronous=NORMAL (the default)"),
+    "sqlite-full": Setting("sqlite", "FULL", True, "SQLite, synchronous=FULL"),
+    "postgresql-commit-off": Setting("postgresql", "off", False, "PostgreSQL, fsync=on, synchronous_commit=off"),
+    "postgresql-commit-on": Setting("postgresql", "on", True, "PostgreSQL, fsync=on, synchronous_commit=on (its defaults)"),
+}
+
+
+@dataclass
+class Cut:
+    at_s: float
+    lost: list[str]  # named (chaos._power_checks.lost_commits)
+    commits: int  # counted (chaos._power_checks.commits_lost)
+
+
+@dataclass
+class PowerCuts:
+    """The fleet's power hook: cut, restore, and record what each cut took.
+
+    ``server`` is the PostgreSQL server whose data directory is on the image (None on SQLite).
+    ``violations``: ``integrity`` after each cut, and ``durable-commits`` where the setting
+    promises durability; ``interruptions``: a step per memo row lost.
+    """
+
+    image: PowerImage
+    db: str
+    setting: Setting
+    server: Any = None
+    cuts: list[Cut] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    interruptions: Counter = field(default_factory=Counter)
+    started: float = field(default_factory=time.monotonic)
+
+    def __call__(self) -> None:
+        adapter = adapter_for(self.db)
+        acknowledged = read_acknowledged(adapter, self.db)
+        if self.server is None:
+            self.image.cut()
+        else:
+            pids = _server_pids(self.server.data_dir)  # read before the cut: the files are gone after it
+            self.image.cut()
+            _kill_all(pids)
+        self.image.restore()
+        if self.server is not None:
+            self.server.restart()
+        survived = adapter.inspect(self.db)
+        release = getattr(adapter, "release", None)
+        if release is not None:
+            release(self.db)
+        if self.server is None:
+            self.violations += integrity(self.db)
+        self.violations += durable_commits("FULL" if self.setting.durable else "NORMAL", acknowledged, survived)
+        self.interruptions += lost_interruptions(acknowledged, survived)
+        self.cuts.append(Cut(round(time.monotonic() - self.started, 3), lost_commits(acknowledged, survived),
+                             commits_lost(acknowledged, survived)))
+
+
+def _server_pids(data_dir: str) -> list[int]:
+    """The postmaster (first line of postmaster.pid) and every process it forked."""
+    with open(os.path.join(data_dir, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == postmaster:
+                children.append(int(entry))
+    return [postmaster, *children]
+
+
+def _kill_all(pids: list[int]) -> None:
+    """SIGKILL every server process and wait until each is gone (they are not our children)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + SERVER_EXIT_WAIT_S
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.01)
+    still = [pid for pid in pids if _alive(pid)]
+    if still:
+        raise PowerUnavailable(f"server processes {still} outlived SIGKILL for {SERVER_EXIT_WAIT_S:.0f} s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@dataclass
+class PowerRun:
+    setting: Setting
+    result: TrialResult
+    cuts: list[Cut]
+    commits_per_s: float
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        """Per setting: acknowledged commits lost per cut, wasted calls, effects re-sent, commit rate."""
+        f = self.result.verdict.figures
+        n = max(1, len(self.cuts))
+        receiver = f["receiver"]
+        return {
+            "setting": self.setting.label,
+            "cuts": len(self.cuts),
+            "commits_lost": sum(c.commits for c in self.cuts),
+            "commits_lost_per_cut": round(sum(c.commits for c in self.cuts) / n, 2),
+            "memo_rows_lost": sum(1 for c in self.cuts for what in c.lost if what.startswith("memo row")),
+            "wasted_calls": f["wasted_calls"],
+            "paid_calls": f["paid_calls"],
+            "effects_resent": receiver["requests"] - receiver["keys"],
+            "effects_applied": receiver["applied"],
+            "duplicates_applied": receiver["duplicates_applied"],
+            "jobs": f["jobs"],
+            "jobs_per_s": round(self.result.jobs_per_s, 2),
+            "commits_per_s": round(self.commits_per_s, 1),
+            "invariants_held": not self.result.verdict.violations,
+            "violations": [str(v) for v in self.result.verdict.violations[:5]],
+            "ok": self.result.ok,
+        }
+
+
+def power_run(setting: Setting, *, jobs: int, workers: int = BENCH_WORKERS, cut_every_s: float = BENCH_CUT_EVERY_S,
+              seed: int = 0, timeout_s: float = 600.0, directory: str | None = None) -> PowerRun:
+    """A fleet on ``setting`` with a power cut every ``cut_every_s`` seconds on average, judged."""
+    reason = power_missing()
+    if reason:
+        raise PowerUnavailable(reason)
+    base = tempfile.mkdtemp(prefix="crashgate-power-", dir=directory)
+    try:
+        with PowerImage(base, size_mb=IMAGE_MB) as image:
+            rate = commit_rate(setting, image)
+            server = None
+            try:
+                if setting.backend == "postgresql":
+                    server = _durable_server(image, setting.level)
+                    db = server.create_database("power")
+                else:
+                    db = os.path.join(image.mount, "power.db")
+                ledgers = os.path.join(base, "ledgers")
+                config = FleetConfig(db=db, directory=ledgers, workers=workers, kill_every_s=0.0, seed=seed, timeout_s=timeout_s,
+                                     lease_s=BENCH_LEASE_S, synchronous=setting.level if setting.backend == "sqlite" else None, power_every_s=cut_every_s)
+                cuts = PowerCuts(image, db, setting, server)
+                trial = _DurablePrepare(config, jobs, drop_every=0, fail_every=0, power=cuts, image=image)
+                result = trial.run()
+            finally:
+                if server is not None:
+                    server.stop()
+        return PowerRun(setting, result, cuts.cuts, rate)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@dataclass
+class _DurablePrepare(Trial):
+    """A trial whose submits are on the disk before the first process starts (fsync of the image):
+    what a power cut may take is then only what the run itself committed."""
+
+    image: Any = None
+
+    def prepare(self) -> dict[str, str]:
+        submitted = super().prepare()
+        sync_tree(self.image.mount)
+        return submitted
+
+
+def _durable_server(image: PowerImage, synchronous_commit: str) -> Any:
+    from engine._pgserver import ServerUnavailable, TemporaryPostgres
+
+    server = TemporaryPostgres(parent=image.mount, settings=("fsync = on", f"synchronous_commit = {synchronous_commit}",
+                                                               "full_page_writes = on"))
+    try:
+        server.start()
+    except ServerUnavailable as exc:
+        raise PowerUnavailable(f"cannot start a PostgreSQL server on the image: {exc}") from exc
+    sync_tree(image.mount)  # initdb ran with --no-sync: the cluster itself must be on the disk
+    return server
+
+
+def commit_rate(setting: Setting, image: PowerImage) -> float:
+    """Commits per second of one process on the image at ``setting``: the engine's submit, one
+    transaction each (SQLite), or one INSERT per transaction (PostgreSQL), for about a second."""
+    if setting.backend == "sqlite":
+        from engine import SqliteStore
+
+        path = os.path.join(image.mount, "rate.db")
+        store = SqliteStore(path, synchronous=setting.level)
+        try:
+            started, n = time.perf_counter(), 0
+            while time.perf_counter() - started < COMMIT_RATE_S and n < COMMIT_RATE_MAX:
+                store.submit(f"rate-{n}", {"source": n}, now=0.0)
+                n += 1
+            return n / (time.perf_counter() - started)
+        finally:
+            store.close()
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(path + suffix):
+                    os.unlink(path + suffix)
+    import psycopg
+
+    server = _durable_server(image, setting.level)
+    try:
+        with psycopg.connect(server.create_database("rate"), autocommit=True) as conn:
+            conn.execute("CREATE TABLE rate (n int)")
+            started, n = time.perf_counter(), 0
+            while time.perf_counter() - started < COMMIT_RATE_S and n < COMMIT_RATE_MAX:
+                conn.execute("INSERT INTO rate VALUES (%s)", (n,))
+                n += 1
+            return n / (time.perf_counter() - started)
+    finally:
+        server.stop()
+
+
+ROW_UNITS = (
+    ("commits_lost_per_cut", "commits lost per cut"),
+    ("wasted_calls", "wasted calls"),
+    ("effects_resent", "effects re-sent"),
+    ("commits_per_s", "commits/s"),
+)
+
+
+def power_rows(quick: bool) -> list[dict[str, Any]]:
+    """The benchmark's rows: four per setting (see :data:`ROW_UNITS`); skipped with the reason
+    where power cuts cannot run (not root, no loop devices) or PostgreSQL is not installed."""
+    jobs = BENCH_JOBS_QUICK if quick else BENCH_JOBS
+    every = BENCH_CUT_EVERY_S_QUICK if quick else BENCH_CUT_EVERY_S
+    rows = []
+    for key, setting in SETTINGS.items():
+        try:
+            run = power_run(setting, jobs=jobs, cut_every_s=every)
+        except (PowerUnavailable, ImportError) as exc:
+            rows += [{"key": f"power.{key}.{name}", "label": f"power cut, {setting.label}: {unit}", "value": None, "unit": unit,
+                      "note": "", "skipped": str(exc)} for name, unit in ROW_UNITS]
+            continue
+        g = run.figures
+        note = (f"{g['cuts']} cuts, {g['jobs']} jobs, {BENCH_WORKERS} workers + sender; {g['commits_lost']} commits and "
+                f"{g['memo_rows_lost']} memo rows lost in all; {g['paid_calls']} paid calls; invariants "
+                f"{'held' if g['invariants_held'] else 'VIOLATED: ' + '; '.join(g['violations'])}")
+        for name, unit in ROW_UNITS:
+            rows.append({"key": f"power.{key}.{name}", "label": f"power cut, {setting.label}: {unit}", "value": g[name],
+                         "unit": unit, "note": note if name == "commits_lost_per_cut" else ""})
+    return rows
+
