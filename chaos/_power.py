@@ -28,6 +28,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 from typing import Any
@@ -100,6 +101,8 @@ def sync_tree(path: str) -> None:
     """fsync every file under ``path`` and the directories themselves: what a power cut must keep."""
     for root, dirs, files in os.walk(path):
         for name in files:
+            if not os.path.isfile(os.path.join(root, name)) or os.path.islink(os.path.join(root, name)):
+                continue  # a server's socket, a link: nothing of its own to keep
             fd = os.open(os.path.join(root, name), os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -124,6 +127,7 @@ class PowerImage:
         if size_mb < 8:
             raise ValueError(f"size_mb={size_mb}: an ext4 image with a journal needs at least 8 MB")
         self.directory = tempfile.mkdtemp(prefix="power-", dir=directory)
+        os.chmod(self.directory, 0o755)  # a server on the image may run as a user of its own
         self.image = os.path.join(self.directory, "power.img")
         self.mount = os.path.join(self.directory, "mnt")
         self.size_mb = size_mb
@@ -192,7 +196,11 @@ class PowerImage:
             if self.mounted:
                 done = subprocess.run(["umount", self.mount], capture_output=True, timeout=COMMAND_TIMEOUT_S)
                 if done.returncode != 0:  # a file still open: detach it lazily, never leave it mounted
+                    holders = subprocess.run(["fuser", "-vm", self.mount], capture_output=True, text=True).stderr.strip()
                     subprocess.run(["umount", "-l", self.mount], capture_output=True, timeout=COMMAND_TIMEOUT_S)
+                    # The loop device goes once the last holder closes its files (losetup -d below
+                    # marks it for that); say who holds it, since a process that never exits keeps it.
+                    print(f"warning: {self.mount} was busy at unmount; detached lazily. Holders: {holders[-500:]}", file=sys.stderr)
                 self.mounted = False
             if self.loop is not None:
                 subprocess.run(["losetup", "-d", self.loop], capture_output=True, timeout=COMMAND_TIMEOUT_S)

@@ -110,6 +110,14 @@ class PowerCuts:
             _kill_all(pids)
         self.image.restore()
         if self.server is not None:
+            # The machine rebooted: no process of the old server exists. (Killed, they may stay
+            # zombies where the container's init reaps nothing, and the server would take their
+            # pid in the lock file for a live postmaster.)
+            stale = [os.path.join(self.server.data_dir, "postmaster.pid")]
+            stale += [os.path.join(self.server.dir, n) for n in os.listdir(self.server.dir) if n.startswith(".s.PGSQL.")]
+            for path in stale:  # the lock files and the socket of the server that died
+                if os.path.lexists(path):
+                    os.unlink(path)
             self.server.restart()
         survived = adapter.inspect(self.db)
         release = getattr(adapter, "release", None)
@@ -203,6 +211,7 @@ def power_run(setting: Setting, *, jobs: int, workers: int = BENCH_WORKERS, cut_
     if reason:
         raise PowerUnavailable(reason)
     base = tempfile.mkdtemp(prefix="crashgate-power-", dir=directory)
+    os.chmod(base, 0o755)  # a PostgreSQL server runs as its own user, and its directory is under here
     try:
         with PowerImage(base, size_mb=IMAGE_MB) as image:
             rate = commit_rate(setting, image)
@@ -249,7 +258,11 @@ def _durable_server(image: PowerImage, synchronous_commit: str) -> Any:
         server.start()
     except ServerUnavailable as exc:
         raise PowerUnavailable(f"cannot start a PostgreSQL server on the image: {exc}") from exc
-    sync_tree(image.mount)  # initdb ran with --no-sync: the cluster itself must be on the disk
+    try:
+        sync_tree(image.mount)  # initdb ran with --no-sync: the cluster itself must be on the disk
+    except BaseException:
+        server.stop()
+        raise
     return server
 
 
