@@ -23,14 +23,16 @@ lost per power cut, wasted calls, effects re-sent, and the commit rate the setti
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import signal
 import tempfile
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from ._fleet import FleetConfig
 from ._invariants import Violation
@@ -40,7 +42,7 @@ from ._power import PowerImage, PowerUnavailable, power_missing, sync_tree
 from ._power_checks import commits_lost, durable_commits, lost_commits, lost_interruptions, read_acknowledged
 from ._trial import Trial, TrialResult
 
-__all__ = ["PowerCuts", "PowerRun", "SETTINGS", "Setting", "commit_rate", "power_rows", "power_run"]
+__all__ = ["PowerCuts", "PowerRun", "Powered", "SETTINGS", "Setting", "commit_rate", "level_setting", "power_rows", "power_run", "powered"]
 
 IMAGE_MB = 256
 SERVER_EXIT_WAIT_S = 10.0
@@ -72,6 +74,20 @@ SETTINGS = {
     "postgresql-commit-off": Setting("postgresql", "off", False, "PostgreSQL, fsync=on, synchronous_commit=off"),
     "postgresql-commit-on": Setting("postgresql", "on", True, "PostgreSQL, fsync=on, synchronous_commit=on (its defaults)"),
 }
+
+
+def level_setting(backend: str, level: str) -> Setting:
+    """The setting a soak's ``--synchronous`` names on ``backend`` (SQLite: OFF, NORMAL, FULL;
+    PostgreSQL: synchronous_commit off or on); ValueError naming the choices otherwise.
+
+    >>> level_setting("sqlite", "full").label
+    'SQLite, synchronous=FULL'
+    """
+    for setting in SETTINGS.values():
+        if setting.backend == backend and setting.level.lower() == level.lower():
+            return setting
+    choices = ", ".join(s.level for s in SETTINGS.values() if s.backend == backend)
+    raise ValueError(f"--synchronous {level}: on {backend} choose one of {choices}")
 
 
 @dataclass
@@ -204,9 +220,28 @@ class PowerRun:
         }
 
 
-def power_run(setting: Setting, *, jobs: int, workers: int = BENCH_WORKERS, cut_every_s: float = BENCH_CUT_EVERY_S,
-              seed: int = 0, timeout_s: float = 600.0, directory: str | None = None) -> PowerRun:
-    """A fleet on ``setting`` with a power cut every ``cut_every_s`` seconds on average, judged."""
+@dataclass
+class Powered:
+    """A database whose power can be cut: on the image, with the ledgers' directory off it."""
+
+    image: PowerImage
+    db: str
+    ledgers: str
+    setting: Setting
+    server: Any = None
+
+    def cuts(self) -> PowerCuts:
+        return PowerCuts(self.image, self.db, self.setting, self.server)
+
+    def trial(self, config: FleetConfig, jobs: int, **options: Any) -> Trial:
+        """A trial on this database whose submits are on the disk before the first process starts."""
+        return _DurablePrepare(config, jobs, power=self.cuts(), image=self.image, **options)
+
+
+@contextmanager
+def powered(setting: Setting, *, directory: str | None = None, rate: list[float] | None = None) -> Iterator[Powered]:
+    """An image (and, for PostgreSQL, a durable server on it) for one run; everything is stopped,
+    unmounted and detached at the end. ``rate``, if given, receives :func:`commit_rate` first."""
     reason = power_missing()
     if reason:
         raise PowerUnavailable(reason)
@@ -214,7 +249,8 @@ def power_run(setting: Setting, *, jobs: int, workers: int = BENCH_WORKERS, cut_
     os.chmod(base, 0o755)  # a PostgreSQL server runs as its own user, and its directory is under here
     try:
         with PowerImage(base, size_mb=IMAGE_MB) as image:
-            rate = commit_rate(setting, image)
+            if rate is not None:
+                rate.append(commit_rate(setting, image))
             server = None
             try:
                 if setting.backend == "postgresql":
@@ -222,18 +258,28 @@ def power_run(setting: Setting, *, jobs: int, workers: int = BENCH_WORKERS, cut_
                     db = server.create_database("power")
                 else:
                     db = os.path.join(image.mount, "power.db")
-                ledgers = os.path.join(base, "ledgers")
-                config = FleetConfig(db=db, directory=ledgers, workers=workers, kill_every_s=0.0, seed=seed, timeout_s=timeout_s,
-                                     lease_s=BENCH_LEASE_S, synchronous=setting.level if setting.backend == "sqlite" else None, power_every_s=cut_every_s)
-                cuts = PowerCuts(image, db, setting, server)
-                trial = _DurablePrepare(config, jobs, drop_every=0, fail_every=0, power=cuts, image=image)
-                result = trial.run()
+                yield Powered(image, db, os.path.join(base, "ledgers"), setting, server)
             finally:
                 if server is not None:
                     server.stop()
-        return PowerRun(setting, result, cuts.cuts, rate)
+                # A reader the judging left to the garbage collector (an adapter's cached
+                # inspection connection) still holds a file on the image: close it before unmounting.
+                gc.collect()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def power_run(setting: Setting, *, jobs: int, workers: int = BENCH_WORKERS, cut_every_s: float = BENCH_CUT_EVERY_S,
+              seed: int = 0, timeout_s: float = 600.0, directory: str | None = None) -> PowerRun:
+    """A fleet on ``setting`` with a power cut every ``cut_every_s`` seconds on average, judged."""
+    rate: list[float] = []
+    with powered(setting, directory=directory, rate=rate) as p:
+        config = FleetConfig(db=p.db, directory=p.ledgers, workers=workers, kill_every_s=0.0, seed=seed, timeout_s=timeout_s,
+                             lease_s=BENCH_LEASE_S, synchronous=setting.level if setting.backend == "sqlite" else None,
+                             power_every_s=cut_every_s)
+        trial = p.trial(config, jobs, drop_every=0, fail_every=0)
+        result = trial.run()
+    return PowerRun(setting, result, trial.power.cuts, rate[0])
 
 
 @dataclass
