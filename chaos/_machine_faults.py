@@ -18,6 +18,11 @@ to the database, where such a fault can show):
   worker's lease is taken over, then its own clock (only its own) steps back an hour;
 * ``damage-payload`` / ``damage-state`` / ``damage-memo``: a job's payload, its state or one of
   its memo rows is overwritten with what the engine never writes (with SQL, on either backend).
+* ``power-full`` / ``power-normal``: the worker is killed at the point, then the power of the
+  ext4 image that holds the database is cut (its journal unflushed) and restored, at
+  ``synchronous=FULL`` or ``NORMAL``; run by :mod:`chaos._power_faults`, checked by
+  :mod:`chaos._power_checks` (``durable-commits`` under FULL), not by the frozen-worker
+  machinery below.
 
 The worker then runs on with the fault present, the fault is removed, and the *same* worker
 process must drain the database (:mod:`chaos._machine_worker`). Checked after each fault
