@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import pickle
 from collections import Counter
-from typing import Any
+from typing import Any, Mapping
 
 from ._invariants import Violation
 
@@ -62,9 +62,23 @@ def lost_commits(acknowledged: Any, survived: Any) -> list[str]:
     return lost
 
 
-def lost_interruptions(acknowledged: Any, survived: Any) -> Counter:
-    """Each memo row the cut took is one interruption of its step: it may be paid once more."""
-    return Counter(set(acknowledged.memos) - set(survived.memos))
+def lost_interruptions(acknowledged: Any, survived: Any, working: Mapping[str, str] | None = None) -> Counter:
+    """The steps whose outcome the cut took, each one interruption: it runs, and may be paid, once more.
+
+    An outcome is a memo row, and also any move out of the step's working state (``working``:
+    working state -> step): a failure parked in a failed state, a retry scheduled, a review sent
+    to a person. A poison failure earns no retry of its own, but once the cut has taken its
+    record the step runs again as if it had never failed.
+    """
+    lost = Counter()
+    if working:
+        for job_id, before, _ in (Counter(acknowledged.transitions) - Counter(survived.transitions)).elements():
+            if before in working:
+                lost[(job_id, working[before])] += 1
+    for key in set(acknowledged.memos) - set(survived.memos):
+        if key not in lost:  # a memo written apart from its state change (not the reference engine's way)
+            lost[key] += 1
+    return lost
 
 
 def durable_commits(level: str, acknowledged: Any, survived: Any) -> list[Violation]:
@@ -90,9 +104,10 @@ def commits_lost(acknowledged: Any, survived: Any) -> int:
     lost (the engine moves a job in every commit but the sender's), plus the sent marks lost.
 
     A database after a power cut is a prefix of its history (SQLite's WAL, PostgreSQL's WAL):
-    the lost state changes are the last ones.
+    the lost state changes are the last ones (compared as multisets, since on PostgreSQL the
+    audit's sequence numbers are taken in statement order, not commit order).
     """
-    transitions = max(0, len(acknowledged.transitions) - len(survived.transitions))
+    transitions = sum((Counter(acknowledged.transitions) - Counter(survived.transitions)).values())
     sent_before = {(r.job_id, r.kind) for r in acknowledged.outbox if r.sent_at is not None}
     sent_after = {(r.job_id, r.kind) for r in survived.outbox if r.sent_at is not None}
     return transitions + len(sent_before - sent_after)

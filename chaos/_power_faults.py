@@ -88,7 +88,7 @@ def run_power_cut(adapter: Any, family: Family, point: Point, workdir: str, *, s
             survived = leveled.inspect(db)
             problems = integrity(db) + durable_commits(level, acknowledged, survived)
             lost = lost_commits(acknowledged, survived)
-            interruptions = _interruptions(run, acknowledged) + lost_interruptions(acknowledged, survived)
+            interruptions = _interruptions(run, acknowledged) + lost_interruptions(acknowledged, survived, _working(leveled))
             after_cut = check(run.evidence(family.submitted, interruptions, survived), at_rest=False)
             outcome = _recover_and_check(run, family.submitted, interruptions, point.id, exit_kind)
         except BaseException:
@@ -100,6 +100,11 @@ def run_power_cut(adapter: Any, family: Family, point: Point, workdir: str, *, s
     outcome.lost_commits = lost
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def _working(adapter: Any) -> dict[str, str]:
+    """working state -> step, from the adapter's declared step states."""
+    return {working: step for step, (working, _) in adapter.step_states().items()}
 
 
 def _let_go(run: _Run) -> None:

@@ -149,7 +149,7 @@ class PowerCuts:
         if self.server is None:
             self.violations += integrity(self.db)
         self.violations += durable_commits("FULL" if self.setting.durable else "NORMAL", acknowledged, survived)
-        self.interruptions += lost_interruptions(acknowledged, survived)
+        self.interruptions += lost_interruptions(acknowledged, survived, {w: step for step, (w, _) in adapter.step_states().items()})
         self.cuts.append(Cut(round(time.monotonic() - self.started, 3), lost_commits(acknowledged, survived),
                              commits_lost(acknowledged, survived)))
 
