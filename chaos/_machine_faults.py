@@ -149,8 +149,9 @@ ON_A_SERVER_REFUSED = {
         "per-connection page limit, and filling the server's disk would test the server, not the worker"
     ),
     "power": (
-        "it cuts the power of the ext4 image that holds the database files, and on PostgreSQL the server keeps "
-        "its files: python -m benchmarks measures a power cut under a server whose data directory is on the image"
+        "it cuts the power of the ext4 image that holds the scenario's database files, and on PostgreSQL the server "
+        "keeps its files; python -m chaos soak --backend postgresql --power-every 3 --lease 1 (and python -m benchmarks) "
+        "cut the power of a server whose data directory is on an image"
     ),
     "io": (
         "libfiu makes the worker process's own write and fsync calls fail, and on PostgreSQL the worker writes "

@@ -42,11 +42,12 @@ from ._power import PowerImage, PowerUnavailable, power_missing, sync_tree
 from ._power_checks import commits_lost, durable_commits, lost_commits, lost_interruptions, read_acknowledged
 from ._trial import Trial, TrialResult
 
-__all__ = ["PowerCuts", "PowerRun", "Powered", "SETTINGS", "Setting", "commit_rate", "level_setting", "power_rows", "power_run", "powered"]
+__all__ = ["PowerCuts", "PowerRun", "Powered", "SETTINGS", "Setting", "commit_rates", "level_setting", "power_rows", "power_run", "powered"]
 
 IMAGE_MB = 256
 SERVER_EXIT_WAIT_S = 10.0
-COMMIT_RATE_S = 1.0  # how long the commit-rate probe commits
+COMMIT_RATE_S = 0.4  # how long one round of the commit-rate probe commits
+COMMIT_RATE_ROUNDS, COMMIT_RATE_ROUNDS_QUICK = 5, 1
 COMMIT_RATE_MAX = 100_000  # its bound on commits
 BENCH_JOBS, BENCH_JOBS_QUICK = 600, 60
 # A cut every few leases: a job claimed before a cut waits out its lease after it, so cuts that
@@ -218,7 +219,6 @@ class PowerRun:
     setting: Setting
     result: TrialResult
     cuts: list[Cut]
-    commits_per_s: float
 
     @property
     def figures(self) -> dict[str, Any]:
@@ -241,7 +241,6 @@ class PowerRun:
             "settled": sum(n for state, n in f["states"].items() if state in ("delivered", "cancelled", "needs_human")),
             "drained": self.result.run.drained,
             "jobs_per_s": round(self.result.jobs_per_s, 2),
-            "commits_per_s": round(self.commits_per_s, 1),
             "invariants_held": not self.result.verdict.violations,
             "violations": [str(v) for v in self.result.verdict.violations[:5]],
             "ok": self.result.ok,
@@ -267,9 +266,9 @@ class Powered:
 
 
 @contextmanager
-def powered(setting: Setting, *, directory: str | None = None, rate: list[float] | None = None) -> Iterator[Powered]:
+def powered(setting: Setting, *, directory: str | None = None) -> Iterator[Powered]:
     """An image (and, for PostgreSQL, a durable server on it) for one run; everything is stopped,
-    unmounted and detached at the end. ``rate``, if given, receives :func:`commit_rate` first."""
+    unmounted and detached at the end."""
     reason = power_missing()
     if reason:
         raise PowerUnavailable(reason)
@@ -277,8 +276,6 @@ def powered(setting: Setting, *, directory: str | None = None, rate: list[float]
     os.chmod(base, 0o755)  # a PostgreSQL server runs as its own user, and its directory is under here
     try:
         with PowerImage(base, size_mb=IMAGE_MB) as image:
-            if rate is not None:
-                rate.append(commit_rate(setting, image))
             server = None
             try:
                 if setting.backend == "postgresql":
@@ -300,14 +297,13 @@ def powered(setting: Setting, *, directory: str | None = None, rate: list[float]
 def power_run(setting: Setting, *, jobs: int, workers: int = BENCH_WORKERS, cut_every_s: float = BENCH_CUT_EVERY_S,
               seed: int = 0, timeout_s: float = 600.0, directory: str | None = None) -> PowerRun:
     """A fleet on ``setting`` with a power cut every ``cut_every_s`` seconds on average, judged."""
-    rate: list[float] = []
-    with powered(setting, directory=directory, rate=rate) as p:
+    with powered(setting, directory=directory) as p:
         config = FleetConfig(db=p.db, directory=p.ledgers, workers=workers, kill_every_s=0.0, seed=seed, timeout_s=timeout_s,
                              lease_s=BENCH_LEASE_S, synchronous=setting.level if setting.backend == "sqlite" else None,
                              power_every_s=cut_every_s)
         trial = p.trial(config, jobs, drop_every=0, fail_every=0)
         result = trial.run()
-    return PowerRun(setting, result, trial.power.cuts, rate[0])
+    return PowerRun(setting, result, trial.power.cuts)
 
 
 @dataclass
@@ -340,38 +336,51 @@ def _durable_server(image: PowerImage, synchronous_commit: str) -> Any:
     return server
 
 
-def commit_rate(setting: Setting, image: PowerImage) -> float:
-    """Commits per second of one process on the image at ``setting``: the engine's submit, one
-    transaction each (SQLite), or one INSERT per transaction (PostgreSQL), for about a second."""
-    if setting.backend == "sqlite":
-        from engine import SqliteStore
+def commit_rates(backend: str, *, rounds: int = COMMIT_RATE_ROUNDS) -> dict[str, float]:
+    """Commits per second of one process at each of ``backend``'s levels, side by side on one image:
+    the levels take turns, ``rounds`` times for :data:`COMMIT_RATE_S` each, and each figure is
+    the median of its rounds (the fsyncs' cost moves with the host's load, so only figures taken
+    in turn compare). SQLite: the engine's submit, one transaction each; PostgreSQL: one INSERT
+    per transaction, with ``synchronous_commit`` set per session on one durable server."""
+    levels = [s.level for s in SETTINGS.values() if s.backend == backend]
+    runs: dict[str, list[float]] = {level: [] for level in levels}
+    with tempfile.TemporaryDirectory(prefix="crashgate-rate-") as base:
+        os.chmod(base, 0o755)
+        with PowerImage(base, size_mb=IMAGE_MB) as image:
+            if backend == "sqlite":
+                from engine import SqliteStore
 
-        path = os.path.join(image.mount, "rate.db")
-        store = SqliteStore(path, synchronous=setting.level)
-        try:
-            started, n = time.perf_counter(), 0
-            while time.perf_counter() - started < COMMIT_RATE_S and n < COMMIT_RATE_MAX:
-                store.submit(f"rate-{n}", {"source": n}, now=0.0)
-                n += 1
-            return n / (time.perf_counter() - started)
-        finally:
-            store.close()
-            for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(path + suffix):
-                    os.unlink(path + suffix)
-    import psycopg
+                stores = {level: SqliteStore(os.path.join(image.mount, f"rate-{level}.db"), synchronous=level) for level in levels}
+                try:
+                    for n in range(rounds):
+                        for level, store in stores.items():
+                            runs[level].append(_rate(lambda i, st=store, r=n: st.submit(f"r{r}-{i}", {"n": i}, now=0.0)))
+                finally:
+                    for store in stores.values():
+                        store.close()
+            else:
+                import psycopg
 
-    server = _durable_server(image, setting.level)
-    try:
-        with psycopg.connect(server.create_database("rate"), autocommit=True) as conn:
-            conn.execute("CREATE TABLE rate (n int)")
-            started, n = time.perf_counter(), 0
-            while time.perf_counter() - started < COMMIT_RATE_S and n < COMMIT_RATE_MAX:
-                conn.execute("INSERT INTO rate VALUES (%s)", (n,))
-                n += 1
-            return n / (time.perf_counter() - started)
-    finally:
-        server.stop()
+                server = _durable_server(image, "on")
+                try:
+                    with psycopg.connect(server.create_database("rate"), autocommit=True) as conn:
+                        conn.execute("CREATE TABLE rate (n int)")
+                        for _ in range(rounds):
+                            for level in levels:
+                                conn.execute(f"SET synchronous_commit = {level}")  # one of our constants
+                                runs[level].append(_rate(lambda i: conn.execute("INSERT INTO rate VALUES (%s)", (i,))))
+                finally:
+                    server.stop()
+                    gc.collect()
+    return {level: sorted(r)[len(r) // 2] for level, r in runs.items()}
+
+
+def _rate(commit: Any) -> float:
+    started, n = time.perf_counter(), 0
+    while time.perf_counter() - started < COMMIT_RATE_S and n < COMMIT_RATE_MAX:
+        commit(n)
+        n += 1
+    return n / (time.perf_counter() - started)
 
 
 ROW_UNITS = (
@@ -388,23 +397,30 @@ def power_rows(quick: bool) -> list[dict[str, Any]]:
     jobs = BENCH_JOBS_QUICK if quick else BENCH_JOBS
     every = BENCH_CUT_EVERY_S_QUICK if quick else BENCH_CUT_EVERY_S
     rows = []
+    rates: dict[str, dict[str, float]] = {}
     for key, setting in SETTINGS.items():
         try:
             if quick and key not in QUICK_SETTINGS:
                 raise PowerUnavailable("--quick measures SQLite's NORMAL and FULL only; the full run measures every setting")
+            if setting.backend not in rates:
+                rates[setting.backend] = commit_rates(setting.backend, rounds=COMMIT_RATE_ROUNDS_QUICK if quick else COMMIT_RATE_ROUNDS)
             run = power_run(setting, jobs=jobs, cut_every_s=every, timeout_s=OFF_TIMEOUT_S if setting.level == "OFF" else 600.0)
         except (PowerUnavailable, ImportError) as exc:
             rows += [{"key": f"power.{key}.{name}", "label": f"power cut, {setting.label}: {unit}", "value": None, "unit": unit,
                       "note": "", "skipped": str(exc)} for name, unit in ROW_UNITS]
             continue
-        g = run.figures
+        g = dict(run.figures, commits_per_s=round(rates[setting.backend][setting.level], 1))
         verdict = "held" if g["invariants_held"] else "VIOLATED: " + "; ".join(g["violations"][:2])
         if not run.result.run.drained:
             verdict = f"NOT SETTLED after {run.result.run.seconds:.0f} s ({g['settled']} of {g['jobs']} jobs): each cut rolled back to the last writeback"
-        note = (f"{g['cuts']} cuts, {g['jobs']} jobs, {BENCH_WORKERS} workers + sender; {g['commits_lost']} commits and "
-                f"{g['memo_rows_lost']} memo rows lost in all; {g['paid_calls']} paid calls; invariants {verdict}")
+        notes = {
+            "commits_lost_per_cut": (f"{g['cuts']} cuts, {g['jobs']} jobs, {BENCH_WORKERS} workers + sender; {g['commits_lost']} commits and "
+                                     f"{g['memo_rows_lost']} memo rows lost in all; invariants {verdict}"),
+            "wasted_calls": f"of {g['paid_calls']} paid calls",
+            "effects_resent": f"{g['effects_applied']} applied, {g['duplicates_applied']} twice",
+            "commits_per_s": "one process, levels in turn on one image, median of rounds",
+        }
         for name, unit in ROW_UNITS:
             rows.append({"key": f"power.{key}.{name}", "label": f"power cut, {setting.label}: {unit}", "value": g[name],
-                         "unit": unit, "note": note if name == "commits_lost_per_cut" else ""})
+                         "unit": unit, "note": notes[name]})
     return rows
-

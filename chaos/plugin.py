@@ -648,7 +648,9 @@ def explain(rec: dict[str, Any]) -> str:
         out.append(f"FAILED {failure}")
     out.append(f"lesson: {rec['lesson']}")
     out.append(f"wasted calls: {rec['wasted']}")
-    if rec.get("fault") in MACHINE_SUBKINDS:
+    if rec.get("fault", "").startswith("power-"):
+        out.append("the power was cut after the kill: every commit it took counted as an interruption of its step")
+    elif rec.get("fault") in MACHINE_SUBKINDS:
         out.append(_showed(rec))
     elif rec.get("fault", "crash") != "crash":
         out.append(f"paid calls without a valid lease, after the memo was committed: {rec.get('zombie', 0)}; "
@@ -665,6 +667,9 @@ def _what_happened(fault: str, point: str, where: str) -> str:
         return f"worker frozen at {point} ({where}); its lease expired, another worker took the job over, then it resumed"
     if fault == "interleave":
         return f"worker A frozen at {point} ({where}), its lease expired; worker B ran, A resumed and finished, then B"
+    if fault.startswith("power-"):
+        return (f"worker killed at {point} ({where}), then the power cut ({fault}: the database's file system shut down, "
+                "its journal unflushed) and restored; a fresh worker recovered from what survived")
     if fault in MACHINE_SUBKINDS:
         return f"{fault} at {point} ({where}): injected there, then removed; the same worker must survive it and drain"
     return f"crash at {point} ({where}), then recovery"

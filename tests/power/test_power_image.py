@@ -61,3 +61,11 @@ def test_without_root_the_reason_says_what_is_needed(monkeypatch):
     assert reason is not None
     assert reason.startswith("the power fault needs root")
     assert "leave the power fault kind out" in reason
+
+
+def test_the_power_fault_is_refused_on_postgresql_saying_where_it_runs_there():
+    from chaos._machine_faults import refuse_on_a_server
+
+    with pytest.raises(ValueError, match="power fault kind .power-full. cannot run on PostgreSQL") as caught:
+        refuse_on_a_server(["power-full"], "postgresql://admin@db.test/postgres")
+    assert "--power-every" in str(caught.value)

@@ -7,13 +7,10 @@ wrong in production, and which check catches it under which fault.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from chaos import ReferenceAdapter
 from engine import SqliteStore
-
-HERE = os.path.abspath(__file__)
 
 
 class TrustsSynchronousOff(ReferenceAdapter):
