@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -69,3 +70,27 @@ def test_the_power_fault_is_refused_on_postgresql_saying_where_it_runs_there():
     with pytest.raises(ValueError, match="power fault kind .power-full. cannot run on PostgreSQL") as caught:
         refuse_on_a_server(["power-full"], "postgresql://admin@db.test/postgres")
     assert "--power-every" in str(caught.value)
+
+
+HOLD_AN_IMAGE = """
+import sys, time
+from chaos._power import PowerImage
+with PowerImage(sys.argv[1]) as image:
+    print(image.image, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_sigterm_still_unmounts_and_detaches_the_image(power, tmp_path):
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_AN_IMAGE, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        backing = proc.stdout.readline().strip()
+        assert _attached(backing)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not _attached(backing)
