@@ -153,6 +153,7 @@ class MatrixReport:
                     "same_as": r.same_as or None,
                     "replay": r.replay,
                     "seconds": round(r.outcome.seconds, 5),
+                    "lost_commits": r.outcome.lost_commits,  # taken by a power cut (chaos._power_faults)
                 }
                 for r in self.results
             ],
