@@ -94,3 +94,20 @@ def test_a_sigterm_still_unmounts_and_detaches_the_image(power, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert not _attached(backing)
+
+
+NOT_ROOT_MATRIX = """
+import os, sys
+os.geteuid = lambda: 1000  # as an ordinary user
+from chaos._cli import main
+sys.exit(main(["matrix", "--faults", "power", "--family", "clean"]))
+"""
+
+
+def test_the_matrix_refuses_the_power_fault_without_root_in_one_line_with_exit_2():
+    done = subprocess.run([sys.executable, "-c", NOT_ROOT_MATRIX], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: the power fault needs root (to attach a loop device and mount it)")
+    assert lines[0].endswith("run it as root on Linux, or leave the power fault kind out")
