@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any
 
 __all__ = [
@@ -52,6 +53,7 @@ GOING_FLAGS_LOGFLUSH = 1  # flush the journal, not the data
 GOING_FLAGS_NOLOGFLUSH = 2  # flush nothing: the power cut
 IMAGE_MB_DEFAULT = 16
 COMMAND_TIMEOUT_S = 30.0
+ATTACH_TRIES_MAX = 5  # parallel test processes race for the next free loop device
 
 # The sub-kinds of the power fault: one per synchronous level that teaches something. OFF is
 # measured (python -m benchmarks) but not a matrix fault: with OFF the engine promises nothing
@@ -95,6 +97,18 @@ def _run(*command: str) -> str:
     if done.returncode != 0:
         raise PowerUnavailable(f"{' '.join(command)} failed with status {done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout.strip()
+
+
+def _attach(image: str) -> str:
+    """``losetup --find --show``, again if another process took the free device first."""
+    for attempt in range(ATTACH_TRIES_MAX):
+        try:
+            return _run("losetup", "--find", "--show", image)
+        except PowerUnavailable:
+            if attempt + 1 == ATTACH_TRIES_MAX:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def sync_tree(path: str) -> None:
@@ -153,7 +167,7 @@ class PowerImage:
                 f.truncate(self.size_mb << 20)
             # No lazy initialisation: a background thread writing the inode tables would race the cut.
             _run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", self.image)
-            self.loop = _run("losetup", "--find", "--show", self.image)
+            self.loop = _attach(self.image)
             _ATTACHED[id(self)] = self
             self._mount()
         except BaseException:
