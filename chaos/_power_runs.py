@@ -6,8 +6,9 @@ stay on the ordinary disk: they stand for the outside world, which keeps what it
 what it applied. Every ``power_every_s`` (on average) the fleet kills every process at once and
 calls :class:`PowerCuts`, which reads what had been acknowledged, cuts the power, brings it back,
 reads what survived, and records the difference (:mod:`chaos._power_checks`); then every process
-starts again on what survived. At the end the whole catalog judges the history, with every memo
-row a cut took counted as one more interruption of its step.
+starts again on what survived. At the end the whole catalog judges the history, with every
+outcome of a step a cut took (a memo row, a parked failure, a scheduled retry) counted as one more
+interruption of that step.
 
 On PostgreSQL the server's data directory is on the image, with ``fsync=on`` and the
 ``synchronous_commit`` under test; a cut shuts the file system down first and then kills every
@@ -109,7 +110,7 @@ class PowerCuts:
 
     ``server`` is the PostgreSQL server whose data directory is on the image (None on SQLite).
     ``violations``: ``integrity`` after each cut, and ``durable-commits`` where the setting
-    promises durability; ``interruptions``: a step per memo row lost.
+    promises durability; ``interruptions``: a step per outcome lost (memo row, failure, retry).
     """
 
     image: PowerImage
