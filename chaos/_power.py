@@ -205,7 +205,17 @@ class PowerImage:
         self._mount()
 
     def close(self) -> None:
-        """Unmount, detach the loop device and remove the image; safe to call twice."""
+        """Unmount, detach the loop device and remove the image; safe to call twice.
+
+        SIGTERM waits while it runs: a second one (a pool terminating its workers) arriving
+        between the unmount and the detach would leave the loop device attached."""
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            self._close()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+    def _close(self) -> None:
         try:
             if self.mounted:
                 done = subprocess.run(["umount", self.mount], capture_output=True, timeout=COMMAND_TIMEOUT_S)
