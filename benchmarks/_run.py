@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from chaos._power_runs import power_rows
 from chaos._soak import throughput_rows as backend_throughput_rows
 
 from ._crashgate import STEPS, end_to_end, steps_us_per_job
@@ -70,6 +71,8 @@ def collect(sizes: Sizes, *, peers: bool = True, progress: Callable[[str], None]
         rows += _scaling_rows(directory, sizes)
     say("backends: jobs/s with 1, 2 and 4 worker processes, 20 ms model latency")
     rows += [Row(**row) for row in backend_throughput_rows(sizes.quick)]
+    say("power cuts: what each durability setting loses (root and loop devices, else skipped)")
+    rows += [Row(**row) for row in power_rows(sizes.quick)]
     say("harness")
     harness, message = harness_rows(sizes.quick)
     rows += harness

@@ -241,6 +241,9 @@ class ReferenceAdapter:
     # What any write may answer when the database cannot take it now (another process holds the
     # write lock, the disk is full): "try again later", having changed nothing.
     unavailable_errors: tuple[type[BaseException], ...] = (engine.StoreBusy, engine.StoreFailed)
+    # The SQLite synchronous level every store of this adapter commits with: the power fault
+    # (chaos._power_faults) runs a copy of the adapter at FULL or NORMAL, and checks the promise.
+    synchronous = "NORMAL"
 
     def __init__(self) -> None:
         self._table: Workflow | None = None
@@ -250,7 +253,7 @@ class ReferenceAdapter:
         return reference_workflow(world.model, world.documents)
 
     def make_store(self, db_path: str) -> SqliteStore:
-        return SqliteStore(db_path)
+        return SqliteStore(db_path, synchronous=self.synchronous)
 
     def make_worker(self, store: Any, workflow: Workflow, *, worker_id: str, clock: Any, rng: random.Random) -> Worker:
         return Worker(store, workflow, worker_id=worker_id, clock=clock, rng=rng, lease_s=self.lease_s, threaded=False)

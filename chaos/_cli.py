@@ -178,6 +178,10 @@ def format_report(report: MatrixReport, *, verbose: bool = False) -> str:
         per = "crash" if kind == "crash" else "pause"
         ran = f" ({row['run']} run, one per {per} class)" if row["run"] != row["scenarios"] else ""
         out.append(f"  {kind:<14} {row['scenarios']:>6} scenarios{ran}, {row['held']} held, {row['violated']} violated, {row['wasted_calls']} wasted calls")
+    lost = [r for r in report.results if r.outcome.lost_commits]
+    if lost:  # counted and named, never a violation by itself (chaos._power_checks)
+        out.append(f"  power cuts took acknowledged commits in {len(lost)} scenarios ({sum(len(r.outcome.lost_commits) for r in lost)} "
+                   f"named in --json), e.g. at {lost[0].id} [{lost[0].fault}]: {'; '.join(lost[0].outcome.lost_commits[:3])}")
     if "interleave" in report.faults:
         ran = sum(1 for r in report.results if r.fault == "interleave")
         out.append(f"  interleavings: {ran} pairs run of {report.pairs_possible} possible")

@@ -75,6 +75,8 @@ class FleetConfig:
     kill_sender: bool = True
     seed: int = 0
     timeout_s: float = 600.0
+    synchronous: str | None = None  # SQLite's level for every process's store; None: the store's default
+    power_every_s: float = 0.0  # mean gap between power cuts (Fleet's power hook); 0 = none
 
     @property
     def calls_path(self) -> str:
@@ -119,6 +121,7 @@ class FleetRun:
 
     kills: list[Kill] = field(default_factory=list)
     unexpected_exits: list[str] = field(default_factory=list)
+    power_cuts: list[float] = field(default_factory=list)  # seconds since the start of each cut
     seconds: float = 0.0
     started_at: float = 0.0  # wall clock, when the first process was started
     drained: bool = False
@@ -148,12 +151,16 @@ class _Slot:
 class Fleet:
     """Workers and a sender on ``config.db``, talking to ``receiver``; :meth:`run` until settled."""
 
-    def __init__(self, config: FleetConfig, receiver: ReceiverProcess, settled_states: frozenset[str]) -> None:
+    def __init__(self, config: FleetConfig, receiver: ReceiverProcess, settled_states: frozenset[str],
+                 power: Callable[[], None] | None = None) -> None:
         if config.workers < 1:
             raise ValueError(f"workers={config.workers} must be >= 1")
         self.config = config
         self.receiver = receiver
         self.settled_states = settled_states
+        # Cuts the power of the file system under config.db and brings it back, every process
+        # dead and every file on it closed (chaos._power_runs); called every power_every_s.
+        self.power = power
         self.rng = random.Random(config.seed)
         self.slots = [_Slot("worker", n + 1) for n in range(config.workers)] + [_Slot("sender", 0)]
         self.context = multiprocessing.get_context("forkserver")
@@ -168,6 +175,7 @@ class Fleet:
             "db": c.db, "calls": c.calls_path, "effects_url": self.receiver.url, "documents_url": self.receiver.documents_url,
             "id": slot.id, "lease_s": c.lease_s, "latency_ms": list(c.latency_ms),
             "seed": c.seed * 1_000_003 + slot.index * 1009 + slot.incarnation, "deadline": time.time() + c.timeout_s,
+            "synchronous": c.synchronous,
         }
 
     def _log_path(self, slot: _Slot) -> str:
@@ -250,6 +258,7 @@ class Fleet:
         run.started_at = time.time()
         deadline = self.t0 + c.timeout_s
         next_kill = self.t0 + self._gap()
+        next_cut = self.t0 + self._power_gap()
         last_kill = self.t0
         last_poll = 0.0
         try:
@@ -269,6 +278,9 @@ class Fleet:
                         break
                 if not self._reap(run):
                     break
+                if self.power is not None and now >= next_cut:
+                    self._power_cycle(run, poller)
+                    next_cut = time.monotonic() + self._power_gap()
                 fraction = run.last.settled / max(1, total) if run.last else 0.0
                 if c.kill_every_s > 0 and c.kills_due(kills=len(run.kills), settled_fraction=fraction):
                     next_kill = min(next_kill, last_kill + CATCH_UP_GAP_S)
@@ -287,6 +299,32 @@ class Fleet:
         run.seconds = time.monotonic() - self.t0
         return run
 
+    def _power_cycle(self, run: FleetRun, poller: "_Poller") -> None:
+        """The power goes: every process dies at once, then the file system is cut and restored
+        (self.power), and every process starts again on what survived."""
+        assert self.power is not None, "a power cycle needs the power hook"
+        at = round(time.monotonic() - self.t0, 3)
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.is_alive():
+                try:
+                    os.kill(slot.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for slot in self.slots:
+            if slot.proc is not None:
+                slot.proc.join(STOP_WAIT_S)
+                run.kills.append(Kill(at, slot.id, slot.role))
+        poller.close()
+        self.power()
+        poller.open()
+        run.power_cuts.append(at)
+        self.start()
+
+    def _power_gap(self) -> float:
+        if self.power is None or self.config.power_every_s <= 0:
+            return float("inf")
+        return self.rng.uniform(0.5, 1.5) * self.config.power_every_s
+
     def _gap(self) -> float:
         if self.config.kill_every_s <= 0:
             return float("inf")
@@ -297,14 +335,21 @@ class _Poller:
     """Counts jobs per state and unsent outbox rows on a read-only connection of its own."""
 
     def __init__(self, db: str, total: int, settled_states: frozenset[str]) -> None:
+        self.db = db
         self.total = total
         self.settled_states = settled_states
-        if is_postgres(db):
+        self.open()
+
+    def open(self) -> None:
+        if is_postgres(self.db):
             import psycopg
 
-            self.conn: Any = psycopg.connect(db, autocommit=True)
+            self.conn: Any = psycopg.connect(self.db, autocommit=True)
         else:
-            self.conn = sqlite3.connect(db.removeprefix("sqlite:///"), timeout=30)
+            # Read-only: the last connection to close on a WAL database checkpoints it (and
+            # fsyncs), and a poller must not make the workers' commits durable before a power cut.
+            path = os.path.abspath(self.db.removeprefix("sqlite:///"))
+            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
 
     def poll(self) -> Progress:
         states = {state: count for state, count in self.conn.execute(COUNT_STATES).fetchall()}
@@ -332,6 +377,10 @@ def _should_stop(spec: dict[str, Any]) -> bool:
     return time.time() >= spec["deadline"] or (parent is not None and not parent.is_alive())
 
 
+def _store_options(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"synchronous": spec["synchronous"]} if spec.get("synchronous") else {}
+
+
 def run_worker(spec: dict[str, Any]) -> None:
     """A worker process: claim and run jobs until the deadline or the parent's death."""
     from engine import SystemClock, Worker, open_store, reference_workflow
@@ -344,7 +393,7 @@ def run_worker(spec: dict[str, Any]) -> None:
     model = LedgerModel(ledger, make_probe(spec["db"]), latency_ms=tuple(spec["latency_ms"]),
                         rng=random.Random(rng.random()), clock=clock)
     workflow = reference_workflow(model, HttpDocuments(spec["documents_url"]))
-    worker = Worker(open_store(spec["db"]), workflow, worker_id=spec["id"], clock=clock, rng=rng,
+    worker = Worker(open_store(spec["db"], **_store_options(spec)), workflow, worker_id=spec["id"], clock=clock, rng=rng,
                     lease_s=spec["lease_s"], threaded=True)
     for _ in range(ITERATIONS_MAX):
         if _should_stop(spec):
@@ -363,7 +412,7 @@ def run_sender(spec: dict[str, Any]) -> None:
 
     clock = SystemClock()
     rng = random.Random(spec["seed"])
-    store = open_store(spec["db"])
+    store = open_store(spec["db"], **_store_options(spec))
     sender = HttpSender(spec["effects_url"], timeout_s=SENDER_TIMEOUT_S)
     for _ in range(ITERATIONS_MAX):
         if _should_stop(spec):

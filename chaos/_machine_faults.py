@@ -18,6 +18,11 @@ to the database, where such a fault can show):
   worker's lease is taken over, then its own clock (only its own) steps back an hour;
 * ``damage-payload`` / ``damage-state`` / ``damage-memo``: a job's payload, its state or one of
   its memo rows is overwritten with what the engine never writes (with SQL, on either backend).
+* ``power-full`` / ``power-normal``: the worker is killed at the point, then the power of the
+  ext4 image that holds the database is cut (its journal unflushed) and restored, at
+  ``synchronous=FULL`` or ``NORMAL``; run by :mod:`chaos._power_faults`, checked by
+  :mod:`chaos._power_checks` (``durable-commits`` under FULL), not by the frozen-worker
+  machinery below.
 
 The worker then runs on with the fault present, the fault is removed, and the *same* worker
 process must drain the database (:mod:`chaos._machine_worker`). Checked after each fault
@@ -32,7 +37,7 @@ there (see :func:`chaos._machine_checks.integrity`). The disk and io faults are 
 and on PostgreSQL the server, not the worker, writes the files.
 
 >>> sorted(MACHINE_FAULTS)
-['clock', 'damage', 'disk', 'io', 'lock']
+['clock', 'damage', 'disk', 'io', 'lock', 'power']
 >>> KIND_OF["clock-skew"]
 'clock'
 """
@@ -65,6 +70,9 @@ from ._machine_checks import (
 from ._machine_worker import IO_FAILURES, Page, ScenarioDb, doomed_worker, drain, working
 from ._pgadapter import is_postgres
 from ._points import Point
+from ._power import LESSONS as POWER_LESSONS
+from ._power import POWER_KINDS
+from ._power_faults import run_power_cut
 from ._process import Exit, fork, run_in_child
 from ._scenario import (
     Family,
@@ -98,6 +106,7 @@ MACHINE_FAULTS: dict[str, tuple[str, ...]] = {
     "lock": ("lock-held",),
     "clock": ("clock-back", "clock-forward", "clock-skew"),
     "damage": ("damage-payload", "damage-state", "damage-memo"),
+    "power": POWER_KINDS,  # a power cut after the kill: chaos._power_faults
 }
 KIND_OF = {sub: kind for kind, subs in MACHINE_FAULTS.items() for sub in subs}
 LESSONS = {
@@ -111,6 +120,7 @@ LESSONS = {
     "damage-payload": "A payload that is not JSON is quarantined in a failed state with a clear last_error, and the loop goes on with the other jobs.",
     "damage-state": "A state the table does not know is quarantined, not crashed on: its memo rows make the requeue cheap.",
     "damage-memo": "A memo row that does not parse is quarantined with the repair in last_error, never silently re-paid.",
+    **POWER_LESSONS,
 }
 # The lines at which a machine fault can show: just before the worker reads the clock or talks to
 # the database, while it holds no transaction (a fault taken there shows at its next statement).
@@ -137,6 +147,11 @@ ON_A_SERVER_REFUSED = {
         "it lowers SQLite's max_page_count on the worker's own connection to make the next write fail with "
         "SQLITE_FULL, and on PostgreSQL the server, not the worker, writes the database files: there is no "
         "per-connection page limit, and filling the server's disk would test the server, not the worker"
+    ),
+    "power": (
+        "it cuts the power of the ext4 image that holds the scenario's database files, and on PostgreSQL the server "
+        "keeps its files; python -m chaos soak --backend postgresql --power-every 3 --lease 1 (and python -m benchmarks) "
+        "cut the power of a server whose data directory is on an image"
     ),
     "io": (
         "libfiu makes the worker process's own write and fsync calls fail, and on PostgreSQL the worker writes "
@@ -251,6 +266,8 @@ def run_machine_fault(adapter: Any, family: Family, point: Point, workdir: str, 
     if fault not in KIND_OF:
         raise ValueError(f"machine fault {fault!r} is not one of: {', '.join(KIND_OF)}")
     refuse_on_a_server([fault], target=adapter)
+    if KIND_OF[fault] == "power":
+        return run_power_cut(adapter, family, point, workdir, seed=seed, fault=fault, deep=deep)
     if fault in IO_FAILURES and "fiu_posix_preload" not in os.environ.get("LD_PRELOAD", ""):
         raise ValueError(f"the {fault} fault runs in a process started by fiu-run -x: use run_matrix, or run_preloaded")
     started = time.perf_counter()

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from ._adapter import REFERENCE_TARGET, load_adapter
 from ._families import reference_scenarios
+from ._power import power_missing
 from ._machine_faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, run_preloaded, small_pages
 from ._points import Point
 from ._scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, prepare, run_interleaving, run_pause, run_point
@@ -154,6 +155,7 @@ class MatrixReport:
                     "same_as": r.same_as or None,
                     "replay": r.replay,
                     "seconds": round(r.outcome.seconds, 5),
+                    "lost_commits": r.outcome.lost_commits,  # taken by a power cut (chaos._power_faults)
                 }
                 for r in self.results
             ],
@@ -244,6 +246,8 @@ def run_matrix(
     refuse_on_a_server(machine, db, target)  # disk and io act on SQLite files; lock, clock, damage run on PostgreSQL too
     if any(KIND_OF[sub] == "io" for sub in machine) and libfiu_missing():
         raise ValueError(libfiu_missing())
+    if any(KIND_OF[sub] == "power" for sub in machine) and power_missing():
+        raise ValueError(power_missing())
     if "crash" in faults and mode not in ("fork", "inprocess"):
         raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
     adapter = load_adapter(target) if isinstance(target, str) else target

@@ -92,7 +92,7 @@ POINTS_KEYS = {
     "second_worker": "a slow call lets a second worker run meanwhile (bool)",
     "steps": "which groups of points: claim, a step name, release (worker phase) or send",
     "deep": "also the lines of what the iteration calls, not only its own (bool, default true)",
-    "fault": "what happens at each point: crash, pause, interleave, a fault of the machine (disk, io, lock, clock, damage, "
+    "fault": "what happens at each point: crash, pause, interleave, a fault of the machine (disk, io, lock, clock, damage, power, "
              "or a sub-kind such as disk-full), or a list of them (default: the --chaos-faults setting)",
     "expect": "checks on every point's outcome after recovery (an expect table)",
 }

@@ -39,6 +39,7 @@ EXERCISED_EXITS = ("killed", "paused")  # the worker was stopped at the point (k
 MACHINE_KIND_OF = {
     "disk-full": "disk", "io-eio": "io", "io-enospc": "io", "lock-held": "lock", "clock-back": "clock",
     "clock-forward": "clock", "clock-skew": "clock", "damage-payload": "damage", "damage-state": "damage", "damage-memo": "damage",
+    "power-full": "power", "power-normal": "power",
 }
 # The kinds of fault at a point, in the order they are shown (chaos._plan_runner.ITEM_FAULTS).
 FAULT_ORDER = ("crash", "pause-live", "pause-expired", "interleave", *MACHINE_KIND_OF)
@@ -64,6 +65,8 @@ FAULT_MEANING = {
     "damage-payload": "with the worker frozen at the point, a job's payload is overwritten with what is not JSON",
     "damage-state": "with the worker frozen at the point, a job's state is overwritten with one the table does not know",
     "damage-memo": "with the worker frozen at the point, a memo row's output is overwritten with what is not JSON",
+    "power-full": "the worker killed at the point, then the power cut (ext4 shut down, journal unflushed), at synchronous=FULL",
+    "power-normal": "the worker killed at the point, then the power cut (ext4 shut down, journal unflushed), at synchronous=NORMAL",
 }
 # What a fault of the machine did at its point, from the record's exit (chaos._machine_faults)
 # and whether it held: see machine_outcome().

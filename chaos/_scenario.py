@@ -48,7 +48,7 @@ from ._world import Fault, World
 
 __all__ = [
     "Scenario", "Outcome", "Family", "prepare", "run_point", "run_pause", "run_interleaving", "record", "MODES",
-    "DEFAULT_PAYLOAD", "payload_for", "fresh_run", "doomed_iteration", "settle", "discard",
+    "DEFAULT_PAYLOAD", "payload_for", "fresh_run", "doomed_iteration", "settle", "discard", "kill_at",
 ]
 
 MODES = ("fork", "inprocess")
@@ -174,6 +174,7 @@ class Outcome:
     effects: dict[str, str] = field(default_factory=dict)  # applied effect key -> its payload
     error: str = ""  # the last lines of a traceback, when the code under test raised
     faults_fired: list[str] = field(default_factory=list)  # the kinds of the world's faults that paid calls met
+    lost_commits: list[str] = field(default_factory=list)  # acknowledged, then taken by a power cut (chaos._power_faults)
 
     def __post_init__(self) -> None:
         # An :class:`~chaos._process.Exit`, kept as its plain string: outcomes travel to pytest-xdist
@@ -504,8 +505,7 @@ def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed:
     started = time.perf_counter()
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     try:
-        ended = fork(lambda: _run_to_point(run, point, deep, mode)).wait()
-        exit_kind, error = _doomed_exit(ended)
+        exit_kind, error = kill_at(run, point, deep=deep, mode=mode)
         outcome = _after_fault(run, family, point.id, exit_kind, lambda: _interruptions(run))
     except Exception as exc:  # an adapter raised in the harness's own process (inspect, probe)
         outcome, error = _adapter_raised(point.id, exc), ""
@@ -516,6 +516,12 @@ def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed:
         outcome.violations.insert(0, raised("the doomed iteration", error))
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def kill_at(run: _Run, point: Point, *, deep: bool = True, mode: str = "fork") -> tuple[Exit, str]:
+    """Run the doomed iteration in a child and kill it at ``point``: how it ended, and the
+    traceback it left when it raised instead."""
+    return _doomed_exit(fork(lambda: _run_to_point(run, point, deep, mode)).wait())
 
 
 def _run_to_point(run: _Run, point: Point, deep: bool, mode: str) -> bool:

@@ -57,6 +57,11 @@ HELP_DB = ("SQLite file to create, or a postgresql:// URL of an empty database; 
 HELP_JSON = "print the final figures as one JSON object"
 HELP_SEED = "seed of the kill schedule, the victims and every process's RNG (default 0)"
 HELP_LEASE = f"lease in seconds (default {LEASE_S_DEFAULT})"
+HELP_POWER_EVERY = ("mean seconds between power cuts (default 0: none): the database goes on an ext4 image on a loop device, "
+                    "and every process dies when the file system is shut down without flushing its journal, then "
+                    "everything restarts on what survived; needs root and loop devices")
+HELP_SYNCHRONOUS = ("the durability setting under power cuts: SQLite's synchronous (OFF, NORMAL, FULL; default NORMAL) or "
+                    "PostgreSQL's synchronous_commit (off, on; default on), with fsync=on")
 HELP_TIMEOUT = f"give up (and fail) if the jobs have not all settled after this many seconds (default {TIMEOUT_S_DEFAULT:.0f})"
 
 
@@ -73,6 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help=HELP_JSON)
     p.add_argument("--seed", type=int, default=0, help=HELP_SEED)
     p.add_argument("--lease", type=float, default=LEASE_S_DEFAULT, metavar="SECONDS", help=HELP_LEASE)
+    p.add_argument("--power-every", type=float, default=0.0, metavar="SECONDS", help=HELP_POWER_EVERY)
+    p.add_argument("--synchronous", default=None, metavar="LEVEL", help=HELP_SYNCHRONOUS)
     p.add_argument("--timeout", type=float, default=TIMEOUT_S_DEFAULT, metavar="SECONDS", help=HELP_TIMEOUT)
     return p
 
@@ -91,6 +98,8 @@ def run_soak(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     if error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.power_every > 0:
+        return _run_powered(args, out)
     try:
         with _database(args.backend, args.db) as (db, directory):
             config = FleetConfig(db=db, directory=directory, workers=args.workers, lease_s=args.lease,
@@ -112,9 +121,63 @@ def run_soak(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     return 0 if result.ok else 1
 
 
+def _run_powered(args: argparse.Namespace, out: TextIO) -> int:
+    """The soak with power cuts (chaos._power_runs): its figures add what each cut took."""
+    from ._power import PowerUnavailable
+    from ._power_runs import level_setting, powered
+
+    setting = level_setting(args.backend, args.synchronous or ("NORMAL" if args.backend == "sqlite" else "on"))
+    try:
+        with powered(setting) as p:
+            config = FleetConfig(db=p.db, directory=p.ledgers, workers=args.workers, lease_s=args.lease, kill_every_s=args.kill_every,
+                                 kills_min=args.kills_min, seed=args.seed, timeout_s=args.timeout, power_every_s=args.power_every,
+                                 synchronous=setting.level if args.backend == "sqlite" else None)
+            print(f"soak on {setting.label}: {args.workers} workers + 1 sender, {args.jobs:,} jobs, a power cut every "
+                  f"{args.power_every:g} s and a SIGKILL every {args.kill_every:g} s on average (seed {args.seed})",
+                  file=sys.stderr, flush=True)
+            trial = p.trial(config, args.jobs)
+            result = trial.run(_ProgressLines(sys.stderr))
+    except PowerUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: no verdict", file=sys.stderr)
+        return 130
+    figures = soak_figures(result, backend=args.backend)
+    cuts = trial.power.cuts
+    figures.update(setting=setting.label, power_cuts=len(cuts), commits_lost=sum(c.commits for c in cuts),
+                   commits_lost_per_cut=[c.commits for c in cuts],
+                   lost_named=[what for c in cuts for what in c.lost][:VIOLATIONS_SHOWN_MAX])
+    if args.json:
+        print(json.dumps(figures, sort_keys=True), file=out, flush=True)
+    else:
+        lines = format_soak(result, figures).split("\n")
+        lines.insert(-1, f"power cuts:    {len(cuts)} ({setting.label}); acknowledged commits lost per cut: "
+                         f"{', '.join(str(c.commits) for c in cuts) or 'none'}")
+        lines[-1:-1] = [f"  lost: {what}" for what in figures["lost_named"][:5]]
+        print("\n".join(lines), file=out, flush=True)
+    return 0 if result.ok else 1
+
+
 def _check(args: argparse.Namespace) -> str | None:
     if args.jobs < 1 or args.workers < 1:
         return f"--jobs {args.jobs} --workers {args.workers}: pass at least 1 of each"
+    if args.power_every < 0:
+        return f"--power-every {args.power_every}: pass a mean gap in seconds, or 0 for no power cuts"
+    if args.power_every > 0 and args.db is not None:
+        return "--power-every cuts the power of a database the soak creates on an image of its own: leave out --db"
+    if args.power_every > 0 and args.power_every <= args.lease:
+        return (f"--power-every {args.power_every:g} is not longer than the lease ({args.lease:g} s): a job claimed before a cut "
+                "waits out its lease after it, so no job would ever finish; pass a longer gap or a shorter --lease")
+    if args.synchronous is not None and args.power_every <= 0:
+        return "--synchronous is the setting under power cuts: pass --power-every too"
+    if args.synchronous is not None:
+        from ._power_runs import level_setting
+
+        try:
+            level_setting(args.backend, args.synchronous)
+        except ValueError as exc:
+            return str(exc)
     if args.kill_every < 0:
         return f"--kill-every {args.kill_every}: pass a mean gap in seconds, or 0 for no monkey"
     if args.db is not None and is_postgres(args.db) != (args.backend == "postgresql"):

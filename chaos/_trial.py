@@ -67,6 +67,9 @@ class Trial:
     receiver_dedupes: bool = True
     drop_every: int = DROP_EVERY_DEFAULT
     fail_every: int = FAIL_EVERY_DEFAULT
+    # Power cuts (chaos._power_runs.PowerCuts): called by the fleet every config.power_every_s;
+    # what they took counts as interruptions, and what they must not take as violations.
+    power: Any = None
 
     def prepare(self) -> dict[str, str]:
         """Create the schema and the audit triggers, then submit the documents; returns them."""
@@ -101,13 +104,16 @@ class Trial:
             fail_every=self.fail_every, log_path=os.path.join(self.config.log_dir, "receiver.log"),
         )
         try:
-            fleet = Fleet(self.config, receiver, adapter.settled_states())
+            fleet = Fleet(self.config, receiver, adapter.settled_states(), power=self.power)
             run = fleet.run(self.jobs, on_progress)
             documents = receiver.stats()
         finally:
             receiver.stop()
         verdict = judge(adapter, self.config.db, calls_path=self.config.calls_path, receiver_path=self.config.receiver_path,
-                        submitted=submitted, killed=run.killed_ids, seed=self.config.seed)
+                        submitted=submitted, killed=run.killed_ids, seed=self.config.seed,
+                        lost=None if self.power is None else self.power.interruptions)
+        if self.power is not None:
+            verdict.violations += self.power.violations
         store = adapter.make_store(self.config.db)
         try:
             report = status(store, now=time.time(), settled_states=adapter.settled_states())

@@ -77,15 +77,19 @@ def interruptions_of(calls: list[Call], *, killed: Iterable[str], abandons: Iter
     return out
 
 
-def judge(adapter: Any, db: str, *, calls_path: str, receiver_path: str, submitted: dict[str, str], killed: set[str], seed: int) -> Verdict:
-    """Run the at-rest catalog and idempotent-submit; compute the figures the reports print."""
+def judge(adapter: Any, db: str, *, calls_path: str, receiver_path: str, submitted: dict[str, str], killed: set[str], seed: int,
+          lost: Counter | None = None) -> Verdict:
+    """Run the at-rest catalog and idempotent-submit; compute the figures the reports print.
+
+    ``lost`` holds the steps whose memo row a power cut took (chaos._power_runs): each is one
+    more interruption, paid again once by right."""
     snapshot = adapter.inspect(db)
     ledger = CallLedger(calls_path)
     try:
         calls = ledger.calls()
         paid_calls, spend_usd = ledger.spend()
         unit_costs = ledger.unit_costs()
-        interruptions = interruptions_of(calls, killed=killed, abandons=ledger.abandons())
+        interruptions = interruptions_of(calls, killed=killed, abandons=ledger.abandons()) + (lost or Counter())
     finally:
         ledger.close()
     ev = Evidence(

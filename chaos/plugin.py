@@ -67,10 +67,10 @@ MARKER = "crash_matrix"
 REFERENCE_TARGET = "chaos:reference_adapter"  # chaos._adapter.REFERENCE_TARGET, without importing it
 MODES = ("fork", "inprocess")  # chaos._scenario.MODES (a test checks they agree)
 # chaos._matrix.FAULTS: the point faults, then the faults of the machine (a test checks they agree).
-FAULTS = ("crash", "pause", "interleave", "disk", "io", "lock", "clock", "damage")
+FAULTS = ("crash", "pause", "interleave", "disk", "io", "lock", "clock", "damage", "power")
 # chaos._machine_faults.KIND_OF: the sub-kinds a fault of the machine names, each allowed alone.
 MACHINE_SUBKINDS = ("disk-full", "io-eio", "io-enospc", "lock-held", "clock-back", "clock-forward", "clock-skew",
-                    "damage-payload", "damage-state", "damage-memo")
+                    "damage-payload", "damage-state", "damage-memo", "power-full", "power-normal")
 ITEM_KINDS = ("crash", "pause-live", "pause-expired", "interleave", *MACHINE_SUBKINDS)  # what follows @ in an item's id
 PAIRS_DEFAULT = 200  # chaos._matrix.PAIRS_DEFAULT
 RECORD_KEY = "crashgate"
@@ -96,7 +96,7 @@ HELP_POINTS = (
 HELP_FAULTS = (
     "what happens at each point, a comma list of: crash (kill the worker; default), pause (freeze it while "
     "another worker runs, its lease valid, then expired), interleave (two workers frozen in turn at pairs of "
-    "points), and the faults of the machine: disk, io, lock, clock, damage, or one sub-kind (e.g. disk-full). "
+    "points), and the faults of the machine: disk, io, lock, clock, damage, power, or one sub-kind (e.g. disk-full). "
     "For plans without a fault key, and crash_matrix tests. Environment: CRASHGATE_FAULTS; ini: chaos_faults."
 )
 HELP_PAIRS = (
@@ -446,7 +446,9 @@ class PlanPoint(_PlanItem):
 
     EXPECTED_EXITS = {"crash": ("killed",), "pause-live": ("paused",), "pause-expired": ("paused",),
                       # B never reaching Q is still an interleaving (B ran to its end while A was frozen).
-                      "interleave": ("interleaved", "not-reached")}
+                      "interleave": ("interleaved", "not-reached"),
+                      # A power cut follows a kill at the point.
+                      "power-full": ("killed",), "power-normal": ("killed",)}
     # A fault of the machine that no statement needed to meet (nothing to write while the disk was
     # full) had no effect there: held, and shown as such in the report, as in the matrix.
     MACHINE_EXITS = ("faulted", "no-effect")
@@ -487,6 +489,14 @@ class PlanPoint(_PlanItem):
             from chaos._machine_faults import libfiu_missing
 
             reason = libfiu_missing()
+            if reason:
+                pytest.skip(reason)
+        if self.fault.startswith("power-"):
+            from chaos._power import power_missing
+
+            reason = power_missing()
+            if reason and os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+                pytest.fail(f"CI=true and {reason}", pytrace=False)
             if reason:
                 pytest.skip(reason)
         adapter = state.adapter(self.plan_file.target)
@@ -638,7 +648,9 @@ def explain(rec: dict[str, Any]) -> str:
         out.append(f"FAILED {failure}")
     out.append(f"lesson: {rec['lesson']}")
     out.append(f"wasted calls: {rec['wasted']}")
-    if rec.get("fault") in MACHINE_SUBKINDS:
+    if rec.get("fault", "").startswith("power-"):
+        out.append("the power was cut after the kill: every commit it took counted as an interruption of its step")
+    elif rec.get("fault") in MACHINE_SUBKINDS:
         out.append(_showed(rec))
     elif rec.get("fault", "crash") != "crash":
         out.append(f"paid calls without a valid lease, after the memo was committed: {rec.get('zombie', 0)}; "
@@ -655,6 +667,9 @@ def _what_happened(fault: str, point: str, where: str) -> str:
         return f"worker frozen at {point} ({where}); its lease expired, another worker took the job over, then it resumed"
     if fault == "interleave":
         return f"worker A frozen at {point} ({where}), its lease expired; worker B ran, A resumed and finished, then B"
+    if fault.startswith("power-"):
+        return (f"worker killed at {point} ({where}), then the power cut ({fault}: the database's file system shut down, "
+                "its journal unflushed) and restored; a fresh worker recovered from what survived")
     if fault in MACHINE_SUBKINDS:
         return f"{fault} at {point} ({where}): injected there, then removed; the same worker must survive it and drain"
     return f"crash at {point} ({where}), then recovery"

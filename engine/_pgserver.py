@@ -68,7 +68,12 @@ def find_server_bindir() -> str | None:
 class TemporaryPostgres:
     """A PostgreSQL cluster in a temporary directory; :meth:`url` names a database on it."""
 
-    def __init__(self, *, bindir: str | None = None) -> None:
+    def __init__(self, *, bindir: str | None = None, parent: str | None = None, settings: tuple[str, ...] = ()) -> None:
+        # ``parent``: where the server's directory is made (default: the temporary directory);
+        # ``settings``: lines appended after :data:`SETTINGS`, which they override (a later line
+        # wins), e.g. ``fsync = on`` for a server whose power is cut (chaos._power_runs).
+        self.parent = parent
+        self.settings = tuple(settings)
         self.bindir = bindir or find_server_bindir()
         if self.bindir is None:
             raise ServerUnavailable(
@@ -103,7 +108,7 @@ class TemporaryPostgres:
     def start(self) -> None:
         """initdb into a new temporary directory and start the server on a free loopback port."""
         assert self.dir is None, "this server was already started"
-        self.dir = tempfile.mkdtemp(prefix="crashgate-pg-")
+        self.dir = tempfile.mkdtemp(prefix="crashgate-pg-", dir=self.parent)
         try:
             if self._run_as is not None:
                 os.chown(self.dir, self._run_as.pw_uid, self._run_as.pw_gid)
@@ -114,7 +119,7 @@ class TemporaryPostgres:
             for attempt in range(START_TRIES_MAX):
                 self.port = _free_port()
                 with open(os.path.join(self.data_dir, "postgresql.auto.conf"), "a") as conf:
-                    conf.write("\n".join((*SETTINGS, f"port = {self.port}", f"unix_socket_directories = '{self.dir}'", "")))
+                    conf.write("\n".join((*SETTINGS, *self.settings, f"port = {self.port}", f"unix_socket_directories = '{self.dir}'", "")))
                 try:
                     self._run("pg_ctl", "-D", self.data_dir, "-l", self.log_path, "-w", "-t", str(START_TIMEOUT_S), "start")
                     return
@@ -124,6 +129,12 @@ class TemporaryPostgres:
         except BaseException:
             self._remove()
             raise
+
+    def restart(self) -> None:
+        """Start the server again on the same data directory and port, after it died (its
+        processes were killed): it recovers from its write-ahead log first."""
+        assert self.dir is not None, "start() the server first"
+        self._run("pg_ctl", "-D", self.data_dir, "-l", self.log_path, "-w", "-t", str(START_TIMEOUT_S), "start")
 
     def stop(self) -> None:
         """Stop the server at once (its data is thrown away) and delete its directory."""

@@ -48,3 +48,20 @@ def make_worker(store, workflow, clock):
 
 # The throwaway PostgreSQL server (a session fixture) and a fresh database per test (pg_url).
 from pg_fixtures import pg_server, pg_url  # noqa: E402,F401  (tests/ is on sys.path via this conftest)
+
+
+@pytest.fixture
+def power() -> None:
+    """Power cuts need root, loop devices and e2fsprogs: without them a power test skips with one
+    line saying what is missing; with ``CI=true`` that is a failure instead, so CI cannot pass
+    without cutting the power of a real file system."""
+    from pg_fixtures import in_ci
+
+    from chaos._power import power_missing
+
+    reason = power_missing()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)

@@ -147,3 +147,21 @@ def test_a_failing_harness_hook_is_reported_in_one_line_not_raised():
 def test_the_module_examples_run(module):
     result = doctest.testmod(importlib.import_module(f"benchmarks.{module}"))
     assert result.failed == 0
+
+
+POWER_SETTINGS = ("sqlite-off", "sqlite-normal", "sqlite-full", "postgresql-commit-off", "postgresql-commit-on")
+POWER_FIGURES = ("commits_lost_per_cut", "wasted_calls", "effects_resent", "commits_per_s")
+
+
+def test_every_power_setting_has_its_four_figures_measured_or_skipped_with_a_one_line_reason(quick_json):
+    for setting in POWER_SETTINGS:
+        for figure in POWER_FIGURES:
+            row = quick_json[f"power.{setting}.{figure}"]
+            if "skipped" in row:
+                assert row["skipped"] and "\n" not in row["skipped"], (setting, figure)
+            else:
+                assert isinstance(row["value"], (int, float)), (setting, figure)
+    if "skipped" not in quick_json["power.sqlite-full.commits_lost_per_cut"]:
+        # FULL promises that no acknowledged commit is lost; --quick measures it for real.
+        assert quick_json["power.sqlite-full.commits_lost_per_cut"]["value"] == 0
+        assert quick_json["power.sqlite-full.commits_per_s"]["value"] > 0

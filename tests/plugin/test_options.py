@@ -118,8 +118,9 @@ def test_a_bad_setting_is_a_usage_error_naming_its_source_and_the_allowed_values
         ("--chaos-points", "0", "use all, a sample size N > 0, or one point"),
         ("--chaos-target", "no_colon", "must look like MODULE:ATTR"),
         ("--chaos-faults", "crash,freeze", ("has unknown kind 'freeze'; use a comma list of: crash, pause, interleave, disk, io, lock, "
-                                            "clock, damage (or a sub-kind: disk-full, io-eio, io-enospc, lock-held, clock-back, "
-                                            "clock-forward, clock-skew, damage-payload, damage-state, damage-memo), e.g. crash,pause")),
+                                            "clock, damage, power (or a sub-kind: disk-full, io-eio, io-enospc, lock-held, clock-back, "
+                                            "clock-forward, clock-skew, damage-payload, damage-state, damage-memo, power-full, "
+                                            "power-normal), e.g. crash,pause")),
         ("--chaos-faults", ",", "names no fault kind; use a comma list of: crash, pause, interleave"),
         ("--chaos-pairs", "0", "must be an integer > 0, e.g. 200"),
     ],

@@ -86,9 +86,9 @@ MALFORMED = [
     ("not-toml", 'lesson = "unterminated\n', ["not valid TOML"]),
     ("unknown-point-fault", 'lesson = "L."\n[points]\nfault = "freeze"\n', ["'points.fault'", "'freeze'", "allowed: crash, pause, interleave"]),
     ("bad-point-fault-list", 'lesson = "L."\n[points]\nfault = ["crash", "kill"]\n', ["'points.fault[1]'", "'kill'", "allowed: crash, pause, interleave"]),
-    ("point-fault-table", 'lesson = "L."\n[points]\nfault = { kind = "pause" }\n', ["'points.fault'", "must be one of crash, pause, interleave, disk, io, lock, clock, damage or an array of them"]),
+    ("point-fault-table", 'lesson = "L."\n[points]\nfault = { kind = "pause" }\n', ["'points.fault'", "must be one of crash, pause, interleave, disk, io, lock, clock, damage, power or an array of them"]),
     ("unknown-machine-fault", 'lesson = "L."\n[points]\nfault = ["crash", "disk-empty"]\n',
-     ["'points.fault[1]'", "'disk-empty'", "allowed: crash, pause, interleave, disk, io, lock, clock, damage (or a sub-kind: disk-full, io-eio"]),
+     ["'points.fault[1]'", "'disk-empty'", "allowed: crash, pause, interleave, disk, io, lock, clock, damage, power (or a sub-kind: disk-full, io-eio"]),
 ]
 
 
