@@ -31,6 +31,12 @@ WHAT_IS_FAILING = (
     "SELECT state, last_error, COUNT(*) AS jobs FROM job WHERE last_error IS NOT NULL "
     "GROUP BY state, last_error ORDER BY jobs DESC, state LIMIT :limit"
 )
+# Effects the outbox could not deliver yet: a job reads "delivered" while its effect is retried, so
+# "what is failing" must show these rows too, not only the jobs' last_error.
+WHAT_IS_UNDELIVERED = (
+    "SELECT kind, last_error, COUNT(*) AS rows FROM outbox WHERE sent_at IS NULL AND last_error IS NOT NULL "
+    "GROUP BY kind, last_error ORDER BY rows DESC, kind LIMIT :limit"
+)
 WHICH_STEP_COSTS = (
     "SELECT step, COUNT(*) AS results, SUM(cost) AS cost_usd, AVG(cost) AS cost_usd_avg FROM step_result "
     "WHERE at >= :since GROUP BY step ORDER BY cost_usd DESC, step"
@@ -61,6 +67,10 @@ PG_WHAT_IS_FAILING = (
     "SELECT state, last_error, COUNT(*) AS jobs FROM job WHERE last_error IS NOT NULL "
     "GROUP BY state, last_error ORDER BY jobs DESC, state LIMIT %(limit)s"
 )
+PG_WHAT_IS_UNDELIVERED = (
+    "SELECT kind, last_error, COUNT(*) AS rows FROM outbox WHERE sent_at IS NULL AND last_error IS NOT NULL "
+    "GROUP BY kind, last_error ORDER BY rows DESC, kind LIMIT %(limit)s"
+)
 PG_WHICH_STEP_COSTS = (
     "SELECT step, COUNT(*) AS results, SUM(cost) AS cost_usd, AVG(cost) AS cost_usd_avg FROM step_result "
     "WHERE at >= %(since)s GROUP BY step ORDER BY cost_usd DESC, step"
@@ -70,14 +80,16 @@ PG_OLDEST_OPEN = (
     "WHERE NOT (state = ANY(%(settled)s)) ORDER BY created, id LIMIT 1"
 )
 _DIALECTS = {
-    "sqlite": (WHERE_IS_EVERYTHING, WHAT_IS_STUCK, WHAT_IS_FAILING, WHICH_STEP_COSTS, OLDEST_OPEN),
-    "postgresql": (PG_WHERE_IS_EVERYTHING, PG_WHAT_IS_STUCK, PG_WHAT_IS_FAILING, PG_WHICH_STEP_COSTS, PG_OLDEST_OPEN),
+    "sqlite": (WHERE_IS_EVERYTHING, WHAT_IS_STUCK, WHAT_IS_FAILING, WHICH_STEP_COSTS, OLDEST_OPEN, WHAT_IS_UNDELIVERED),
+    "postgresql": (
+        PG_WHERE_IS_EVERYTHING, PG_WHAT_IS_STUCK, PG_WHAT_IS_FAILING, PG_WHICH_STEP_COSTS, PG_OLDEST_OPEN, PG_WHAT_IS_UNDELIVERED,
+    ),
 }
 
 
 def status(store: Any, *, now: float, settled_states: frozenset[str] | set[str]) -> dict[str, Any]:
     """Run the four queries, and find the oldest job not in one of ``settled_states``, as data."""
-    where, stuck, failing, costs, oldest_open = _DIALECTS[store.backend]
+    where, stuck, failing, costs, oldest_open, undelivered = _DIALECTS[store.backend]
     params = {"now": now, "limit": STUCK_ROWS_MAX, "since": now - COST_WINDOW_S}
     settled = sorted(settled_states)
     oldest = _rows(store, oldest_open, {"now": now, "settled": json.dumps(settled) if store.backend == "sqlite" else settled})
@@ -85,6 +97,7 @@ def status(store: Any, *, now: float, settled_states: frozenset[str] | set[str])
         "states": _rows(store, where, params),
         "stuck": _rows(store, stuck, params),
         "failing": _rows(store, failing, {**params, "limit": ERROR_ROWS_MAX}),
+        "outbox_failing": _rows(store, undelivered, {"limit": ERROR_ROWS_MAX}),
         "cost": _rows(store, costs, params),
         "oldest_open": oldest[0] if oldest else None,
     }
@@ -107,7 +120,9 @@ def format_status(report: dict[str, Any]) -> str:
     out.append("what is stuck (leases expired, not yet taken over)")
     out += [f"  {r['id']:<24} {r['state']:<14} owner {r['lease_owner']}  expired {_age(r['expired_s'])} ago" for r in report["stuck"]] or ["  nothing"]
     out.append("what is failing (last_error, grouped)")
-    out += [f"  {r['jobs']:>6} x {r['state']:<14} {r['last_error']}" for r in report["failing"]] or ["  nothing"]
+    failing = [f"  {r['jobs']:>6} x {r['state']:<14} {r['last_error']}" for r in report["failing"]]
+    failing += [f"  {r['rows']:>6} x outbox {r['kind']:<7} {r['last_error']} (effect not delivered yet)" for r in report.get("outbox_failing", ())]
+    out += failing or ["  nothing"]
     out.append("which step costs the money (last 24 h)")
     out += [f"  {r['step']:<12} {r['results']:>7} results  ${r['cost_usd']:.4f}  avg ${r['cost_usd_avg']:.6f}" for r in report["cost"]] or ["  nothing yet"]
     oldest = report["oldest_open"]

@@ -17,20 +17,20 @@ the lease token the claim handed out, so a worker whose lease was taken over cha
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ._errors import DamagedRow, IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
+from ._inputs import dumps
+from ._inputs import check_job_id as _check_job_id
+from ._inputs import payload_json as _payload_json
 
 __all__ = ["SqliteStore", "Job", "Claim", "Memo", "OutboxRow", "SCHEMA_VERSION", "dumps"]
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x63676174  # "cgat": marks a file as a crashgate database
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
-JOB_ID_CHARS_MAX = 200
-PAYLOAD_BYTES_MAX = 1_000_000
 ERROR_CHARS_MAX = 500
 
 SCHEMA = (
@@ -198,14 +198,6 @@ class OutboxRow:
     def key(self) -> str:
         """The idempotency key the receiver dedupes on: stable across re-sends."""
         return f"{self.job_id}:{self.kind}"
-
-
-def dumps(value: Any, *, what: str = "value") -> str:
-    """Canonical JSON (sorted keys, no NaN), so equal payloads compare equal as text."""
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{what} is not JSON-serialisable ({exc}); pass dicts, lists, str, int, float, bool or None") from exc
 
 
 class SqliteStore:
@@ -584,26 +576,6 @@ def _memo_output(job_id: str, step: str, text: str) -> Any:
         f"delete that row (DELETE FROM step_result WHERE job_id = {job_id!r} AND step = {step!r}) so that the step "
         "runs again, then requeue the job",
     )
-
-
-def _check_job_id(job_id: Any) -> str:
-    if not isinstance(job_id, str) or not job_id.strip():
-        raise InvalidInput(f"job id {job_id!r} must be a non-empty string (it is the idempotency key)")
-    if len(job_id) > JOB_ID_CHARS_MAX:
-        raise InvalidInput(f"job id {job_id[:40]!r}... is {len(job_id)} characters; the limit is {JOB_ID_CHARS_MAX}")
-    return job_id
-
-
-def _payload_json(job_id: str, payload: Any) -> str:
-    if isinstance(payload, float) and not math.isfinite(payload):
-        raise InvalidInput(f"payload of job {job_id!r} is {payload!r}; JSON has no NaN or infinity")
-    text = dumps(payload, what=f"payload of job {job_id!r}")
-    if len(text.encode()) > PAYLOAD_BYTES_MAX:
-        raise InvalidInput(
-            f"payload of job {job_id!r} is {len(text.encode())} bytes of JSON; the limit is {PAYLOAD_BYTES_MAX}: "
-            "store large documents elsewhere and submit a reference to them"
-        )
-    return text
 
 
 def _clip_error(error: str | None) -> str | None:
