@@ -33,7 +33,7 @@ from ._errors import (
     UnknownJob,
     ValidationFailed,
 )
-from ._http import HttpSender
+from ._http import HttpSender, decode_idempotency_key, encode_idempotency_key
 from ._human import RESOLUTIONS, cancel, requeue, resolve
 from ._outbox import SendReport, Sender, send_outbox
 from ._postgres import PostgresStore
@@ -110,7 +110,9 @@ __all__ = [
     "backoff_s",
     "cancel",
     "classify",
+    "decode_idempotency_key",
     "default_workflow",
+    "encode_idempotency_key",
     "format_status",
     "open_store",
     "reference_workflow",
