@@ -57,7 +57,10 @@ class UnknownJob(EngineError, LookupError):
 
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
-        super().__init__(f"no job with id {job_id!r}; `python -m engine status` lists the jobs by state")
+        super().__init__(
+            f"no job with id {job_id!r}; check the id (ids are exact, case-sensitive strings); "
+            "`python -m engine status` shows how many jobs are in each state"
+        )
 
 
 class IllegalTransition(EngineError):

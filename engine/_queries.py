@@ -11,7 +11,11 @@ both rise is a stalled stage. At low volume, alert on any row in a failed state.
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
+
+from ._errors import StoreFailed
+from ._terminal import printable
 
 __all__ = ["status", "format_status", "STATUS_QUERIES"]
 
@@ -104,10 +108,31 @@ def status(store: Any, *, now: float, settled_states: frozenset[str] | set[str])
 
 
 def _rows(store: Any, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows as dicts, through the store's own DB-API connection (sqlite3 or psycopg)."""
-    cursor = store.conn.execute(sql, params)
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+    """Rows as dicts, through the store's own DB-API connection (sqlite3 or psycopg).
+
+    A failure of the database under it (an I/O error, a damaged file, a lost server) is raised as
+    :class:`StoreFailed`, as the store's own reads are; a bug in a query is not caught.
+    """
+    try:
+        cursor = store.conn.execute(sql, params)
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+    except _database_errors(store) as exc:
+        if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.IntegrityError)):
+            raise
+        name = getattr(store, "name", None) or repr(getattr(store, "path", "?"))
+        raise StoreFailed(
+            f"database {name}: a status query failed ({type(exc).__name__}: {str(exc).strip()}); nothing was changed: "
+            "check the device (or that the server runs) and try again"
+        ) from exc
+
+
+def _database_errors(store: Any) -> tuple[type[BaseException], ...]:
+    if store.backend == "sqlite":
+        return (sqlite3.DatabaseError,)
+    import psycopg  # a PostgreSQL store exists, so psycopg is installed
+
+    return (psycopg.OperationalError,)
 
 
 def format_status(report: dict[str, Any]) -> str:
@@ -115,20 +140,23 @@ def format_status(report: dict[str, Any]) -> str:
     out = ["where is everything (jobs per state, average and oldest age)"]
     if not report["states"]:
         out.append("  (no jobs)")
+    # Every text from the database goes through printable(): an id or an error holding escape
+    # sequences must not clear the screen or fake the lines around it.
+    p = printable
     for row in report["states"]:
-        out.append(f"  {row['state']:<16} {row['jobs']:>7}  avg {_age(row['age_s_avg'])}  max {_age(row['age_s_max'])}")
+        out.append(f"  {p(row['state']):<16} {row['jobs']:>7}  avg {_age(row['age_s_avg'])}  max {_age(row['age_s_max'])}")
     out.append("what is stuck (leases expired, not yet taken over)")
-    out += [f"  {r['id']:<24} {r['state']:<14} owner {r['lease_owner']}  expired {_age(r['expired_s'])} ago" for r in report["stuck"]] or ["  nothing"]
+    out += [f"  {p(r['id']):<24} {p(r['state']):<14} owner {p(r['lease_owner'])}  expired {_age(r['expired_s'])} ago" for r in report["stuck"]] or ["  nothing"]
     out.append("what is failing (last_error, grouped)")
-    failing = [f"  {r['jobs']:>6} x {r['state']:<14} {r['last_error']}" for r in report["failing"]]
-    failing += [f"  {r['rows']:>6} x outbox {r['kind']:<7} {r['last_error']} (effect not delivered yet)" for r in report.get("outbox_failing", ())]
+    failing = [f"  {r['jobs']:>6} x {p(r['state']):<14} {p(r['last_error'])}" for r in report["failing"]]
+    failing += [f"  {r['rows']:>6} x outbox {p(r['kind']):<7} {p(r['last_error'])} (effect not delivered yet)" for r in report.get("outbox_failing", ())]
     out += failing or ["  nothing"]
     out.append("which step costs the money (last 24 h)")
-    out += [f"  {r['step']:<12} {r['results']:>7} results  ${r['cost_usd']:.4f}  avg ${r['cost_usd_avg']:.6f}" for r in report["cost"]] or ["  nothing yet"]
+    out += [f"  {p(r['step']):<12} {r['results']:>7} results  ${r['cost_usd']:.4f}  avg ${r['cost_usd_avg']:.6f}" for r in report["cost"]] or ["  nothing yet"]
     oldest = report["oldest_open"]
     out.append(
         "oldest job still in flight (alert on this): "
-        + (f"{oldest['id']} ({oldest['state']}, {_age(oldest['age_s'])} old)" if oldest else "none")
+        + (f"{p(oldest['id'])} ({p(oldest['state'])}, {_age(oldest['age_s'])} old)" if oldest else "none")
     )
     return "\n".join(out)
 

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from ._errors import DamagedRow, IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
 from ._inputs import dumps
+from ._opening import check_sqlite_path, sqlite_open_error
 from ._inputs import check_job_id as _check_job_id
 from ._inputs import payload_json as _payload_json
 
@@ -217,6 +218,7 @@ class SqliteStore:
         synchronous: str = "NORMAL",
         busy_timeout_s: float = 5.0,
         workflow: str = "reference",
+        create: bool = True,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
             raise InvalidInput(f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_LEVELS)}")
@@ -225,14 +227,24 @@ class SqliteStore:
         self.path = path
         self.workflow = workflow
         self.busy_timeout_s = busy_timeout_s
-        self.conn = sqlite3.connect(
-            path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
-        )
-        self.conn.row_factory = sqlite3.Row
-        self._ensure_schema()
-        if path != ":memory:":
-            self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
+        check_sqlite_path(path, create=create)  # create=False: a missing file is an error, not a new database
+        try:
+            self.conn = sqlite3.connect(
+                path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise sqlite_open_error(path, exc) from exc
+        try:
+            self.conn.row_factory = sqlite3.Row
+            self._ensure_schema()
+            if path != ":memory:":
+                self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
+        except BaseException as exc:
+            self.conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise sqlite_open_error(path, exc) from exc
+            raise
 
     # -- connection and schema ----------------------------------------------------------------
     def close(self) -> None:
@@ -323,7 +335,9 @@ class SqliteStore:
         """Run one read outside any write; a failure of the machine is raised as StoreFailed."""
         try:
             return self.conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if not _machine_failure(exc):
+                raise
             raise _store_error(self, exc, "a read") from exc
 
     # -- the worker's writes --------------------------------------------------------------------
@@ -492,7 +506,9 @@ class _WriteTransaction:
             _rollback(store.conn)  # what a failing disk left open (see _rollback)
         try:
             store.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if not _machine_failure(exc):
+                raise
             raise _store_error(store, exc, "BEGIN IMMEDIATE") from exc
         return store.conn
 
@@ -500,13 +516,15 @@ class _WriteTransaction:
         store = self._store
         if exc_type is not None:
             _rollback(store.conn)
-            if isinstance(exc, sqlite3.OperationalError):  # disk full or an I/O error mid-transaction
+            if _machine_failure(exc):  # disk full, an I/O error or a damaged page mid-transaction
                 raise _store_error(store, exc, "a write") from exc
             return False  # the exception propagates
         try:
             store.conn.execute("COMMIT")
-        except sqlite3.OperationalError as commit_exc:
+        except sqlite3.DatabaseError as commit_exc:
             _rollback(store.conn)
+            if not _machine_failure(commit_exc):
+                raise
             raise _store_error(store, commit_exc, "COMMIT") from commit_exc
         return False
 
@@ -522,11 +540,17 @@ def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         try:
             conn.execute("ROLLBACK")
-        except sqlite3.OperationalError:
+        except sqlite3.DatabaseError:
             pass
 
 
-def _store_error(store: SqliteStore, exc: sqlite3.OperationalError, where: str) -> Exception:
+def _machine_failure(exc: BaseException | None) -> bool:
+    """A failure of the file or the disk under it (full, I/O error, damaged page, read-only), not
+    of the statement: an IntegrityError (a second memo row) or a ProgrammingError is a bug."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) in (sqlite3.DatabaseError, sqlite3.InternalError)
+
+
+def _store_error(store: SqliteStore, exc: sqlite3.DatabaseError, where: str) -> Exception:
     """The typed error for a failed statement: StoreBusy for a lock, StoreFailed for the machine."""
     if _is_busy(exc):
         if where == "COMMIT":
@@ -535,7 +559,8 @@ def _store_error(store: SqliteStore, exc: sqlite3.OperationalError, where: str) 
     code = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
     return StoreFailed(
         f"database {store.path!r}: {where} failed with {code} ({exc}); nothing of it was written and "
-        "the worker backs off and tries again; if this persists, free disk space or check the device"
+        "the worker backs off and tries again; if this persists, free disk space or check the device "
+        "(a damaged file: restore it from a backup)"
     )
 
 
@@ -594,6 +619,7 @@ def open_store(url: str, **options: Any) -> Any:
     if url.startswith(("postgresql://", "postgres://")):
         from ._postgres import PostgresStore  # imported here: psycopg is an optional dependency
 
+        options.pop("create", None)  # a PostgreSQL database is created by its administrator, never here
         return PostgresStore(url, **options)
     if "://" in url and not url.startswith("sqlite:///"):
         scheme = url.split("://", 1)[0]

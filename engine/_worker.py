@@ -200,6 +200,9 @@ class RunResult:
     ``retry`` (a retryable failure, backoff scheduled), ``failed`` (a failed state),
     ``needs_human``, ``quarantined`` (a damaged row: the job was parked in a failed state),
     ``lease_lost`` (another worker took over; nothing written).
+
+    ``error`` is what the database reported when the outcome is ``unavailable``, so that a loop
+    that gives up can say why.
     """
 
     outcome: str
@@ -207,6 +210,7 @@ class RunResult:
     state: str | None = None
     steps_run: int = 0
     steps_skipped: int = 0
+    error: str | None = None
 
 
 class Worker:
@@ -502,8 +506,8 @@ class Worker:
         expires) takes it up again when the disk recovers.
         """
         if claim is None:
-            return RunResult("unavailable")
-        return RunResult("unavailable", claim.job_id, claim.state)
+            return RunResult("unavailable", error=str(exc))
+        return RunResult("unavailable", claim.job_id, claim.state, error=str(exc))
 
     def _quarantine(self, claim: Claim, why: str) -> RunResult:
         """Park a job whose row is damaged, with ``why`` as its last_error; the loop goes on.
