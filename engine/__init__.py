@@ -12,6 +12,7 @@
 from ._clock import Clock, FakeClock, SystemClock
 from ._errors import (
     BadRequest,
+    CommitUnknown,
     ConnectionFailed,
     DamagedRow,
     EngineError,
@@ -60,6 +61,7 @@ __all__ = [
     "CANCELLED",
     "Claim",
     "Clock",
+    "CommitUnknown",
     "ConnectionFailed",
     "DamagedRow",
     "Documents",

@@ -37,6 +37,7 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
 
+from ._commit import commit_unknown
 from ._errors import IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
 from ._store import (
     APPLICATION_ID,
@@ -275,15 +276,19 @@ class PostgresStore:
     def _write(self) -> Iterator[Any]:
         """The one write path: BEGIN, commit on success, roll back on any exception."""
         self._reconnect_if_lost()
+        at_commit = False  # set once the body returned: a failure after it is a failure of COMMIT
         try:
             with self.conn.transaction():
                 yield self.conn
+                at_commit = True
         except _psycopg_error() as exc:
             if exc.sqlstate in BUSY_SQLSTATES:
                 raise StoreBusy(
                     f"database {self.name}: {type(exc).__name__} ({exc.sqlstate}) within {self.busy_timeout_s}s; "
                     "another transaction holds the rows this write needs; nothing was written, try again later"
                 ) from exc
+            if at_commit and self.conn.closed:
+                raise commit_unknown(self.name, exc) from exc
             if _machine_failure(exc):
                 raise _store_failed(self.name, "a write", exc) from exc
             raise
