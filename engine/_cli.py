@@ -13,8 +13,9 @@ import json
 import os
 import sys
 import time
-from typing import Any, NoReturn, Sequence
+from typing import Any, Sequence
 
+from ._arguments import OneLineParser, positive_int
 from ._clock import SystemClock
 from ._errors import EngineError
 from ._http import HttpSender
@@ -24,11 +25,11 @@ from ._outbox import send_outbox
 from ._queries import format_status, status
 from ._replay import replay
 from ._store import open_store
-from ._terminal import printable
+from ._terminal import printable, stdout_closed
 from ._worker import Worker
 from ._workflow import Workflow
 
-__all__ = ["main", "COMMANDS", "OneLineParser", "positive_int"]
+__all__ = ["main", "COMMANDS"]
 
 COMMANDS = ("states", "submit", "work", "send", "status", "requeue", "resolve", "cancel", "replay", "example")
 EXAMPLE_JOBS_DEFAULT = 20
@@ -64,24 +65,6 @@ def load_workflow(spec: str) -> Workflow:
     if not isinstance(workflow, Workflow):
         raise EngineError(f"{spec!r} gave {type(workflow).__name__}, not an engine.Workflow; name a Workflow or a function returning one")
     return workflow
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (``prog: error: ...; see --help``), exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; pass a whole number >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -132,22 +115,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return stdout_closed()
-
-
-def stdout_closed() -> int:
-    """The reader of stdout went away (``| head``): not an error. Exit quietly, status 0.
-
-    Python would otherwise report the BrokenPipeError again when it flushes stdout at exit, so
-    stdout is pointed at /dev/null first.
-    """
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    finally:
-        os.close(devnull)
-    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

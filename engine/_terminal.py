@@ -12,9 +12,11 @@ escape sequence in it could clear the screen, retitle the window or fake the lin
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
-__all__ = ["printable"]
+__all__ = ["printable", "stdout_closed"]
 
 
 def printable(value: Any) -> str:
@@ -23,3 +25,19 @@ def printable(value: Any) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii") for c in text)
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away (``| head``): not an error. Exit quietly, status 0.
+
+    Python would otherwise report the BrokenPipeError again when it flushes stdout at exit, so
+    stdout is pointed at /dev/null first.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout was replaced by something without a file descriptor
+        pass
+    finally:
+        os.close(devnull)
+    return 0
