@@ -23,7 +23,16 @@ from typing import Any
 
 from ._errors import InvalidInput
 
-__all__ = ["check_job_id", "check_text", "dumps", "payload_json", "JOB_ID_CHARS_MAX", "PAYLOAD_BYTES_MAX", "NESTING_DEPTH_MAX"]
+__all__ = [
+    "check_job_id",
+    "check_text",
+    "finite_number",
+    "dumps",
+    "payload_json",
+    "JOB_ID_CHARS_MAX",
+    "PAYLOAD_BYTES_MAX",
+    "NESTING_DEPTH_MAX",
+]
 
 JOB_ID_CHARS_MAX = 200
 PAYLOAD_BYTES_MAX = 1_000_000
@@ -48,6 +57,8 @@ def check_job_id(job_id: Any) -> str:
 
 def check_text(text: str, what: str) -> str:
     """``text`` if both databases can hold it: no NUL character, no lone surrogate."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} must be a string, not {_kind(text)}")
     if "\x00" in text:
         raise InvalidInput(f"{what} holds a NUL character (\\x00), which PostgreSQL cannot store; use another value")
     try:
@@ -58,6 +69,25 @@ def check_text(text: str, what: str) -> str:
             "use a valid Unicode string"
         ) from None
     return text
+
+
+def finite_number(name: str, value: Any, *, minimum: float | None = None) -> float:
+    """``value`` as a float if it is a finite int or float (not a bool) and at least ``minimum``.
+
+    NaN passes every comparison-based check (``nan < 1`` is false), so it is refused by name here:
+    a NaN lease or attempt limit would otherwise be accepted and never reached.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{name}={value!r} must be a number, not {_kind(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InvalidInput(f"{name}={value!r} is too large; pass a finite number") from None
+    if not math.isfinite(number):
+        raise InvalidInput(f"{name}={value!r} must be a finite number")
+    if minimum is not None and number < minimum:
+        raise InvalidInput(f"{name}={value!r} must be >= {minimum:g}")
+    return number
 
 
 def dumps(value: Any, *, what: str = "value") -> str:

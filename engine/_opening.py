@@ -19,6 +19,7 @@ import os
 import sqlite3
 
 from ._errors import EngineError, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
+from ._inputs import check_text
 
 __all__ = ["check_sqlite_path", "sqlite_open_error"]
 
@@ -31,6 +32,7 @@ def check_sqlite_path(path: str, *, create: bool) -> None:
     ``create=False`` (every command but ``submit`` and ``example``) refuses a path where no file
     exists yet, so that a typo does not leave an empty database behind.
     """
+    check_text(path, f"database path {path!r}")  # sqlite3 cannot open a path holding NUL or a lone surrogate
     if path == MEMORY or path.startswith("file:"):
         return
     directory = os.path.dirname(os.path.abspath(path))

@@ -39,6 +39,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ._commit import commit_unknown
 from ._errors import IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
+from ._inputs import finite_number as _finite_number
 from ._store import (
     APPLICATION_ID,
     SCHEMA_VERSION,
@@ -355,6 +356,7 @@ class PostgresStore:
 
     def submit_many(self, items: Iterable[tuple[str, Any]], *, now: float) -> list[Job]:
         """Submit many jobs in one transaction: all are stored, or (on any error) none."""
+        _finite_number("now", now)
         rows = [(_check_job_id(job_id), _payload_json(job_id, payload)) for job_id, payload in items]
         ids = list(dict.fromkeys(job_id for job_id, _ in rows))
         with self._write() as conn:

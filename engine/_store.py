@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from ._errors import DamagedRow, IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
 from ._inputs import dumps
+from ._inputs import finite_number as _finite_number
 from ._opening import check_sqlite_path, sqlite_open_error
 from ._inputs import check_job_id as _check_job_id
 from ._inputs import payload_json as _payload_json
@@ -304,6 +305,7 @@ class SqliteStore:
 
     def submit_many(self, items: Iterable[tuple[str, Any]], *, now: float) -> list[Job]:
         """Submit many jobs in one transaction: all are stored, or (on any error) none."""
+        _finite_number("now", now)
         rows = [(_check_job_id(job_id), _payload_json(job_id, payload)) for job_id, payload in items]
         created: list[Job | None] = []
         with self._write() as conn:

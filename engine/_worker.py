@@ -31,7 +31,7 @@ from typing import Any
 from ._clock import Clock, SystemClock
 from ._errors import DamagedRow, InvalidInput, LeaseLost, StepTimeout, StoreBusy, StoreFailed, ValidationFailed
 from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
-from ._inputs import dumps
+from ._inputs import check_text, dumps, finite_number
 from ._store import _PAYLOAD_FIX, Claim
 from ._workflow import NEEDS_HUMAN, NeedsHuman, Step, StepOutput, Workflow
 
@@ -238,8 +238,15 @@ class Worker:
         backoff_s_max: float = BACKOFF_S_MAX,
         threaded: bool = True,
     ) -> None:
+        lease_s = finite_number("lease_s", lease_s)
         if lease_s <= 0:
             raise InvalidInput(f"lease_s={lease_s!r} must be > 0")
+        if step_timeout_s is not None:
+            finite_number("step_timeout_s", step_timeout_s)
+        if isinstance(attempts_max, bool) or not isinstance(attempts_max, int):
+            raise InvalidInput(f"attempts_max={attempts_max!r} must be an integer >= 1")
+        backoff_s_max = finite_number("backoff_s_max", backoff_s_max, minimum=0.0)
+        check_text(worker_id, f"worker_id {worker_id!r}")  # it is stored as the lease's owner
         timeout = step_timeout_s if step_timeout_s is not None else lease_s * 0.75
         longest_timeout = 0.0
         for step in workflow.steps:
@@ -397,6 +404,7 @@ class Worker:
     @staticmethod
     def _encode(step: Step, output: StepOutput) -> tuple[str, dict[str, str]]:
         """The JSON of a step's output and effects; :class:`InvalidInput` if they cannot be stored."""
+        finite_number(f"cost_usd of step {step.name!r}", output.cost_usd, minimum=0.0)
         output_json = dumps(output.output, what=f"output of step {step.name!r}")
         effects = {kind: dumps(p, what=f"effect {kind!r} of step {step.name!r}") for kind, p in output.effects.items()}
         return output_json, effects
