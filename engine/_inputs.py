@@ -26,6 +26,7 @@ from ._errors import InvalidInput
 __all__ = [
     "check_job_id",
     "check_text",
+    "storable_text",
     "finite_number",
     "dumps",
     "payload_json",
@@ -69,6 +70,21 @@ def check_text(text: str, what: str) -> str:
             "use a valid Unicode string"
         ) from None
     return text
+
+
+def storable_text(text: Any) -> bool:
+    """Whether both databases can hold ``text`` (a string without NUL or a lone surrogate).
+
+    A job id that is not storable names no job: a lookup answers UnknownJob on both backends
+    instead of PostgreSQL's DataError and SQLite's UnicodeEncodeError.
+    """
+    if not isinstance(text, str) or "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def finite_number(name: str, value: Any, *, minimum: float | None = None) -> float:

@@ -40,6 +40,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from ._commit import commit_unknown
 from ._errors import IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
 from ._inputs import finite_number as _finite_number
+from ._inputs import storable_text as _storable_text
 from ._store import (
     APPLICATION_ID,
     SCHEMA_VERSION,
@@ -374,6 +375,8 @@ class PostgresStore:
         return [by_id[job_id] for job_id, _ in rows]
 
     def get(self, job_id: str) -> Job:
+        if not _storable_text(job_id):  # no job can have this id; both backends answer alike
+            raise UnknownJob(job_id)
         rows = self._rows(SELECT_JOB, {"id": job_id})
         if not rows:
             raise UnknownJob(job_id)

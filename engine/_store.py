@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping
 from ._errors import DamagedRow, IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
 from ._inputs import dumps
 from ._inputs import finite_number as _finite_number
+from ._inputs import storable_text as _storable_text
 from ._opening import check_sqlite_path, sqlite_open_error
 from ._inputs import check_job_id as _check_job_id
 from ._inputs import payload_json as _payload_json
@@ -325,6 +326,8 @@ class SqliteStore:
         return [job if job is not None else self.get(job_id) for job, (job_id, _) in zip(created, rows)]
 
     def get(self, job_id: str) -> Job:
+        if not _storable_text(job_id):  # no job can have this id; both backends answer alike
+            raise UnknownJob(job_id)
         rows = self._read(SELECT_JOB, (job_id,))
         if not rows:
             raise UnknownJob(job_id)

@@ -115,3 +115,21 @@ def test_an_outbox_row_that_cannot_be_delivered_shows_in_status(store, clock, ma
     assert report["outbox_failing"] == [
         {"kind": "delivery", "last_error": "ValueError: cannot send key 'doc-1:delivery'", "rows": 1}
     ]
+
+
+@pytest.mark.parametrize("job_id", ["doc\x00-1", "doc-\ud800"])
+def test_an_id_no_job_can_have_is_an_unknown_job_for_every_human_command_on_both_backends(store, clock, workflow, job_id):
+    from engine import UnknownJob, cancel, replay, requeue, resolve
+
+    store.submit("kept", {"source": "kept"}, now=clock.now())
+    before = store.jobs()
+    for command in (
+        lambda: store.get(job_id),
+        lambda: requeue(store, workflow, job_id, now=clock.now()),
+        lambda: resolve(store, workflow, job_id, "cancel", now=clock.now()),
+        lambda: cancel(store, workflow, job_id, now=clock.now()),
+        lambda: replay(store, workflow, job_id, "extract", clock=clock),
+    ):
+        with pytest.raises(UnknownJob, match="no job with id"):
+            command()
+    assert store.jobs() == before
