@@ -349,11 +349,22 @@ def load_adapter(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"target {spec!r} must look like MODULE:ATTR, e.g. {REFERENCE_TARGET}")
+    if module_name.startswith("."):
+        raise ValueError(f"target {spec!r} names a relative module; name it from the top, e.g. mypackage.adapters:{attr}")
     try:
         target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot load target {spec!r}: {exc}") from exc
-    adapter = target() if callable(target) and not hasattr(target, "inspect") or isinstance(target, type) else target
+    except Exception as exc:  # whatever importing someone else's module raises, it is one line here
+        raise ValueError(f"cannot load target {spec!r}: {type(exc).__name__}: {exc}") from exc
+    if callable(target) and not hasattr(target, "inspect") or isinstance(target, type):
+        try:
+            adapter = target()
+        except (Exception, SystemExit) as exc:
+            raise ValueError(
+                f"target {spec!r} is not an adapter, and calling it failed ({type(exc).__name__}: {exc}); name an "
+                "adapter, or a class or function that takes no arguments and returns one (see chaos.Adapter)"
+            ) from exc
+    else:
+        adapter = target
     for needed in ("states", "open", "inspect", "create", "trace_paths", "targets"):
         if not hasattr(adapter, needed):
             raise ValueError(f"target {spec!r} is not an adapter: it has no {needed!r} (see chaos.Adapter)")

@@ -14,6 +14,9 @@ import sys
 from collections import Counter
 from typing import Sequence
 
+from engine._arguments import OneLineParser, non_negative_int, positive_int
+from engine._terminal import printable, stdout_closed
+
 from ._adapter import REFERENCE_TARGET
 from ._matrix import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, run_matrix
 from ._scenario import MODES
@@ -26,14 +29,14 @@ SOURCE_CHARS_MAX = 60
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m chaos", description="Crash-test a durable workflow engine.")
+    parser = OneLineParser(prog="python -m chaos", description="Crash-test a durable workflow engine.")
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("matrix", help="kill a worker at every crash point and check the invariants")
     m.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
     m.add_argument("--mode", choices=MODES, default="fork", help="fork: real SIGKILL in a child (default); inprocess: faster, weaker")
     m.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of every RNG in the run (default 0)")
     m.add_argument("--point", help="run one scenario, as printed in a replay command: FAMILY::POINT")
-    m.add_argument("--sample", type=int, help="run a seeded sample of N points instead of all")
+    m.add_argument("--sample", type=positive_int, help="run a seeded sample of N points instead of all (N >= 1)")
     m.add_argument("--family", action="append", help="run only this scenario family (repeatable)")
     m.add_argument("--shallow", action="store_true", help="only the target functions' own lines, not what they call")
     m.add_argument("-n", "--jobs", type=_jobs, default=os.cpu_count() or 1,
@@ -43,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         default=",".join(DEFAULT_FAULTS),
         help=f"comma-separated fault kinds from {', '.join(FAULTS)} (default {','.join(DEFAULT_FAULTS)})",
     )
-    m.add_argument("--pairs", type=int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run, a seeded sample (default {PAIRS_DEFAULT})")
+    m.add_argument("--pairs", type=non_negative_int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run, a seeded sample (default {PAIRS_DEFAULT})")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     m.add_argument("--exhaustive", action="store_true",
                    help="pause at every point, not once per pause class (points with no visible operation between them)")
@@ -57,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
     e.add_argument("--profile", choices=("ci", "nightly"), default="ci", help="ci: about 4,000 steps, seed 0 (default); nightly: 125,000 steps")
     e.add_argument("--seed", type=int, help="seed of the exploration (default: 0 for ci, a fresh one for nightly; printed either way)")
-    e.add_argument("--max-examples", type=int, help="explore at most this many histories (default: the profile's)")
+    e.add_argument("--max-examples", type=positive_int, help="explore at most this many histories (default: the profile's)")
     from . import _demo, _soak  # the fleet commands: workers, sender and monkey as real processes
 
     _demo.add_arguments(sub.add_parser("demo", help="workers SIGKILLed at random while documents go through; nothing lost",
@@ -69,6 +72,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _command(args)
+    except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
+        return stdout_closed()
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command in ("demo", "soak"):
         from . import _demo, _soak
 
@@ -115,28 +125,21 @@ def _matrix(args: argparse.Namespace) -> int:
                 exhaustive=args.exhaustive,
             )
         except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {printable(exc)}", file=sys.stderr)
             return 2
     try:
         if args.json:
             print(json.dumps(report.to_json(), indent=2))
         else:
             print(format_report(report, verbose=args.verbose and not args.quiet))
-    except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
-        sys.stderr.close()
+    except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: the verdict still stands
+        stdout_closed()
     return 1 if report.violations else 0
 
 
 def _jobs(text: str) -> int:
-    if text == "auto":
-        return os.cpu_count() or 1
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes; give a whole number of at least 1, or auto") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} processes cannot run anything; give at least 1, or auto")
-    return value
+    """An argparse type: a number of processes (at least 1), or ``auto`` for every core."""
+    return (os.cpu_count() or 1) if text == "auto" else positive_int(text)
 
 
 def format_report(report: MatrixReport, *, verbose: bool = False) -> str:

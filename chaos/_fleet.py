@@ -38,7 +38,7 @@ from typing import Any, Callable
 from ._pgadapter import is_postgres
 from ._receiver import ReceiverProcess
 
-__all__ = ["FleetConfig", "Fleet", "FleetRun", "Progress", "Kill"]
+__all__ = ["FleetConfig", "Fleet", "FleetRun", "Progress", "ProgressPoller", "Kill"]
 
 LEASE_S_DEFAULT = 3.0
 LATENCY_MS_DEFAULT = (2.0, 15.0)
@@ -253,7 +253,7 @@ class Fleet:
         """Start everything, kill and restart at random until every job is settled, then stop."""
         c = self.config
         run = FleetRun()
-        poller = _Poller(c.db, total, self.settled_states)
+        poller = ProgressPoller(c.db, total, self.settled_states)
         self.t0 = time.monotonic()
         run.started_at = time.time()
         deadline = self.t0 + c.timeout_s
@@ -331,20 +331,30 @@ class Fleet:
         return self.rng.expovariate(1.0 / self.config.kill_every_s)
 
 
-class _Poller:
-    """Counts jobs per state and unsent outbox rows on a read-only connection of its own."""
+class ProgressPoller:
+    """Counts jobs per state and unsent outbox rows on a read-only connection of its own.
+
+    The database may go away under it (a PostgreSQL server restarting, its backends
+    terminated): a failed poll closes the connection, reports the last counts it saw (or none
+    settled) and counts the failure in ``failures``; the next poll connects again. The run then
+    goes on to its verdict instead of dying with the poller.
+    """
 
     def __init__(self, db: str, total: int, settled_states: frozenset[str]) -> None:
         self.db = db
         self.total = total
         self.settled_states = settled_states
+        self.failures = 0
+        self.last_error: str | None = None
+        self.last = Progress(total, {}, 0, 0)
+        self.conn: Any = None
         self.open()
 
     def open(self) -> None:
         if is_postgres(self.db):
             import psycopg
 
-            self.conn: Any = psycopg.connect(self.db, autocommit=True)
+            self.conn = psycopg.connect(self.db, autocommit=True)
         else:
             # Read-only: the last connection to close on a WAL database checkpoints it (and
             # fsyncs), and a poller must not make the workers' commits durable before a power cut.
@@ -352,13 +362,36 @@ class _Poller:
             self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
 
     def poll(self) -> Progress:
-        states = {state: count for state, count in self.conn.execute(COUNT_STATES).fetchall()}
-        unsent = self.conn.execute(COUNT_UNSENT).fetchone()[0]
+        try:
+            if self.conn is None:
+                self.open()
+            states = {state: count for state, count in self.conn.execute(COUNT_STATES).fetchall()}
+            unsent = self.conn.execute(COUNT_UNSENT).fetchone()[0]
+        except _database_errors(self.db) as exc:
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {str(exc).strip()}"
+            self.close()
+            return self.last
         settled = sum(n for state, n in states.items() if state in self.settled_states)
-        return Progress(self.total, states, unsent, settled)
+        self.last = Progress(self.total, states, unsent, settled)
+        return self.last
 
     def close(self) -> None:
-        self.conn.close()
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a connection the server already dropped
+                pass
+
+
+def _database_errors(db: str) -> tuple[type[BaseException], ...]:
+    """What a poll may meet when the database is away: sqlite3's or psycopg's errors."""
+    if is_postgres(db):
+        import psycopg
+
+        return (psycopg.Error, sqlite3.Error)
+    return (sqlite3.Error,)
 
 
 # -- the child processes --------------------------------------------------------------------------

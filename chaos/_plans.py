@@ -35,6 +35,7 @@ values allowed. The full schema is in README.md ("Fault plans").
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -74,6 +75,13 @@ POINT_FAULTS = ("crash", "pause", "interleave")
 EXPECTED_ERRORS = ("conflict", "illegal")
 RESOLUTIONS = ("reverify", "cancel")
 JOBS_MAX = 1_000
+# Every number a plan gives is bounded, so a typo (run = 10^12, duration_s = 1e308) is refused
+# when the plan is collected instead of hanging the run. Seconds are of the harness's fake time.
+RUN_MAX = 10_000  # worker iterations of one run action
+SECONDS_MAX = 366 * 24 * 3600.0  # advance_s, poll_s, window and gap lengths: a year of fake time
+SLOW_CALL_S_MAX = 24 * 3600.0  # duration_s of a slow call (spent in heartbeat slices)
+RETRY_AFTER_S_MAX = 24 * 3600.0  # a 429's Retry-After
+POLL_TICKS_MAX = 100_000  # poll_s / tick_s (chaos._sandbox refuses more at run time)
 SETUP_FORM = re.compile(r"^(run|send|advance:\d+(\.\d+)?|claim(:[A-Za-z0-9_.-]+)?)$")
 NAME_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -226,11 +234,18 @@ def load_plan(path: str | os.PathLike[str], *, shown: str | None = None) -> Plan
     """Read and check a plan file; a :class:`PlanError` names the file (as ``shown``, if given),
     the key and the fix."""
     path = os.fspath(path)
+    name = shown or path
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
-        raise PlanError(f"{shown or path}: not valid TOML: {exc}") from exc
+        raise PlanError(f"{name}: not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"{name}: not UTF-8 text (byte {exc.start}: {exc.reason}); save the plan as UTF-8, as TOML requires") from None
+    except RecursionError:
+        raise PlanError(f"{name}: nested too deeply for the TOML parser; a fault plan needs a few levels of tables") from None
+    except OSError as exc:
+        raise PlanError(f"{name}: cannot be read ({exc.strerror or exc}); pass the path of a .toml file") from None
     plan = parse_plan(data, shown or path)
     return Plan(plan.path, plan.lesson, plan.target, plan.points, plan.scenarios, file=os.path.abspath(path))
 
@@ -244,6 +259,8 @@ def parse_plan(data: Mapping[str, Any], path: str) -> Plan:
     target = _text(path, "target", data["target"]) if "target" in data else None
     if target is not None and ":" not in target:
         raise PlanError(f"{path}: key 'target' must look like MODULE:ATTR, got {target!r}")
+    if target is not None and target.startswith("."):
+        raise PlanError(f"{path}: key 'target' is {target!r}, a relative module; name it from the top, e.g. mypackage.adapters:adapter")
     points = _points(path, _table(path, "points", data["points"])) if "points" in data else None
     raw_scenarios = data.get("scenario", [])
     if not isinstance(raw_scenarios, list):
@@ -364,7 +381,7 @@ def _action(path: str, where: str, raw: Any) -> Action:
                 raise PlanError(f"{path}: {where}: resolve needs 'action'; allowed: {', '.join(RESOLUTIONS)}")
             options["action"] = _choice(path, f"{where}.action", table["action"], RESOLUTIONS)
     elif verb == "run":
-        value = _int(path, f"{where}.run", value, minimum=1)
+        value = _int(path, f"{where}.run", value, minimum=1, maximum=RUN_MAX)
     elif verb in ("send", "drain", "heal"):
         if value is not True:
             raise PlanError(f"{path}: {where}: key {verb!r} must be true, got {value!r}")
@@ -373,6 +390,11 @@ def _action(path: str, where: str, raw: Any) -> Action:
     elif verb == "poll_s":
         value = _number(path, f"{where}.poll_s", value, minimum=0.0)
         options["tick_s"] = _number(path, f"{where}.tick_s", table.get("tick_s", 0.25), minimum=0.001)
+        if value / options["tick_s"] > POLL_TICKS_MAX:
+            raise PlanError(
+                f"{path}: key '{where}.poll_s' is {value:g}s every {options['tick_s']:g}s, more than {POLL_TICKS_MAX} ticks; "
+                f"allowed: at most {POLL_TICKS_MAX} ticks: shorten poll_s or raise tick_s"
+            )
     elif verb == "fault":
         fault = _fault(path, where, {"kind": value, **{k: v for k, v in table.items() if k != "fault"}})
     elif verb == "expect":
@@ -391,8 +413,10 @@ def _fault(path: str, where: str, raw: Any) -> FaultSpec:
         kind=_choice(path, f"{where}.kind", table["kind"], FAULT_KINDS),
         task=_text(path, f"{where}.task", table["task"]) if "task" in table else None,
         sticky=_bool(path, f"{where}.sticky", table.get("sticky", False)),
-        retry_after_s=_number(path, f"{where}.retry_after_s", table["retry_after_s"], minimum=0.0) if "retry_after_s" in table else None,
-        duration_s=_number(path, f"{where}.duration_s", table["duration_s"], minimum=0.0) if "duration_s" in table else None,
+        retry_after_s=_number(path, f"{where}.retry_after_s", table["retry_after_s"], minimum=0.0, maximum=RETRY_AFTER_S_MAX)
+        if "retry_after_s" in table else None,
+        duration_s=_number(path, f"{where}.duration_s", table["duration_s"], minimum=0.0, maximum=SLOW_CALL_S_MAX)
+        if "duration_s" in table else None,
     )
 
 
@@ -526,16 +550,30 @@ def _bool(path: str, key: str, value: Any) -> bool:
     return value
 
 
-def _int(path: str, key: str, value: Any, *, minimum: int) -> int:
+def _int(path: str, key: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise PlanError(f"{path}: key '{key}' must be an integer >= {minimum}, got {_kind(value)}")
+    if maximum is not None and value > maximum:
+        raise PlanError(f"{path}: key '{key}' is {value}; allowed: at most {maximum}")
     return value
 
 
-def _number(path: str, key: str, value: Any, *, minimum: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-        raise PlanError(f"{path}: key '{key}' must be a number >= {minimum:g}, got {_kind(value)}")
+def _number(path: str, key: str, value: Any, *, minimum: float, maximum: float = SECONDS_MAX) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= minimum:
+        raise PlanError(f"{path}: key '{key}' must be a finite number >= {minimum:g}, got {_describe_number(value)}")
+    if (isinstance(value, float) and not math.isfinite(value)) or value > maximum:
+        raise PlanError(f"{path}: key '{key}' is {_show(value)}; allowed: a finite number, at most {maximum:g}")
     return float(value)
+
+
+def _describe_number(value: Any) -> str:
+    return _kind(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else _show(value)
+
+
+def _show(value: int | float) -> str:
+    """A number as a message shows it: floats as %g (nan, inf, 1e+308), huge integers clipped."""
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 24 else text[:21] + "..."
 
 
 def _choice(path: str, key: str, value: Any, allowed: tuple[str, ...]) -> str:

@@ -38,6 +38,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Sequence
 
+from engine._http import decode_idempotency_key
 from engine._reference import generated_document
 
 from ._world import Delivery
@@ -142,6 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/effects":
             return self._reply(404, b'{"error": "POST effects to /effects"}')
         key = self.headers.get("Idempotency-Key")
+        key = decode_idempotency_key(key) if key else key  # the sender percent-encodes what a header cannot hold
         length = int(self.headers.get("Content-Length") or 0)
         if not key or not 0 < length <= BODY_BYTES_MAX:
             return self._reply(400, b'{"error": "an Idempotency-Key header and a JSON body are required"}')

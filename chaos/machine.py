@@ -187,7 +187,7 @@ def run_cli(args: Any) -> int:
     try:
         report = explore(args.target, profile=args.profile, seed=args.seed, **overrides)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(report.format())
     return 0 if report.passed else 1

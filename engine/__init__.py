@@ -12,6 +12,7 @@
 from ._clock import Clock, FakeClock, SystemClock
 from ._errors import (
     BadRequest,
+    CommitUnknown,
     ConnectionFailed,
     DamagedRow,
     EngineError,
@@ -33,7 +34,7 @@ from ._errors import (
     UnknownJob,
     ValidationFailed,
 )
-from ._http import HttpSender
+from ._http import HttpSender, decode_idempotency_key, encode_idempotency_key
 from ._human import RESOLUTIONS, cancel, requeue, resolve
 from ._outbox import SendReport, Sender, send_outbox
 from ._postgres import PostgresStore
@@ -60,6 +61,7 @@ __all__ = [
     "CANCELLED",
     "Claim",
     "Clock",
+    "CommitUnknown",
     "ConnectionFailed",
     "DamagedRow",
     "Documents",
@@ -110,7 +112,9 @@ __all__ = [
     "backoff_s",
     "cancel",
     "classify",
+    "decode_idempotency_key",
     "default_workflow",
+    "encode_idempotency_key",
     "format_status",
     "open_store",
     "reference_workflow",

@@ -12,16 +12,20 @@ import importlib
 import json
 import os
 import sys
+import time
 from typing import Any, Sequence
 
+from ._arguments import OneLineParser, positive_int
 from ._clock import SystemClock
 from ._errors import EngineError
 from ._http import HttpSender
 from ._human import RESOLUTIONS, cancel, requeue, resolve
+from ._inputs import check_job_id, payload_json
 from ._outbox import send_outbox
 from ._queries import format_status, status
 from ._replay import replay
 from ._store import open_store
+from ._terminal import printable, stdout_closed
 from ._worker import Worker
 from ._workflow import Workflow
 
@@ -29,26 +33,42 @@ __all__ = ["main", "COMMANDS"]
 
 COMMANDS = ("states", "submit", "work", "send", "status", "requeue", "resolve", "cancel", "replay", "example")
 EXAMPLE_JOBS_DEFAULT = 20
+EXAMPLE_JOBS_MAX = 100_000
+# The commands that may create a database file; every other one refuses a path where none exists.
+CREATING_COMMANDS = ("submit", "example")
+# `work` on a database that keeps failing (disk full, I/O error): it pauses, doubling each time,
+# and gives up after this many failures in a row, saying what the database reported.
+STORE_FAILURES_MAX = 5
+STORE_FAILURE_PAUSE_S = 0.2
 WORKFLOW_HELP = "workflow as MODULE:ATTR (a Workflow or a function returning one); default: engine:default_workflow"
 
 
 def load_workflow(spec: str) -> Workflow:
     """Import ``MODULE:ATTR`` and return the Workflow it names (calling it if it is a factory)."""
     module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise EngineError(f"workflow {spec!r} must look like MODULE:ATTR, e.g. engine:default_workflow")
+    if not module_name or not attr or module_name.startswith("."):
+        raise EngineError(f"workflow {spec!r} must look like MODULE:ATTR (an absolute module), e.g. engine:default_workflow")
     try:
         target: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise EngineError(f"cannot load workflow {spec!r}: {exc}") from exc
-    workflow = target() if callable(target) and not isinstance(target, Workflow) else target
+    except Exception as exc:  # whatever importing someone else's module raises, it is one line here
+        raise EngineError(f"cannot load workflow {spec!r}: {type(exc).__name__}: {exc}; pass MODULE:ATTR naming an engine.Workflow") from exc
+    if callable(target) and not isinstance(target, (Workflow, type)):
+        try:
+            workflow = target()
+        except (Exception, SystemExit) as exc:
+            raise EngineError(
+                f"workflow {spec!r}: calling it failed ({type(exc).__name__}: {exc}); name an engine.Workflow "
+                "or a function that takes no arguments and returns one"
+            ) from exc
+    else:
+        workflow = target
     if not isinstance(workflow, Workflow):
-        raise EngineError(f"{spec!r} gave {type(workflow).__name__}, not an engine.Workflow")
+        raise EngineError(f"{spec!r} gave {type(workflow).__name__}, not an engine.Workflow; name a Workflow or a function returning one")
     return workflow
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m engine", description="Operate a crashgate engine database.")
+    parser = OneLineParser(prog="python -m engine", description="Operate a crashgate engine database.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str, *, db: bool = True) -> argparse.ArgumentParser:
@@ -82,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("step")
     p = command("example", "create a small example database, run it, and print its status", db=False)
     p.add_argument("--db", default="example.db", help="where to create it (default: example.db)")
-    p.add_argument("--jobs", type=int, default=EXAMPLE_JOBS_DEFAULT)
+    p.add_argument("--jobs", type=positive_int, default=EXAMPLE_JOBS_DEFAULT, help=f"jobs to submit, 1 to {EXAMPLE_JOBS_MAX}")
     return parser
 
 
@@ -91,8 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return stdout_closed()
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -103,21 +125,21 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(table, indent=2) if args.json else "\n".join(f"{s:<16} -> {', '.join(n) or '(terminal)'}" for s, n in table.items()))
         return 0
     if args.command == "example":
+        if args.jobs > EXAMPLE_JOBS_MAX:
+            raise EngineError(f"--jobs {args.jobs} is more than an example needs; pass at most {EXAMPLE_JOBS_MAX}")
         return _example(args, workflow)
-    store = open_store(args.db, workflow=workflow.name)
-    if args.command == "submit":
+    payload = None
+    if args.command == "submit":  # checked before the database is opened, so a bad submit creates no file
         try:
             payload = json.loads(args.payload)
-        except ValueError as exc:
-            print(f"error: payload {args.payload!r} is not JSON ({exc}); quote it, e.g. '{{\"source\": \"doc-1\"}}'", file=sys.stderr)
-            return 2
+        except (ValueError, RecursionError) as exc:
+            raise EngineError(f"payload {args.payload[:80]!r} is not JSON ({exc}); quote it, e.g. '{{\"source\": \"doc-1\"}}'") from None
+        payload_json(check_job_id(args.job), payload)
+    store = open_store(args.db, workflow=workflow.name, create=args.command in CREATING_COMMANDS)
+    if args.command == "submit":
         print(_job_line(store.submit(args.job, payload, now=clock.now())))
     elif args.command == "work":
-        worker = Worker(store, workflow, worker_id=args.worker_id, clock=clock, lease_s=args.lease_s)
-        counts: dict[str, int] = {}
-        while (result := worker.run_once()).outcome != "idle":
-            counts[result.outcome] = counts.get(result.outcome, 0) + 1
-        print(json.dumps(counts, sort_keys=True))
+        return _work(args, store, workflow, clock)
     elif args.command == "send":
         report = send_outbox(store, HttpSender(args.url), clock=clock)
         print(f"sent {report.sent}, failed {report.failed}")
@@ -132,9 +154,31 @@ def _run(args: argparse.Namespace) -> int:
         print(_job_line(cancel(store, workflow, args.job, now=clock.now())))
     elif args.command == "replay":
         result = replay(store, workflow, args.job, args.step, clock=clock)
-        print(f"replayed {args.step} of {args.job}: " + ("same output as stored" if result.same else "output differs"))
+        print(f"replayed {printable(args.step)} of {printable(args.job)}: " + ("same output as stored" if result.same else "output differs"))
         if not result.same:
-            print(result.diff)
+            print(printable_lines(result.diff))
+    return 0
+
+
+def _work(args: argparse.Namespace, store: Any, workflow: Workflow, clock: SystemClock) -> int:
+    """Run jobs until none is due; on a database that keeps failing, pause, then give up in one line."""
+    worker = Worker(store, workflow, worker_id=args.worker_id, clock=clock, lease_s=args.lease_s)
+    counts: dict[str, int] = {}
+    failures = 0
+    while (result := worker.run_once()).outcome != "idle":
+        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+        if result.outcome != "unavailable":
+            failures = 0
+            continue
+        failures += 1
+        if failures >= STORE_FAILURES_MAX:
+            print(json.dumps(counts, sort_keys=True))
+            raise EngineError(
+                f"the database failed {failures} times in a row, last: {result.error}; nothing was lost (every job "
+                "keeps its state); fix the cause, then run `work` again"
+            )
+        time.sleep(STORE_FAILURE_PAUSE_S * 2 ** (failures - 1))
+    print(json.dumps(counts, sort_keys=True))
     return 0
 
 
@@ -156,10 +200,16 @@ def _example(args: argparse.Namespace, workflow: Workflow) -> int:
     collected = Collect()
     while send_outbox(store, collected, clock=clock).sent:
         pass
-    print(f"example database {args.db}: {args.jobs} jobs submitted, {len(collected.keys)} effects delivered\n")
+    print(f"example database {printable(args.db)}: {args.jobs} jobs submitted, {len(collected.keys)} effects delivered\n")
     print(format_status(status(store, now=clock.now(), settled_states=workflow.terminal_states | workflow.parked_states)))
     return 0
 
 
 def _job_line(job: Any) -> str:
-    return f"{job.id}: {job.state}" + (f" (last error: {job.last_error})" if job.last_error else "")
+    line = f"{job.id}: {job.state}" + (f" (last error: {job.last_error})" if job.last_error else "")
+    return printable(line)
+
+
+def printable_lines(text: str) -> str:
+    """``text`` with each line made safe for a terminal (the line breaks themselves are kept)."""
+    return "\n".join(printable(line) for line in text.split("\n"))

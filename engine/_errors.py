@@ -18,6 +18,7 @@ __all__ = [
     "LeaseLost",
     "StoreBusy",
     "StoreFailed",
+    "CommitUnknown",
     "DamagedRow",
     "StepError",
     "RetryableError",
@@ -57,7 +58,10 @@ class UnknownJob(EngineError, LookupError):
 
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
-        super().__init__(f"no job with id {job_id!r}; `python -m engine status` lists the jobs by state")
+        super().__init__(
+            f"no job with id {job_id!r}; check the id (ids are exact, case-sensitive strings); "
+            "`python -m engine status` shows how many jobs are in each state"
+        )
 
 
 class IllegalTransition(EngineError):
@@ -109,6 +113,16 @@ class StoreFailed(EngineError):
     it backs off and tries again, and its job is taken up again once its lease expires. If the
     error persists, the message says what the database reported: free disk space or check the
     device.
+    """
+
+
+class CommitUnknown(StoreFailed):
+    """The connection was lost during COMMIT: the transaction may or may not have been written.
+
+    Only the server knows; the client cannot tell. Everything the engine writes is safe to do
+    again (a submit is idempotent by id, and a worker's writes are fenced by its lease), so the
+    fix is to repeat the operation or read back what it would have changed. A worker treats it
+    like any :class:`StoreFailed`: it backs off, and the job is taken up again after its lease.
     """
 
 

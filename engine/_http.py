@@ -2,18 +2,44 @@
 
 The receiver must dedupe on that key: the outbox delivers at least once, so the same key can
 arrive twice after a crash between delivering and marking.
+
+A header holds only Latin-1 and no line break, while a key (``job_id:kind``) may hold any
+character. So the header carries the key percent-encoded as UTF-8 (RFC 3986): every byte outside
+printable ASCII, and ``%`` itself, becomes ``%XX``. A plain ASCII key without ``%`` travels
+unchanged; :func:`decode_idempotency_key` gives any key back exactly.
+
+>>> encode_idempotency_key("doc-1:delivery")
+'doc-1:delivery'
+>>> encode_idempotency_key("文書:delivery")
+'%E6%96%87%E6%9B%B8:delivery'
+>>> decode_idempotency_key(encode_idempotency_key("a\\r\\nb 100%"))
+'a\\r\\nb 100%'
 """
 
 from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
 from ._errors import BadRequest, ConnectionFailed, RateLimited, ServerError
 
-__all__ = ["HttpSender"]
+__all__ = ["HttpSender", "encode_idempotency_key", "decode_idempotency_key"]
+
+# Printable ASCII but "%" (the escape character itself): what a key may carry as it is.
+KEY_SAFE_CHARS = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def encode_idempotency_key(key: str) -> str:
+    """``key`` as an ``Idempotency-Key`` header value: printable ASCII, percent-encoded UTF-8."""
+    return urllib.parse.quote(key, safe=KEY_SAFE_CHARS, encoding="utf-8", errors="surrogatepass")
+
+
+def decode_idempotency_key(value: str) -> str:
+    """The key an ``Idempotency-Key`` header value carries (the inverse of :func:`encode_idempotency_key`)."""
+    return urllib.parse.unquote(value, encoding="utf-8", errors="surrogatepass")
 
 
 class HttpSender:
@@ -31,7 +57,7 @@ class HttpSender:
             self.url,
             data=body,
             method="POST",
-            headers={"Content-Type": "application/json", "Idempotency-Key": key},
+            headers={"Content-Type": "application/json", "Idempotency-Key": encode_idempotency_key(key)},
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:

@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-__all__ = ["TemporaryPostgres", "ServerUnavailable", "find_server_bindir", "SUPERUSER"]
+__all__ = ["TemporaryPostgres", "ServerUnavailable", "ServerStateError", "find_server_bindir", "SUPERUSER"]
 
 SUPERUSER = "crashgate"
 START_TIMEOUT_S = 60
@@ -51,6 +51,14 @@ RUN_AS_ROOT_CANDIDATES = ("postgres", "nobody")
 
 class ServerUnavailable(RuntimeError):
     """No PostgreSQL server binaries (``initdb``, ``pg_ctl``) on this machine, or psycopg missing."""
+
+
+class ServerStateError(RuntimeError):
+    """A :class:`TemporaryPostgres` was used out of order (its URL before start(), start() twice).
+
+    A real check rather than an ``assert``: under ``python -O`` a second start() would otherwise
+    start another server and lose track of the first, which would run on with nobody to stop it.
+    """
 
 
 def find_server_bindir() -> str | None:
@@ -93,21 +101,29 @@ class TemporaryPostgres:
 
     @property
     def data_dir(self) -> str:
-        assert self.dir is not None, "start() the server first"
-        return os.path.join(self.dir, "data")
+        return os.path.join(self._started_dir("data_dir"), "data")
 
     @property
     def log_path(self) -> str:
-        assert self.dir is not None, "start() the server first"
-        return os.path.join(self.dir, "server.log")
+        return os.path.join(self._started_dir("log_path"), "server.log")
 
     def url(self, dbname: str = "postgres") -> str:
-        assert self.port is not None, "start() the server first"
+        if self.port is None:
+            raise ServerStateError("url(): the server is not running; start() it first (or use it as a context manager)")
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{dbname}"
+
+    def _started_dir(self, what: str) -> str:
+        if self.dir is None:
+            raise ServerStateError(f"{what}: the server has no directory yet; start() it first")
+        return self.dir
 
     def start(self) -> None:
         """initdb into a new temporary directory and start the server on a free loopback port."""
-        assert self.dir is None, "this server was already started"
+        if self.dir is not None:
+            raise ServerStateError(
+                f"this server was already started (in {self.dir}, port {self.port}); stop() it before starting it "
+                "again, or create another TemporaryPostgres"
+            )
         self.dir = tempfile.mkdtemp(prefix="crashgate-pg-", dir=self.parent)
         try:
             if self._run_as is not None:
@@ -133,7 +149,7 @@ class TemporaryPostgres:
     def restart(self) -> None:
         """Start the server again on the same data directory and port, after it died (its
         processes were killed): it recovers from its write-ahead log first."""
-        assert self.dir is not None, "start() the server first"
+        self._started_dir("restart()")
         self._run("pg_ctl", "-D", self.data_dir, "-l", self.log_path, "-w", "-t", str(START_TIMEOUT_S), "start")
 
     def stop(self) -> None:
@@ -165,7 +181,8 @@ class TemporaryPostgres:
 
     # -- helpers ---------------------------------------------------------------------------------
     def _run(self, exe: str, *args: str) -> None:
-        assert self.bindir is not None
+        if self.bindir is None:  # __init__ refuses a missing bindir; only a caller resetting it gets here
+            raise ServerUnavailable("no PostgreSQL server binaries: bindir is not set")
         user = self._run_as
         env = {**os.environ, "LC_ALL": "C"}
         if user is not None:
@@ -189,7 +206,7 @@ class TemporaryPostgres:
         try:
             with open(self.log_path) as log:
                 return log.read()[-LOG_TAIL_CHARS_MAX:]
-        except (OSError, AssertionError):
+        except (OSError, ServerStateError):
             return ""
 
     def _remove(self) -> None:

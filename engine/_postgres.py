@@ -37,7 +37,10 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
 
+from ._commit import commit_unknown
 from ._errors import IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
+from ._inputs import finite_number as _finite_number
+from ._inputs import storable_text as _storable_text
 from ._store import (
     APPLICATION_ID,
     SCHEMA_VERSION,
@@ -275,15 +278,19 @@ class PostgresStore:
     def _write(self) -> Iterator[Any]:
         """The one write path: BEGIN, commit on success, roll back on any exception."""
         self._reconnect_if_lost()
+        at_commit = False  # set once the body returned: a failure after it is a failure of COMMIT
         try:
             with self.conn.transaction():
                 yield self.conn
+                at_commit = True
         except _psycopg_error() as exc:
             if exc.sqlstate in BUSY_SQLSTATES:
                 raise StoreBusy(
                     f"database {self.name}: {type(exc).__name__} ({exc.sqlstate}) within {self.busy_timeout_s}s; "
                     "another transaction holds the rows this write needs; nothing was written, try again later"
                 ) from exc
+            if at_commit and self.conn.closed:
+                raise commit_unknown(self.name, exc) from exc
             if _machine_failure(exc):
                 raise _store_failed(self.name, "a write", exc) from exc
             raise
@@ -350,6 +357,7 @@ class PostgresStore:
 
     def submit_many(self, items: Iterable[tuple[str, Any]], *, now: float) -> list[Job]:
         """Submit many jobs in one transaction: all are stored, or (on any error) none."""
+        _finite_number("now", now)
         rows = [(_check_job_id(job_id), _payload_json(job_id, payload)) for job_id, payload in items]
         ids = list(dict.fromkeys(job_id for job_id, _ in rows))
         with self._write() as conn:
@@ -367,6 +375,8 @@ class PostgresStore:
         return [by_id[job_id] for job_id, _ in rows]
 
     def get(self, job_id: str) -> Job:
+        if not _storable_text(job_id):  # no job can have this id; both backends answer alike
+            raise UnknownJob(job_id)
         rows = self._rows(SELECT_JOB, {"id": job_id})
         if not rows:
             raise UnknownJob(job_id)

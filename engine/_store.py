@@ -17,20 +17,23 @@ the lease token the claim handed out, so a worker whose lease was taken over cha
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ._errors import DamagedRow, IdempotencyConflict, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed, UnknownJob
+from ._inputs import dumps
+from ._inputs import finite_number as _finite_number
+from ._inputs import storable_text as _storable_text
+from ._opening import check_sqlite_path, sqlite_open_error
+from ._inputs import check_job_id as _check_job_id
+from ._inputs import payload_json as _payload_json
 
 __all__ = ["SqliteStore", "Job", "Claim", "Memo", "OutboxRow", "SCHEMA_VERSION", "dumps"]
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x63676174  # "cgat": marks a file as a crashgate database
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
-JOB_ID_CHARS_MAX = 200
-PAYLOAD_BYTES_MAX = 1_000_000
 ERROR_CHARS_MAX = 500
 
 SCHEMA = (
@@ -200,14 +203,6 @@ class OutboxRow:
         return f"{self.job_id}:{self.kind}"
 
 
-def dumps(value: Any, *, what: str = "value") -> str:
-    """Canonical JSON (sorted keys, no NaN), so equal payloads compare equal as text."""
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{what} is not JSON-serialisable ({exc}); pass dicts, lists, str, int, float, bool or None") from exc
-
-
 class SqliteStore:
     """The engine's database: one per process, opened after any ``fork``, never shared.
 
@@ -225,6 +220,7 @@ class SqliteStore:
         synchronous: str = "NORMAL",
         busy_timeout_s: float = 5.0,
         workflow: str = "reference",
+        create: bool = True,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
             raise InvalidInput(f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_LEVELS)}")
@@ -233,14 +229,24 @@ class SqliteStore:
         self.path = path
         self.workflow = workflow
         self.busy_timeout_s = busy_timeout_s
-        self.conn = sqlite3.connect(
-            path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
-        )
-        self.conn.row_factory = sqlite3.Row
-        self._ensure_schema()
-        if path != ":memory:":
-            self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
+        check_sqlite_path(path, create=create)  # create=False: a missing file is an error, not a new database
+        try:
+            self.conn = sqlite3.connect(
+                path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise sqlite_open_error(path, exc) from exc
+        try:
+            self.conn.row_factory = sqlite3.Row
+            self._ensure_schema()
+            if path != ":memory:":
+                self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
+        except BaseException as exc:
+            self.conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise sqlite_open_error(path, exc) from exc
+            raise
 
     # -- connection and schema ----------------------------------------------------------------
     def close(self) -> None:
@@ -300,6 +306,7 @@ class SqliteStore:
 
     def submit_many(self, items: Iterable[tuple[str, Any]], *, now: float) -> list[Job]:
         """Submit many jobs in one transaction: all are stored, or (on any error) none."""
+        _finite_number("now", now)
         rows = [(_check_job_id(job_id), _payload_json(job_id, payload)) for job_id, payload in items]
         created: list[Job | None] = []
         with self._write() as conn:
@@ -319,6 +326,8 @@ class SqliteStore:
         return [job if job is not None else self.get(job_id) for job, (job_id, _) in zip(created, rows)]
 
     def get(self, job_id: str) -> Job:
+        if not _storable_text(job_id):  # no job can have this id; both backends answer alike
+            raise UnknownJob(job_id)
         rows = self._read(SELECT_JOB, (job_id,))
         if not rows:
             raise UnknownJob(job_id)
@@ -331,7 +340,9 @@ class SqliteStore:
         """Run one read outside any write; a failure of the machine is raised as StoreFailed."""
         try:
             return self.conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if not _machine_failure(exc):
+                raise
             raise _store_error(self, exc, "a read") from exc
 
     # -- the worker's writes --------------------------------------------------------------------
@@ -500,7 +511,9 @@ class _WriteTransaction:
             _rollback(store.conn)  # what a failing disk left open (see _rollback)
         try:
             store.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if not _machine_failure(exc):
+                raise
             raise _store_error(store, exc, "BEGIN IMMEDIATE") from exc
         return store.conn
 
@@ -508,13 +521,15 @@ class _WriteTransaction:
         store = self._store
         if exc_type is not None:
             _rollback(store.conn)
-            if isinstance(exc, sqlite3.OperationalError):  # disk full or an I/O error mid-transaction
+            if _machine_failure(exc):  # disk full, an I/O error or a damaged page mid-transaction
                 raise _store_error(store, exc, "a write") from exc
             return False  # the exception propagates
         try:
             store.conn.execute("COMMIT")
-        except sqlite3.OperationalError as commit_exc:
+        except sqlite3.DatabaseError as commit_exc:
             _rollback(store.conn)
+            if not _machine_failure(commit_exc):
+                raise
             raise _store_error(store, commit_exc, "COMMIT") from commit_exc
         return False
 
@@ -530,11 +545,17 @@ def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         try:
             conn.execute("ROLLBACK")
-        except sqlite3.OperationalError:
+        except sqlite3.DatabaseError:
             pass
 
 
-def _store_error(store: SqliteStore, exc: sqlite3.OperationalError, where: str) -> Exception:
+def _machine_failure(exc: BaseException | None) -> bool:
+    """A failure of the file or the disk under it (full, I/O error, damaged page, read-only), not
+    of the statement: an IntegrityError (a second memo row) or a ProgrammingError is a bug."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) in (sqlite3.DatabaseError, sqlite3.InternalError)
+
+
+def _store_error(store: SqliteStore, exc: sqlite3.DatabaseError, where: str) -> Exception:
     """The typed error for a failed statement: StoreBusy for a lock, StoreFailed for the machine."""
     if _is_busy(exc):
         if where == "COMMIT":
@@ -543,7 +564,8 @@ def _store_error(store: SqliteStore, exc: sqlite3.OperationalError, where: str) 
     code = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
     return StoreFailed(
         f"database {store.path!r}: {where} failed with {code} ({exc}); nothing of it was written and "
-        "the worker backs off and tries again; if this persists, free disk space or check the device"
+        "the worker backs off and tries again; if this persists, free disk space or check the device "
+        "(a damaged file: restore it from a backup)"
     )
 
 
@@ -586,26 +608,6 @@ def _memo_output(job_id: str, step: str, text: str) -> Any:
     )
 
 
-def _check_job_id(job_id: Any) -> str:
-    if not isinstance(job_id, str) or not job_id.strip():
-        raise InvalidInput(f"job id {job_id!r} must be a non-empty string (it is the idempotency key)")
-    if len(job_id) > JOB_ID_CHARS_MAX:
-        raise InvalidInput(f"job id {job_id[:40]!r}... is {len(job_id)} characters; the limit is {JOB_ID_CHARS_MAX}")
-    return job_id
-
-
-def _payload_json(job_id: str, payload: Any) -> str:
-    if isinstance(payload, float) and not math.isfinite(payload):
-        raise InvalidInput(f"payload of job {job_id!r} is {payload!r}; JSON has no NaN or infinity")
-    text = dumps(payload, what=f"payload of job {job_id!r}")
-    if len(text.encode()) > PAYLOAD_BYTES_MAX:
-        raise InvalidInput(
-            f"payload of job {job_id!r} is {len(text.encode())} bytes of JSON; the limit is {PAYLOAD_BYTES_MAX}: "
-            "store large documents elsewhere and submit a reference to them"
-        )
-    return text
-
-
 def _clip_error(error: str | None) -> str | None:
     if error is None or len(error) <= ERROR_CHARS_MAX:
         return error
@@ -622,6 +624,7 @@ def open_store(url: str, **options: Any) -> Any:
     if url.startswith(("postgresql://", "postgres://")):
         from ._postgres import PostgresStore  # imported here: psycopg is an optional dependency
 
+        options.pop("create", None)  # a PostgreSQL database is created by its administrator, never here
         return PostgresStore(url, **options)
     if "://" in url and not url.startswith("sqlite:///"):
         scheme = url.split("://", 1)[0]

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._clock import Clock, SystemClock
-from ._errors import DamagedRow, InvalidInput, LeaseLost, StepTimeout, StoreBusy, StoreFailed
+from ._errors import DamagedRow, InvalidInput, LeaseLost, StepTimeout, StoreBusy, StoreFailed, ValidationFailed
 from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
-from ._store import _PAYLOAD_FIX, Claim, dumps
+from ._inputs import check_text, dumps, finite_number
+from ._store import _PAYLOAD_FIX, Claim
 from ._workflow import NEEDS_HUMAN, NeedsHuman, Step, StepOutput, Workflow
 
 __all__ = ["Worker", "StepContext", "RunResult"]
@@ -199,6 +200,9 @@ class RunResult:
     ``retry`` (a retryable failure, backoff scheduled), ``failed`` (a failed state),
     ``needs_human``, ``quarantined`` (a damaged row: the job was parked in a failed state),
     ``lease_lost`` (another worker took over; nothing written).
+
+    ``error`` is what the database reported when the outcome is ``unavailable``, so that a loop
+    that gives up can say why.
     """
 
     outcome: str
@@ -206,6 +210,7 @@ class RunResult:
     state: str | None = None
     steps_run: int = 0
     steps_skipped: int = 0
+    error: str | None = None
 
 
 class Worker:
@@ -233,8 +238,15 @@ class Worker:
         backoff_s_max: float = BACKOFF_S_MAX,
         threaded: bool = True,
     ) -> None:
+        lease_s = finite_number("lease_s", lease_s)
         if lease_s <= 0:
             raise InvalidInput(f"lease_s={lease_s!r} must be > 0")
+        if step_timeout_s is not None:
+            finite_number("step_timeout_s", step_timeout_s)
+        if isinstance(attempts_max, bool) or not isinstance(attempts_max, int):
+            raise InvalidInput(f"attempts_max={attempts_max!r} must be an integer >= 1")
+        backoff_s_max = finite_number("backoff_s_max", backoff_s_max, minimum=0.0)
+        check_text(worker_id, f"worker_id {worker_id!r}")  # it is stored as the lease's owner
         timeout = step_timeout_s if step_timeout_s is not None else lease_s * 0.75
         longest_timeout = 0.0
         for step in workflow.steps:
@@ -352,7 +364,14 @@ class Worker:
                 raise InvalidInput(f"step {step.name!r} returned NeedsHuman but is not a review step; declare Step(review=True)")
             return self._park(claim, step, NEEDS_HUMAN, f"{step.name}: needs review: {raw.reason}", None), None, True
         output = raw if isinstance(raw, StepOutput) else StepOutput(raw)
-        committed = self._commit(claim, step, output, write_memo=True, inputs=inputs)
+        try:
+            encoded = self._encode(step, output)
+        except InvalidInput as exc:
+            # What the step returned cannot be stored: it will return the same next time, so it
+            # fails as poison after this one call, saying why, instead of escaping run_once (the
+            # job would then be re-run and paid for until its lease had expired five times).
+            return self._failed(claim, step, ValidationFailed(str(exc))), None, True
+        committed = self._commit(claim, step, output, write_memo=True, inputs=inputs, encoded=encoded)
         return committed[0], committed[1], True
 
     def _call(self, step: Step, ctx: StepContext, timeout_s: float) -> Any:
@@ -382,17 +401,31 @@ class Worker:
             ctx.heartbeat()
         raise AssertionError(f"step {step.name!r}: waited {WAITS_MAX} times without reaching its timeout")
 
+    @staticmethod
+    def _encode(step: Step, output: StepOutput) -> tuple[str, dict[str, str]]:
+        """The JSON of a step's output and effects; :class:`InvalidInput` if they cannot be stored."""
+        finite_number(f"cost_usd of step {step.name!r}", output.cost_usd, minimum=0.0)
+        output_json = dumps(output.output, what=f"output of step {step.name!r}")
+        effects = {kind: dumps(p, what=f"effect {kind!r} of step {step.name!r}") for kind, p in output.effects.items()}
+        return output_json, effects
+
     def _commit(
-        self, claim: Claim, step: Step, output: StepOutput, *, write_memo: bool, inputs: _ClaimInputs | None = None
+        self,
+        claim: Claim,
+        step: Step,
+        output: StepOutput,
+        *,
+        write_memo: bool,
+        inputs: _ClaimInputs | None = None,
+        encoded: tuple[str, dict[str, str]] | None = None,
     ) -> tuple[str, Claim | None]:
         undeclared = set(output.effects) - set(step.effects) if output.effects else ()
-        if undeclared:
+        if undeclared:  # a bug in the workflow's code, not in this job: it is raised, not parked
             raise InvalidInput(
                 f"step {step.name!r} emitted effects {sorted(undeclared)} it does not declare; "
                 f"add them to Step(effects=...) (declared: {list(step.effects)})"
             )
-        output_json = dumps(output.output, what=f"output of step {step.name!r}")
-        effects = {kind: dumps(p, what=f"effect {kind!r} of step {step.name!r}") for kind, p in output.effects.items()}
+        output_json, effects = encoded if encoded is not None else self._encode(step, output)
         now = self.clock.now()
         nxt = self.workflow.next_step(step.done_state)
         self.workflow.check(step.working_state, step.done_state)
@@ -481,8 +514,8 @@ class Worker:
         expires) takes it up again when the disk recovers.
         """
         if claim is None:
-            return RunResult("unavailable")
-        return RunResult("unavailable", claim.job_id, claim.state)
+            return RunResult("unavailable", error=str(exc))
+        return RunResult("unavailable", claim.job_id, claim.state, error=str(exc))
 
     def _quarantine(self, claim: Claim, why: str) -> RunResult:
         """Park a job whose row is damaged, with ``why`` as its last_error; the loop goes on.

@@ -1,0 +1,185 @@
+"""What the engine accepts from a caller or a step: job ids and JSON values it can store and read back.
+
+Both backends store the same things: a job id is text either database holds (PostgreSQL's text
+holds no NUL, and neither holds a lone surrogate, which UTF-8 cannot encode), and a value is JSON
+that parses back to what was given. Everything else is refused with :class:`InvalidInput`,
+naming the input and the fix, before anything is written.
+
+>>> check_job_id("doc-1")
+'doc-1'
+>>> dumps({"b": 1, "a": [True, None]})
+'{"a":[true,null],"b":1}'
+>>> dumps({"x": float("nan")})
+Traceback (most recent call last):
+    ...
+engine._errors.InvalidInput: value holds NaN or infinity at $.x; JSON has neither: pass a finite number, or None
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ._errors import InvalidInput
+
+__all__ = [
+    "check_job_id",
+    "check_text",
+    "storable_text",
+    "finite_number",
+    "dumps",
+    "payload_json",
+    "JOB_ID_CHARS_MAX",
+    "PAYLOAD_BYTES_MAX",
+    "NESTING_DEPTH_MAX",
+]
+
+JOB_ID_CHARS_MAX = 200
+PAYLOAD_BYTES_MAX = 1_000_000
+# Deeper JSON than this is refused: the standard library's encoder and decoder recurse once per
+# level, so a value nested thousands deep would fail with RecursionError on its way in or out.
+NESTING_DEPTH_MAX = 200
+# Containers one value may hold in all, a bound on the walk below (the payload's byte limit
+# bounds it long before this for payloads; step outputs have no byte limit of their own).
+NODES_MAX = 10_000_000
+TYPES_HELP = "pass dicts with string keys, lists, str, int, finite float, bool or None"
+
+
+def check_job_id(job_id: Any) -> str:
+    """``job_id`` if both backends can store it as the idempotency key; else :class:`InvalidInput`."""
+    if not isinstance(job_id, str) or not job_id.strip():
+        raise InvalidInput(f"job id {job_id!r} must be a non-empty string (it is the idempotency key)")
+    if len(job_id) > JOB_ID_CHARS_MAX:
+        raise InvalidInput(f"job id {job_id[:40]!r}... is {len(job_id)} characters; the limit is {JOB_ID_CHARS_MAX}")
+    check_text(job_id, f"job id {job_id!r}")
+    return job_id
+
+
+def check_text(text: str, what: str) -> str:
+    """``text`` if both databases can hold it: no NUL character, no lone surrogate."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} must be a string, not {_kind(text)}")
+    if "\x00" in text:
+        raise InvalidInput(f"{what} holds a NUL character (\\x00), which PostgreSQL cannot store; use another value")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{what} holds a lone surrogate ({text[exc.start]!r} at index {exc.start}), which UTF-8 cannot encode; "
+            "use a valid Unicode string"
+        ) from None
+    return text
+
+
+def storable_text(text: Any) -> bool:
+    """Whether both databases can hold ``text`` (a string without NUL or a lone surrogate).
+
+    A job id that is not storable names no job: a lookup answers UnknownJob on both backends
+    instead of PostgreSQL's DataError and SQLite's UnicodeEncodeError.
+    """
+    if not isinstance(text, str) or "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def finite_number(name: str, value: Any, *, minimum: float | None = None) -> float:
+    """``value`` as a float if it is a finite int or float (not a bool) and at least ``minimum``.
+
+    NaN passes every comparison-based check (``nan < 1`` is false), so it is refused by name here:
+    a NaN lease or attempt limit would otherwise be accepted and never reached.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{name}={value!r} must be a number, not {_kind(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InvalidInput(f"{name}={value!r} is too large; pass a finite number") from None
+    if not math.isfinite(number):
+        raise InvalidInput(f"{name}={value!r} must be a finite number")
+    if minimum is not None and number < minimum:
+        raise InvalidInput(f"{name}={value!r} must be >= {minimum:g}")
+    return number
+
+
+def dumps(value: Any, *, what: str = "value") -> str:
+    """Canonical JSON (sorted keys, no NaN), so equal payloads compare equal as text.
+
+    Refused with :class:`InvalidInput` naming ``what``: anything JSON cannot hold or would not
+    give back unchanged (a set, a datetime, NaN, a non-string key, a lone surrogate), or nesting
+    deeper than :data:`NESTING_DEPTH_MAX`.
+    """
+    _check_json(value, what)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{what} is not JSON-serialisable ({exc}); {TYPES_HELP}") from exc
+
+
+def payload_json(job_id: str, payload: Any) -> str:
+    """The canonical JSON of a job's payload: a JSON object within :data:`PAYLOAD_BYTES_MAX`."""
+    what = f"payload of job {job_id!r}"
+    if isinstance(payload, float) and not math.isfinite(payload):
+        raise InvalidInput(f"{what} is {payload!r}; JSON has no NaN or infinity")
+    if not isinstance(payload, dict):
+        raise InvalidInput(
+            f"{what} is {_kind(payload)}, not a JSON object; a payload is an object of named fields, "
+            'e.g. {"source": "doc-1"}: wrap the value in one'
+        )
+    text = dumps(payload, what=what)
+    if len(text.encode()) > PAYLOAD_BYTES_MAX:
+        raise InvalidInput(
+            f"{what} is {len(text.encode())} bytes of JSON; the limit is {PAYLOAD_BYTES_MAX}: "
+            "store large documents elsewhere and submit a reference to them"
+        )
+    return text
+
+
+def _check_json(value: Any, what: str) -> None:
+    """Walk ``value`` without recursion; raise InvalidInput at the first thing JSON cannot hold."""
+    stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
+    for _ in range(NODES_MAX):
+        if not stack:
+            return
+        node, where, depth = stack.pop()
+        if node is None or isinstance(node, (bool, int)):
+            continue
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise InvalidInput(f"{what} holds NaN or infinity at {where}; JSON has neither: pass a finite number, or None")
+            continue
+        if isinstance(node, str):
+            _check_string(node, what, where)
+            continue
+        if not isinstance(node, (dict, list, tuple)):
+            raise InvalidInput(f"{what} holds {_kind(node)} at {where}, which JSON cannot hold; {TYPES_HELP}")
+        if depth >= NESTING_DEPTH_MAX:
+            raise InvalidInput(f"{what} is nested deeper than {NESTING_DEPTH_MAX} levels (at {where[:60]}...); flatten it")
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    raise InvalidInput(f"{what} has the key {key!r} at {where}; JSON object keys must be strings: convert it with str()")
+                _check_string(key, what, f"{where} (a key)")
+                stack.append((item, f"{where}.{key[:20]}", depth + 1))
+        else:
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(node))
+    raise InvalidInput(f"{what} holds more than {NODES_MAX} values; store it elsewhere and pass a reference")
+
+
+def _check_string(text: str, what: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{what} holds a lone surrogate at {where} (index {exc.start}), which UTF-8 cannot encode; use a valid Unicode string"
+        ) from None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"

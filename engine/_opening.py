@@ -1,0 +1,100 @@
+"""Opening a SQLite database file: check the path first, and say in one line what went wrong.
+
+SQLite reports most opening failures as ``unable to open database file`` or ``disk I/O error``,
+whatever the cause. Before it is asked, :func:`check_sqlite_path` names the usual causes (a
+missing directory, a directory, a missing file where none may be created, a file this user may
+not read or write); after a failure, :func:`sqlite_open_error` turns what SQLite said into the
+engine's typed error, naming the file and what to do. Nothing is written by either.
+
+>>> check_sqlite_path(":memory:", create=False)
+>>> check_sqlite_path("/no/such/dir/e.db", create=True)
+Traceback (most recent call last):
+    ...
+engine._errors.InvalidInput: database '/no/such/dir/e.db': directory '/no/such/dir' does not exist; create it (mkdir -p '/no/such/dir') or pass another path
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from ._errors import EngineError, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
+from ._inputs import check_text
+
+__all__ = ["check_sqlite_path", "sqlite_open_error"]
+
+MEMORY = ":memory:"
+
+
+def check_sqlite_path(path: str, *, create: bool) -> None:
+    """Raise :class:`InvalidInput` if ``path`` cannot be a database file this process may use.
+
+    ``create=False`` (every command but ``submit`` and ``example``) refuses a path where no file
+    exists yet, so that a typo does not leave an empty database behind.
+    """
+    check_text(path, f"database path {path!r}")  # sqlite3 cannot open a path holding NUL or a lone surrogate
+    if path == MEMORY or path.startswith("file:"):
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InvalidInput(f"database {path!r}: directory {directory!r} does not exist; create it (mkdir -p {directory!r}) or pass another path")
+    if os.path.isdir(path):
+        raise InvalidInput(f"database {path!r} is a directory; pass a file path, e.g. {os.path.join(path, 'engine.db')!r}")
+    if not os.path.exists(path):
+        if not create:
+            raise InvalidInput(
+                f"database {path!r} does not exist; check the path (this command creates no database: "
+                "`python -m engine submit` does)"
+            )
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise InvalidInput(f"database {path!r}: no permission to create a file in {directory!r}; pass a path in a directory you may write to")
+        return
+    if _read_only(path):
+        raise _read_only_error(path, "mounted read-only")
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise InvalidInput(
+            f"database {path!r}: permission denied (mode {oct(os.stat(path).st_mode & 0o777)}); the engine reads "
+            "and writes it (even status: WAL mode): run as its owner, or fix its mode (chmod u+rw)"
+        )
+
+
+def sqlite_open_error(path: str, exc: sqlite3.Error) -> EngineError:
+    """The typed error for a failure while opening ``path`` (connecting, reading the schema, WAL)."""
+    code = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    text = f"{exc}".strip()
+    if "not a database" in text or code == "SQLITE_NOTADB":
+        return SchemaMismatch(
+            f"database {path!r} is not a SQLite database ({text}); it was not modified: pass the path of a "
+            "crashgate database, or of a file that does not exist yet"
+        )
+    if "locked" in text or "busy" in text:
+        return StoreBusy(f"database {path!r} is locked by another process ({text}); try again later")
+    if _read_only(path) or "readonly" in text or "read-only" in text:
+        return _read_only_error(path, f"{code}: {text}")
+    if code.startswith("SQLITE_CORRUPT") or "malformed" in text:
+        return StoreFailed(
+            f"database {path!r} is damaged ({code}: {text}); nothing was written: restore it from a backup, "
+            f"or recover what is left with `sqlite3 {path} .recover`"
+        )
+    if code.startswith("SQLITE_IOERR") or "I/O error" in text:
+        return StoreFailed(
+            f"database {path!r}: an I/O error while opening ({code}: {text}); nothing was written: check the device "
+            f"and free disk space; if {path + '-wal'!r} was deleted while the database was in use, restore it "
+            "(or, losing the commits it held, delete the -shm file too)"
+        )
+    return StoreFailed(f"database {path!r} cannot be opened ({code}: {text}); check the path, its permissions and the device")
+
+
+def _read_only_error(path: str, detail: str) -> StoreFailed:
+    return StoreFailed(
+        f"database {path!r} is on a read-only file system or is read-only ({detail}); the engine writes "
+        "even to read it (WAL mode): remount it read-write, or copy the database to a writable place"
+    )
+
+
+def _read_only(path: str) -> bool:
+    """Whether the file system holding ``path`` is mounted read-only."""
+    try:
+        return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

@@ -1,0 +1,46 @@
+"""``python -m chaos``: a bad argument or a bad target is one line with exit status 2, never a
+traceback and never a run that was not asked for."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def run_chaos(*args):
+    return subprocess.run([sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_error(out, *fragments):
+    assert out.returncode == 2, (out.returncode, out.stdout[-500:], out.stderr[-2000:])
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (("--jobs", "-5"), "--jobs"),
+        (("-n", "0"), "--jobs"),
+        (("--pairs", "-3"), "--pairs"),
+        (("--sample", "0"), "--sample"),
+        (("--sample", "-1"), "--sample"),
+        (("--sample", "many"), "--sample"),
+        (("--mode", "teleport"), "--mode"),
+    ],
+)
+def test_matrix_refuses_a_number_out_of_range_in_one_line(args, named):
+    assert_one_line_error(run_chaos("matrix", *args), named)
+
+
+@pytest.mark.parametrize("target", ["json:dumps", "os:remove", "os:getcwd", ".relative:adapter", "no_such_module_xyz:a", "chaos:nope", "sys:exit"])
+def test_a_target_that_is_not_an_adapter_is_one_line_naming_it(target):
+    assert_one_line_error(run_chaos("matrix", "--target", target, "--family", "sender", "--faults", "crash"), target)
+
+
+def test_explore_refuses_a_target_that_is_not_an_adapter_and_zero_examples():
+    assert_one_line_error(run_chaos("explore", "--target", "json:dumps"), "json:dumps")
+    assert_one_line_error(run_chaos("explore", "--max-examples", "0"), "--max-examples")
