@@ -241,6 +241,10 @@ class ReferenceAdapter:
     # What any write may answer when the database cannot take it now (another process holds the
     # write lock, the disk is full): "try again later", having changed nothing.
     unavailable_errors: tuple[type[BaseException], ...] = (engine.StoreBusy, engine.StoreFailed)
+    # Steps run inline. The harness traces threads the iteration starts (the engine's step thread)
+    # as well, but that thread's hand-off races with the worker's: a point just after it may land
+    # before or after the worker's next commit, so its crash points are not deterministic yet.
+    threaded = False
     # The SQLite synchronous level every store of this adapter commits with: the power fault
     # (chaos._power_faults) runs a copy of the adapter at FULL or NORMAL, and checks the promise.
     synchronous = "NORMAL"
@@ -256,7 +260,7 @@ class ReferenceAdapter:
         return SqliteStore(db_path, synchronous=self.synchronous)
 
     def make_worker(self, store: Any, workflow: Workflow, *, worker_id: str, clock: Any, rng: random.Random) -> Worker:
-        return Worker(store, workflow, worker_id=worker_id, clock=clock, rng=rng, lease_s=self.lease_s, threaded=False)
+        return Worker(store, workflow, worker_id=worker_id, clock=clock, rng=rng, lease_s=self.lease_s, threaded=self.threaded)
 
     def send_outbox_fn(self) -> Callable[..., Any]:
         return send_outbox

@@ -218,25 +218,6 @@ def _iteration(main: Env, env: Env, worker: str, phase: str, delivery: Delivery 
     return session.run_once if phase == "worker" else session.send_outbox
 
 
-class _SegmentRecorder(Recorder):
-    """A line recorder that also notes, at each point, how many durable writes came before it.
-
-    Two kill points with no durable write between them leave the same files behind: the dead
-    worker's memory is gone either way. Grouping points into such segments lets a kill be drawn
-    segment first, so a short window between two commits is as likely as a long stretch of code.
-    """
-
-    def __init__(self, paths: list[str], writes: Callable[[], Any]) -> None:
-        super().__init__(paths)
-        self.writes = writes
-        self.marks: list[Any] = []
-
-    def _local(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            self.marks.append(self.writes())
-        return super()._local(frame, event, arg)
-
-
 def record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
     """Run the iteration on a copy of the files under a line recorder, in a child: its crash
     points, grouped into segments between durable writes (engine commits, paid calls, deliveries)."""
@@ -268,7 +249,10 @@ def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
     observer = _observer(db)
     commits: Callable[[], Any] = (lambda: observer.execute("PRAGMA data_version").fetchone()[0]) if observer else (lambda: 0)
     env = Env(adapter, directory, clock, world, tag, db=db)
-    recorder = _SegmentRecorder(adapter.trace_paths(), lambda: (commits(), ledger_writes[0]))
+    # Two kill points with no durable write between them leave the same files behind: the dead
+    # worker's memory is gone either way. Grouping points into such segments lets a kill be drawn
+    # segment first, so a short window between two commits is as likely as a long stretch of code.
+    recorder = Recorder(adapter.trace_paths(), observe={"marks": lambda: (commits(), ledger_writes[0])})
     try:
         iteration = _iteration(main, env, worker, phase, None, lambda: None)
         with recorder:
@@ -288,7 +272,7 @@ def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
         shutil.rmtree(directory, ignore_errors=True)
     segments: list[list[Point]] = []
     previous = None
-    for point, mark in zip(recorder.points, recorder.marks):
+    for point, mark in zip(recorder.points, recorder.observed["marks"]):
         if mark != previous or not segments:
             segments.append([])
             previous = mark

@@ -140,21 +140,6 @@ def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int, faults:
     return PreparedPoints(plan, family, groups, workdir)
 
 
-class _StateRecorder(Recorder):
-    """A recorder that also reads, at every point, the state the jobs have committed."""
-
-    def __init__(self, paths: Any, only: Any, db_path: str) -> None:
-        super().__init__(paths, only)
-        self.conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
-        self.states: list[tuple[str, ...]] = []
-
-    def _local(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            # Read before the line runs: a kill at this point leaves exactly this committed state.
-            self.states.append(tuple(r[0] for r in self.conn.execute("SELECT state FROM job ORDER BY id")))
-        return super()._local(frame, event, arg)
-
-
 def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool) -> list[str]:
     """Each point's step: the iteration runs once more, in a child, reading the jobs' committed
     states before every line."""
@@ -168,17 +153,20 @@ def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool
     def body() -> tuple[list[str], list[tuple[str, ...]]] | None:
         iteration = doomed_iteration(run)
         try:
-            recorder = _StateRecorder(adapter.trace_paths(), run.only(deep), run.db)
+            conn = sqlite3.connect(run.db, timeout=30, isolation_level=None, check_same_thread=False)
         except sqlite3.Error:
             return None
+        # Read before each line runs: a kill at that point leaves exactly this committed state.
+        recorder = Recorder(adapter.trace_paths(), run.only(deep),
+                            observe={"states": lambda: tuple(r[0] for r in conn.execute("SELECT state FROM job ORDER BY id"))})
         try:
             with recorder:
                 iteration()
         except sqlite3.Error:  # not the reference schema: the points cannot be grouped by step
             return None
         finally:
-            recorder.conn.close()
-        return [p.id for p in recorder.points], recorder.states
+            conn.close()
+        return [p.id for p in recorder.points], recorder.observed["states"]
 
     try:
         ended = fork(body).wait()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -84,14 +85,20 @@ class _Scope:
 
 
 class Recorder:
-    """Records every line event in scope, in order, during a ``with`` block (restores the tracer)."""
+    """Records every line event in scope, in order, during a ``with`` block (restores the tracer),
+    on the thread that enters it and on the threads started meanwhile.
+
+    ``observe`` names what else to note at each point, just before its line runs (what a kill
+    there would leave): ``name -> callable``, each result kept in ``observed[name]``. The crash
+    matrix observes the durable state (:class:`DurableState`); random histories the segments
+    between durable writes; fault plans the jobs' committed states.
+    """
 
     def __init__(self, paths: Iterable[str], only: Iterable[CodeType] | None = None, between: Callable[[], bool] | None = None,
-                 durable: "DurableState | None" = None) -> None:
+                 observe: dict[str, Callable[[], Any]] | None = None) -> None:
         self.scope = _Scope(paths, only)
-        # For each point: the durable state there (see :class:`DurableState`); [] when not watched.
-        self.durable: list[Any] = []
-        self.durable_state = durable
+        self.observe = dict(observe or {})
+        self.observed: dict[str, list[Any]] = {name: [] for name in self.observe}
         self.points: list[Point] = []
         # For each point: was the worker between transactions there (holding no write lock)?
         self.between: list[bool] = []
@@ -102,14 +109,18 @@ class Recorder:
         self.codes: set[CodeType] = set()
         self._counts: Counter[tuple[str, int]] = Counter()
         self._previous: Any = None
+        self._previous_threads: Any = None
+        self._active = False
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if self.scope(frame.f_code):
+        if self._active and self.scope(frame.f_code):
             self.codes.add(frame.f_code)
             return self._local
         return None
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if not self._active:
+            return None
         if event == "line":
             code = frame.f_code
             key = (code.co_filename, frame.f_lineno)
@@ -117,8 +128,8 @@ class Recorder:
             self.points.append(Point(code.co_filename, frame.f_lineno, self._counts[key], code.co_name))
             self.between.append(self._between() if self._between is not None else True)
             self.ops.append(self._ops)
-            if self.durable_state is not None:
-                self.durable.append(self.durable_state())
+            for name, fn in self.observe.items():
+                self.observed[name].append(fn())
         return self._local
 
     def watch_transactions(self, between: Callable[[], bool]) -> None:
@@ -131,12 +142,18 @@ class Recorder:
         self._ops += 1
 
     def __enter__(self) -> "Recorder":
-        self._previous = sys.gettrace()
+        # Threads the iteration starts are traced too (the engine's step thread): a point may be
+        # on any of them. A thread still running after the block records nothing more.
+        self._previous, self._previous_threads = sys.gettrace(), threading.gettrace()
+        self._active = True
+        threading.settrace(self._global)
         sys.settrace(self._global)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._active = False
         sys.settrace(self._previous)
+        threading.settrace(self._previous_threads)
 
 
 def pause_classes(ops: list[int]) -> list[int]:
@@ -233,12 +250,17 @@ class Killer:
         self.reached = False
         self._count = 0
         self._previous: Any = None
+        self._previous_threads: Any = None
+        self._active = False
         self._holds: dict[CodeType, bool] = {}
+        self._lock = threading.Lock()
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
         # Only a frame whose own bytecode has the target line is traced line by line: every
         # other frame runs at full speed (a function's nested functions are code objects of
         # their own). This is most of what a scenario costs before its kill.
+        if not self._active:
+            return None
         code = frame.f_code
         holds = self._holds.get(code)
         if holds is None:
@@ -250,19 +272,28 @@ class Killer:
         return self._local if holds else None
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if not self._active:
+            return None
         if event == "line" and frame.f_lineno == self.target[1] and frame.f_code.co_filename == self.target[0]:
-            self._count += 1
-            if self._count == self.hit:
-                self.reached = True
-                sys.settrace(self._previous)
+            with self._lock:  # the worker's thread and its step thread may both reach the line
+                self._count += 1
+                hit = self._count == self.hit and self._active
+                if hit:
+                    self.reached, self._active = True, False
+            if hit:
+                sys.settrace(self._previous if threading.current_thread() is threading.main_thread() else None)
                 frame.f_trace = None
                 self.on_hit()
         return self._local
 
     def __enter__(self) -> "Killer":
-        self._previous = sys.gettrace()
+        self._previous, self._previous_threads = sys.gettrace(), threading.gettrace()
+        self._active = True
+        threading.settrace(self._global)
         sys.settrace(self._global)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._active = False
         sys.settrace(self._previous)
+        threading.settrace(self._previous_threads)

@@ -419,7 +419,8 @@ def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool 
 
     def body() -> tuple[Any, ...]:
         run.world.conn  # the ledger exists from here on, so that its commits can be watched too
-        recorder = Recorder(adapter.trace_paths(), run.only(deep), durable=DurableState(directory, run.db, run.clock))
+        durable = DurableState(directory, run.db, run.clock)
+        recorder = Recorder(adapter.trace_paths(), run.only(deep), observe={"durable": durable})
         watched = [True]
 
         def watch(session: Any) -> None:
@@ -445,14 +446,14 @@ def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool 
             run.clock.observer = None
             run.on_session = None
             run.world.conn.set_trace_callback(None)
-            recorder.durable_state.close()
+            durable.close()
         executable: dict[str, set[int]] = {}
         for code in recorder.codes:
             executable.setdefault(code.co_filename, set()).update(function_lines(code))
         # The baseline: the same process goes on to the end, faults stopped, as if nothing happened.
         drained = _drain(run, advance=True)
         return (recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, recorder.between,
-                recorder.ops if watched[0] else [], recorder.durable, drained)
+                recorder.ops if watched[0] else [], recorder.observed["durable"], drained)
 
     started = time.perf_counter()
     try:

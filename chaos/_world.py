@@ -138,7 +138,7 @@ class World:
     def conn(self) -> sqlite3.Connection:
         """This process's ledger connection (a forked child opens its own)."""
         if self._conn is None or self._pid != os.getpid():
-            self._conn = sqlite3.connect(self.ledger_path, isolation_level=None, timeout=30)
+            self._conn = sqlite3.connect(self.ledger_path, isolation_level=None, timeout=30, check_same_thread=False)
             # The ledger must survive the worker's SIGKILL, not a power loss: every write is its
             # own autocommit transaction, and the OS keeps the data once the write returns.
             self._conn.execute("PRAGMA journal_mode=WAL")
