@@ -24,6 +24,16 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
+def require(reason: str | None) -> None:
+    """Go on when ``reason`` is None; else skip saying what is missing, or fail under ``CI=true``
+    (CI must not pass without the real component)."""
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[TemporaryPostgres]:
     """A PostgreSQL server on a free loopback port, removed with its data at the end."""

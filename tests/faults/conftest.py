@@ -4,16 +4,11 @@ with ``CI=true`` that is a failure instead, so CI cannot pass without injecting 
 from __future__ import annotations
 
 import pytest
-from pg_fixtures import in_ci
+from pg_fixtures import require
 
 from chaos._machine_faults import libfiu_missing
 
 
 @pytest.fixture
 def libfiu() -> None:
-    reason = libfiu_missing()
-    if reason is None:
-        return
-    if in_ci():
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(reason)
+    require(libfiu_missing())
