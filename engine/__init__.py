@@ -36,6 +36,9 @@ from ._errors import (
 from ._http import HttpSender
 from ._human import RESOLUTIONS, cancel, requeue, resolve
 from ._outbox import SendReport, Sender, send_outbox
+from ._lease import LeasePolicy
+from ._open import open_store
+from ._outcome import Outcome
 from ._postgres import PostgresStore
 from ._queries import format_status, status
 from ._reference import (
@@ -49,7 +52,9 @@ from ._reference import (
 )
 from ._replay import ReplayResult, replay
 from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
-from ._store import Claim, Job, Memo, OutboxRow, SqliteStore, open_store
+from ._sqlite import SqliteStore
+from ._sqlstore import SqlStore
+from ._store import Claim, Completion, Job, Memo, OutboxRow, Store
 from ._worker import RunResult, StepContext, Worker
 from ._workflow import CANCELLED, NEEDS_HUMAN, PENDING, NeedsHuman, Step, StepOutput, Workflow
 
@@ -60,6 +65,7 @@ __all__ = [
     "CANCELLED",
     "Claim",
     "Clock",
+    "Completion",
     "ConnectionFailed",
     "DamagedRow",
     "Documents",
@@ -73,6 +79,7 @@ __all__ = [
     "InvalidInput",
     "Job",
     "LeaseLost",
+    "LeasePolicy",
     "LocalModel",
     "Memo",
     "Model",
@@ -80,6 +87,7 @@ __all__ = [
     "NEEDS_HUMAN",
     "NeedsHuman",
     "OutboxRow",
+    "Outcome",
     "PENDING",
     "ParseFailed",
     "PoisonError",
@@ -94,12 +102,14 @@ __all__ = [
     "SendReport",
     "Sender",
     "ServerError",
+    "SqlStore",
     "SqliteStore",
     "Step",
     "StepContext",
     "StepError",
     "StepOutput",
     "StepTimeout",
+    "Store",
     "StoreBusy",
     "StoreFailed",
     "SystemClock",

@@ -21,7 +21,7 @@ from ._human import RESOLUTIONS, cancel, requeue, resolve
 from ._outbox import send_outbox
 from ._queries import format_status, status
 from ._replay import replay
-from ._store import open_store
+from ._open import open_store
 from ._worker import Worker
 from ._workflow import Workflow
 
