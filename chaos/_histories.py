@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterable
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from engine import STORE_UNAVAILABLE
+
 from ._adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from ._clock import SharedClock
 from ._doom import SECOND, Env, Frozen, abandon_frozen, kill, pause, record, resume
@@ -56,7 +58,7 @@ FROZEN_BUSY_TIMEOUT_S = 0.05
 CLOCK_STEP_BACK_S = 3600.0
 # Outcomes of an iteration that gave up on the database mid-step: the step's work may be lost,
 # and paid for again once the lease runs out.
-GAVE_UP = ("busy", "unavailable")
+GAVE_UP = STORE_UNAVAILABLE
 HUMAN_ACTIONS = "human-actions"
 HUMAN_ACTIONS_DOC = (
     "An illegal human action (requeue, resolve, cancel) raises the engine's clear error and changes "

@@ -38,7 +38,7 @@ from ._human import RESOLUTIONS, cancel, requeue, resolve
 from ._outbox import SendReport, Sender, send_outbox
 from ._lease import LeasePolicy
 from ._open import open_store
-from ._outcome import Outcome
+from ._outcome import NO_PROGRESS, STORE_UNAVAILABLE, Outcome
 from ._postgres import PostgresStore
 from ._queries import format_status, status
 from ._reference import (
@@ -85,6 +85,7 @@ __all__ = [
     "Model",
     "ModelReply",
     "NEEDS_HUMAN",
+    "NO_PROGRESS",
     "NeedsHuman",
     "OutboxRow",
     "Outcome",
@@ -98,6 +99,7 @@ __all__ = [
     "ReplayResult",
     "RetryableError",
     "RunResult",
+    "STORE_UNAVAILABLE",
     "SchemaMismatch",
     "SendReport",
     "Sender",
