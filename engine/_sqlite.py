@@ -30,9 +30,16 @@ from ._sql import SQLITE, Statements
 from ._sqlstore import SqlStore
 from ._store import APPLICATION_ID, SCHEMA_VERSION
 
-__all__ = ["SqliteStore", "SYNCHRONOUS_LEVELS"]
+__all__ = ["SqliteStore", "SYNCHRONOUS_LEVELS", "WAL_AUTOCHECKPOINT_PAGES"]
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+# SQLite checkpoints the WAL into the database file every wal_autocheckpoint pages (default 1000),
+# and at NORMAL that is where the fsyncs happen. A step completion writes about 3.5 pages (the job
+# row, the memo row, at times an index or the outbox), so the default would checkpoint, and fsync,
+# every ~290 commits; at 4000 pages it does so every ~1100, as often per commit as a one-page
+# transaction does at the default. The WAL grows to about 16 MiB before it is reset. Durability
+# is unchanged: a committed transaction is in the WAL either way.
+WAL_AUTOCHECKPOINT_PAGES = 4000
 CLAIM_PLAN = "EXPLAIN QUERY PLAN SELECT id FROM job WHERE next_run_at <= 0 ORDER BY next_run_at LIMIT 1"
 SELECT_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
 
@@ -68,6 +75,7 @@ class SqliteStore(SqlStore):
         self._ensure_schema()
         if path != ":memory:":
             self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")  # a constant
         self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
 
     # -- the write lock and errors ------------------------------------------------------------------
