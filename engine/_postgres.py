@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._errors import InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
-from ._sql import POSTGRESQL, Statements
+from ._sql import POSTGRESQL
 from ._sqlstore import SqlStore
 from ._store import APPLICATION_ID, SCHEMA_VERSION
 
@@ -83,9 +83,7 @@ class PostgresStore(SqlStore):
     :class:`~engine.StoreBusy` (PostgreSQL's ``lock_timeout``), as on SQLite.
     """
 
-    backend = "postgresql"
     dialect = POSTGRESQL
-    sql = Statements().rendered(POSTGRESQL)
 
     def __init__(
         self,

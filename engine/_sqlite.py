@@ -26,7 +26,7 @@ from __future__ import annotations
 import sqlite3
 
 from ._errors import InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
-from ._sql import SQLITE, Statements
+from ._sql import SQLITE
 from ._sqlstore import SqlStore
 from ._store import APPLICATION_ID, SCHEMA_VERSION
 
@@ -51,9 +51,7 @@ class SqliteStore(SqlStore):
     True
     """
 
-    backend = "sqlite"
     dialect = SQLITE
-    sql = Statements().rendered(SQLITE)
 
     def __init__(
         self,

@@ -31,12 +31,18 @@ ERROR_ROWS_MAX = 20
 class SqlStore:
     """The store's contract over SQL; subclassed once per backend (see the module docstring)."""
 
-    dialect: ClassVar[Dialect]
+    dialect: ClassVar[Dialect]  # what a backend class declares; sql and backend follow from it
     sql: ClassVar[Statements]  # the statements as ``dialect`` writes them
     backend: ClassVar[str]
     conn: Any  # the backend's DB-API connection
     workflow: str
     busy_timeout_s: float
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "dialect" in cls.__dict__:
+            cls.sql = Statements().rendered(cls.dialect)
+            cls.backend = cls.dialect.name
 
     # -- what a backend provides ----------------------------------------------------------------
     def close(self) -> None:
@@ -70,9 +76,12 @@ class SqlStore:
 
     def _read(self, sql: str, params: Mapping[str, Any]) -> list[Any]:
         """Run one read outside any write; a failure of the machine is raised as a typed error."""
+        return self._cursor(sql, params).fetchall()
+
+    def _cursor(self, sql: str, params: Mapping[str, Any]) -> Any:
         self._ready()
         try:
-            return self.conn.execute(sql, params).fetchall()
+            return self.conn.execute(sql, params)
         except Exception as exc:
             error = self._failure(exc, "a read")
             if error is None:
@@ -81,7 +90,6 @@ class SqlStore:
 
     # -- submit -----------------------------------------------------------------------------------
     def submit(self, job_id: str, payload: Any, *, now: float) -> Job:
-        """Create a job, or return the existing one if ``job_id`` was submitted with this payload."""
         return self.submit_many([(job_id, payload)], now=now)[0]
 
     def submit_many(self, items: Iterable[tuple[str, Any]], *, now: float) -> list[Job]:
@@ -147,23 +155,15 @@ class SqlStore:
         having written nothing, if the lease was taken over.
         """
         done = completion if completion is not None else Completion(**fields)
-        sql = self.sql
-        job_id, token, now = claim.job_id, claim.token, done.now
+        sql, job_id, now = self.sql, claim.job_id, done.now
+        move = {"id": job_id, "token": claim.token, "now": now, "to": done.done_state, "from": done.from_state}
         with self._write() as conn:
             if done.next_state is None:
-                moved = conn.execute(sql.COMPLETE_RELEASE, {
-                    "id": job_id, "token": token, "now": now, "to": done.done_state, "from": done.from_state,
-                    "result": done.result_json, "next_run_at": done.release_at,
-                }).rowcount
+                moved = conn.execute(sql.COMPLETE_RELEASE, {**move, "result": done.result_json, "next_run_at": done.release_at}).rowcount
             elif done.lease_until == claim.lease_until:
-                moved = conn.execute(sql.COMPLETE_KEEP_LEASE_AS_IS, {
-                    "id": job_id, "token": token, "now": now, "to": done.done_state, "from": done.from_state,
-                }).rowcount
+                moved = conn.execute(sql.COMPLETE_KEEP_LEASE_AS_IS, move).rowcount
             else:
-                moved = conn.execute(sql.COMPLETE_KEEP_LEASE, {
-                    "id": job_id, "token": token, "now": now, "to": done.done_state, "from": done.from_state,
-                    "until": done.lease_until,
-                }).rowcount
+                moved = conn.execute(sql.COMPLETE_KEEP_LEASE, {**move, "until": done.lease_until}).rowcount
             if moved != 1:
                 return False
             if done.write_memo:
@@ -171,9 +171,8 @@ class SqlStore:
             for kind, payload in done.effects.items():
                 conn.execute(sql.INSERT_OUTBOX, {"id": job_id, "kind": kind, "payload": payload, "now": now})
             if done.next_state is not None:
-                moved = conn.execute(sql.FENCED_MOVE, {
-                    "id": job_id, "token": token, "now": now, "to": done.next_state, "from": done.done_state,
-                }).rowcount
+                move.update({"to": done.next_state, "from": done.done_state})
+                moved = conn.execute(sql.FENCED_MOVE, move).rowcount
                 if moved != 1:
                     raise AssertionError(f"job {job_id!r} changed under its own write lock")
         return True
@@ -189,28 +188,21 @@ class SqlStore:
         next_run_at: float | None,
         now: float,
     ) -> bool:
-        """Leave the working state without a result (retry edge, failed state or needs_human)."""
-        params = {
+        return self._swap(self.sql.PARK, {
             "id": claim.job_id, "token": claim.token, "from": from_state, "to": to_state, "attempts": attempts,
             "error": clip_error(error), "next_run_at": next_run_at, "now": now,
-        }
-        with self._write() as conn:
-            moved = conn.execute(self.sql.PARK, params).rowcount
-        return moved == 1
+        })
 
     def heartbeat(self, claim: Claim, *, state: str, until: float, now: float) -> bool:
-        """Extend the lease; False means it was taken over and the worker must stop."""
-        params = {"until": until, "now": now, "id": claim.job_id, "state": state, "token": claim.token}
-        with self._write() as conn:
-            changed = conn.execute(self.sql.HEARTBEAT, params).rowcount
-        return changed == 1
+        return self._swap(self.sql.HEARTBEAT, {"until": until, "now": now, "id": claim.job_id, "state": state, "token": claim.token})
 
     def human_move(self, job_id: str, *, from_state: str, to_state: str, next_run_at: float | None, now: float) -> bool:
-        """A person's action: a compare-and-swap on the state, not fenced by any lease."""
-        params = {"id": job_id, "from": from_state, "to": to_state, "next_run_at": next_run_at, "now": now}
+        return self._swap(self.sql.HUMAN_MOVE, {"id": job_id, "from": from_state, "to": to_state, "next_run_at": next_run_at, "now": now})
+
+    def _swap(self, sql: str, params: Mapping[str, Any]) -> bool:
+        """One guarded UPDATE in a transaction of its own: True if it changed the one row."""
         with self._write() as conn:
-            moved = conn.execute(self.sql.HUMAN_MOVE, params).rowcount
-        return moved == 1
+            return conn.execute(sql, params).rowcount == 1
 
     # -- the memo -----------------------------------------------------------------------------------
     def memo(self, job_id: str, step: str) -> Memo | None:
@@ -229,7 +221,6 @@ class SqlStore:
         return [OutboxRow(row_id, job_id, kind, json.loads(payload), attempts) for row_id, job_id, kind, payload, attempts in rows]
 
     def mark_sent(self, ids: list[int], *, now: float) -> int:
-        """Mark delivered rows; only ever called after the sender confirmed each delivery."""
         if not ids:
             return 0
         with self._write() as conn:
@@ -255,16 +246,9 @@ class SqlStore:
 
     def _dicts(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """A read's rows as dicts keyed by column name."""
-        self._ready()
-        try:
-            cursor = self.conn.execute(sql, params)
-            names = [column[0] for column in cursor.description]
-            return [dict(zip(names, row)) for row in cursor.fetchall()]
-        except Exception as exc:
-            error = self._failure(exc, "a read")
-            if error is None:
-                raise
-            raise error from exc
+        cursor = self._cursor(sql, params)
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
 class _WriteTransaction:
@@ -310,20 +294,7 @@ class _WriteTransaction:
 
 
 def _job(row: Any) -> Job:
-    """A job row (the columns of ``JOB_COLUMNS``, in order) with its JSON parsed."""
-    job_id, workflow, state, payload, result, attempts, next_run_at, lease_until, lease_owner, token, error, created, updated = row
-    return Job(
-        id=job_id,
-        workflow=workflow,
-        state=state,
-        payload=load_payload(job_id, payload),
-        result=None if result is None else load_stored(result, job_id, "result", PAYLOAD_FIX),
-        attempts=attempts,
-        next_run_at=next_run_at,
-        lease_until=lease_until,
-        lease_owner=lease_owner,
-        lease_token=token,
-        last_error=error,
-        created=created,
-        updated=updated,
-    )
+    """A job row (``JOB_COLUMNS``, in that order) with its JSON parsed."""
+    job_id, workflow, state, payload, result, *rest = row
+    result = None if result is None else load_stored(result, job_id, "result", PAYLOAD_FIX)
+    return Job(job_id, workflow, state, load_payload(job_id, payload), result, *rest)

@@ -24,25 +24,9 @@ from typing import Any, Iterable, Mapping, Protocol
 from ._errors import DamagedRow, InvalidInput
 
 __all__ = [
-    "Store",
-    "Job",
-    "Claim",
-    "Completion",
-    "Memo",
-    "OutboxRow",
-    "SCHEMA_VERSION",
-    "APPLICATION_ID",
-    "JOB_ID_CHARS_MAX",
-    "PAYLOAD_BYTES_MAX",
-    "ERROR_CHARS_MAX",
-    "PAYLOAD_FIX",
-    "dumps",
-    "check_job_id",
-    "payload_json",
-    "clip_error",
-    "load_stored",
-    "load_payload",
-    "load_memo",
+    "Store", "Job", "Claim", "Completion", "Memo", "OutboxRow", "SCHEMA_VERSION", "APPLICATION_ID", "JOB_ID_CHARS_MAX",
+    "PAYLOAD_BYTES_MAX", "ERROR_CHARS_MAX", "PAYLOAD_FIX", "dumps", "check_job_id", "payload_json", "clip_error", "load_stored",
+    "load_payload", "load_memo",
 ]
 
 SCHEMA_VERSION = 1
@@ -151,15 +135,12 @@ class Store(Protocol):
 
     def claim_plan(self) -> str:
         """The claim query's plan as the database reports it (it must use the ``job_due`` index)."""
-        ...
 
     def submit(self, job_id: str, payload: Any, *, now: float) -> Job:
         """Create a job, or return the existing one if ``job_id`` was submitted with this payload."""
-        ...
 
     def submit_many(self, items: Iterable[tuple[str, Any]], *, now: float) -> list[Job]:
         """Submit many jobs in one transaction: all are stored, or (on any error) none."""
-        ...
 
     def get(self, job_id: str) -> Job: ...
 
@@ -167,26 +148,21 @@ class Store(Protocol):
 
     def claim(self, owner: str, *, now: float, lease_s: float, starts: Mapping[str, str]) -> Claim | None:
         """Lease the most overdue claimable job and start its step, in ONE write transaction."""
-        ...
 
     def complete(self, claim: Claim, completion: Completion) -> bool:
         """Commit a step's memo, outbox rows and state advance together; False if the lease was lost."""
-        ...
 
     def park(
         self, claim: Claim, *, from_state: str, to_state: str, attempts: int, error: str | None,
         next_run_at: float | None, now: float,
     ) -> bool:
         """Leave the working state without a result (retry edge, failed state or needs_human)."""
-        ...
 
     def heartbeat(self, claim: Claim, *, state: str, until: float, now: float) -> bool:
         """Extend the lease; False means it was taken over and the worker must stop."""
-        ...
 
     def human_move(self, job_id: str, *, from_state: str, to_state: str, next_run_at: float | None, now: float) -> bool:
         """A person's action: a compare-and-swap on the state, not fenced by any lease."""
-        ...
 
     def memo(self, job_id: str, step: str) -> Memo | None: ...
 
@@ -196,13 +172,11 @@ class Store(Protocol):
 
     def mark_sent(self, ids: list[int], *, now: float) -> int:
         """Mark delivered rows; only ever called after the sender confirmed each delivery."""
-        ...
 
     def mark_send_failed(self, row_id: int, *, error: str, next_at: float) -> None: ...
 
     def status(self, *, now: float, settled_states: frozenset[str] | set[str]) -> dict[str, Any]:
         """The operating queries' rows (see :func:`engine.status`)."""
-        ...
 
 
 def dumps(value: Any, *, what: str = "value") -> str:

@@ -426,21 +426,16 @@ class Worker:
 
     def _park(self, claim: Claim, step: Step, to_state: str, error: str | None, next_run_at: float | None, *, attempts: int | None = None) -> Outcome:
         self.workflow.check(step.working_state, to_state)
-        with self._db_lock:
-            ok = self.store.park(
-                claim,
-                from_state=step.working_state,
-                to_state=to_state,
-                attempts=claim.attempts if attempts is None else attempts,
-                error=error,
-                next_run_at=next_run_at,
-                now=self.clock.now(),
-            )
-        if not ok:
+        if not self._park_in_store(claim, step.working_state, to_state, claim.attempts if attempts is None else attempts, error, next_run_at):
             return Outcome.LEASE_LOST
         if to_state == NEEDS_HUMAN:
             return Outcome.NEEDS_HUMAN
         return Outcome.RETRY if next_run_at is not None else Outcome.FAILED
+
+    def _park_in_store(self, claim: Claim, from_state: str, to_state: str, attempts: int, error: str, next_run_at: float | None) -> bool:
+        with self._db_lock:
+            return self.store.park(claim, from_state=from_state, to_state=to_state, attempts=attempts, error=error,
+                                   next_run_at=next_run_at, now=self.clock.now())
 
     # -- what the machine did ---------------------------------------------------------------------
     def _store_failed(self, claim: Claim | None) -> RunResult:
@@ -450,9 +445,7 @@ class Worker:
         keeps its state and lease, and the next iteration (or another worker, once the lease
         expires) takes it up again when the disk recovers.
         """
-        if claim is None:
-            return RunResult(Outcome.UNAVAILABLE)
-        return RunResult(Outcome.UNAVAILABLE, claim.job_id, claim.state)
+        return RunResult(Outcome.UNAVAILABLE) if claim is None else RunResult(Outcome.UNAVAILABLE, claim.job_id, claim.state)
 
     def _quarantine(self, claim: Claim, why: str) -> RunResult:
         """Park a job whose row is damaged, with ``why`` as its last_error; the loop goes on.
@@ -471,16 +464,7 @@ class Worker:
         if step is not None:
             self.workflow.check(claim.state, to_state)
         try:
-            with self._db_lock:
-                ok = self.store.park(
-                    claim,
-                    from_state=claim.state,
-                    to_state=to_state,
-                    attempts=claim.attempts,
-                    error=f"quarantined: {why}",
-                    next_run_at=None,
-                    now=self.clock.now(),
-                )
+            ok = self._park_in_store(claim, claim.state, to_state, claim.attempts, f"quarantined: {why}", None)
         except StoreBusy:
             return RunResult(Outcome.BUSY, claim.job_id, claim.state)
         except StoreFailed:
