@@ -50,30 +50,33 @@ STORE_BACKOFF_S_MAX = 30.0
 class _ClaimMemos:
     """The memo rows of one claim's job: each step's lookup, and the inputs of the steps after it.
 
-    The first step of a claim looks its memo up and reads the earlier steps' outputs from the
-    store. If there were none (a job claimed fresh at its first step: the common case), the store
-    is not asked again during the claim: while the claim's lease holds, only this worker can add
-    memo rows for the job (each memo insert is part of a completion fenced by its token), and memo
-    rows never change. So a later step has no memo row, and its inputs are the JSON this worker
-    itself committed; each step still gets freshly parsed objects, exactly as a read would give.
-    After a memo was found, or if earlier memos existed, every step reads. (A worker whose lease
-    was taken over meanwhile may then run one step in vain: its commit is fenced off, and the
-    harness counts that call as the interruption's wasted spend.)
+    A step's lookup reads the job's memo rows once, which are also the step's inputs; only a step
+    found there is read again, for its cost. If there were none (a job claimed fresh at its first
+    step: the common case), the store is not asked again during the claim: while the claim's lease
+    holds, only this worker can add memo rows for the job (each memo insert is part of a completion
+    fenced by its token), and memo rows never change. So a later step has no memo row, and its
+    inputs are the JSON this worker itself committed; each step still gets freshly parsed objects,
+    exactly as a read would give. After a memo was found, or if earlier memos existed, every step
+    reads. (A worker whose lease was taken over meanwhile may then run one step in vain: its commit
+    is fenced off, and the harness counts that call as the interruption's wasted spend.)
     """
 
-    __slots__ = ("_texts",)
+    __slots__ = ("_texts", "_read")
 
     def __init__(self) -> None:
         self._texts: dict[str, str] | None = None  # None: read from the store
+        self._read: dict[str, Any] | None = None  # the rows the current step's lookup read
 
     def lookup(self, store: Store, job_id: str, step: str) -> Memo | None:
         if self._texts is not None:
             return None  # see the class docstring: no memo row can exist that this worker did not write
-        return store.memo(job_id, step)
+        self._read = store.memos(job_id)
+        return store.memo(job_id, step) if step in self._read else None
 
     def load(self, store: Store, job_id: str) -> dict[str, Any]:
         if self._texts is None:
-            inputs = store.memos(job_id)
+            inputs = self._read if self._read is not None else store.memos(job_id)
+            self._read = None
             self._texts = None if inputs else {}
             return inputs
         return {name: json.loads(text) for name, text in self._texts.items()}
@@ -83,7 +86,7 @@ class _ClaimMemos:
             self._texts[step] = output_json
 
     def forget(self) -> None:
-        self._texts = None
+        self._texts = self._read = None
 
 
 class _StepThread:
