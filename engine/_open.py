@@ -15,12 +15,12 @@ from typing import Any
 from ._errors import InvalidInput
 from ._postgres import PostgresStore
 from ._sqlite import SqliteStore
-from ._sqlstore import SqlStore
+from ._store import Store
 
 __all__ = ["open_store"]
 
 
-def open_store(url: str, **options: Any) -> SqlStore:
+def open_store(url: str, **options: Any) -> Store:
     """The store at ``url``, opened with the backend's ``options`` (e.g. ``busy_timeout_s``).
 
     psycopg is imported only when a ``postgresql://`` store is opened.
