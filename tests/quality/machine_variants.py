@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 from dataclasses import replace
 from typing import Any
 
 from chaos import ReferenceAdapter
-from engine import Completion, Outcome, RunResult, SqliteStore, StoreFailed, Worker, Workflow
+from engine import Completion, RunResult, SqliteStore, Worker, Workflow
 
 from .variants import _start
 
@@ -37,11 +38,9 @@ class _Variant(ReferenceAdapter):
 
 # -- 1 -------------------------------------------------------------------------------------------
 class _LetItCrashWorker(Worker):
-    def run_once(self) -> RunResult:
-        result = super().run_once()
-        if result.outcome == Outcome.UNAVAILABLE:
-            raise StoreFailed(f"job {result.job_id!r}: the database failed")  # BUG: "a supervisor restarts us" -- there is none
-        return result
+    def _store_failed(self, claim: Any) -> RunResult:
+        failure = sys.exception()  # the StoreFailed that run_once is handling
+        raise failure.__cause__ or failure  # BUG: "a supervisor restarts us" -- there is none
 
 
 class DiesOnDiskError(_Variant):
