@@ -214,6 +214,7 @@ class _Run:
         self.dir = directory
         self.db = db if db is not None else os.path.join(directory, "engine.db")
         self.drop = drop
+        self.owner_pid = os.getpid()  # only this process drops ``db``, never a forked child closing its copy
         self.clock = SharedClock(clock_at)
         self.world = World(directory, self.clock, lease_s=adapter.lease_s)
         self.world.probe = adapter.probe(self.db)
@@ -244,7 +245,7 @@ class _Run:
         release = getattr(self.adapter, "release", None)
         if release is not None:
             release(self.db)
-        if self.drop:
+        if self.drop and os.getpid() == self.owner_pid:
             self.drop = False
             self.adapter.drop_db(self.db)
 
