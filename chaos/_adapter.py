@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import engine
-from engine import IdempotencyConflict, SqliteStore, Worker, Workflow, reference_workflow, send_outbox
+from engine import IdempotencyConflict, SqliteStore, SqlStore, Worker, Workflow, reference_workflow, send_outbox
 
 from ._world import World
 
@@ -256,7 +256,7 @@ class ReferenceAdapter:
     def workflow(self, world: World) -> Workflow:
         return reference_workflow(world.model, world.documents)
 
-    def make_store(self, db_path: str) -> SqliteStore:
+    def make_store(self, db_path: str) -> SqlStore:
         return SqliteStore(db_path, synchronous=self.synchronous)
 
     def make_worker(self, store: Any, workflow: Workflow, *, worker_id: str, clock: Any, rng: random.Random) -> Worker:

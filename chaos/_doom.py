@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from engine import FakeClock
+from engine import NO_PROGRESS, FakeClock
 
 from ._points import Killer, Point, Recorder
 from ._process import Child, Ended, Exit, die_here, fork, stop_here, tell
@@ -150,7 +150,7 @@ class Env:
             try:
                 session = self.session(SECOND)
                 for _ in range(SECOND_ITERATIONS_MAX):
-                    if session.run_once() in ("idle", "busy"):
+                    if session.run_once() in NO_PROGRESS:
                         break
             finally:
                 world.take_fault = take  # type: ignore[method-assign]

@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine import NO_PROGRESS, Outcome
+
 from ._pgadapter import is_postgres
 from ._receiver import ReceiverProcess
 
@@ -55,7 +57,7 @@ ITERATIONS_MAX = 100_000_000  # a child's loop bound; the deadline and the paren
 LOG_TAIL_CHARS = 1500
 # What the forkserver imports once, so that a restarted process does not.
 PRELOAD = ("engine", "chaos._fleet", "chaos._services", "urllib.request", "http.client")
-ABANDONING = frozenset({"busy", "lease_lost", "retry"})
+ABANDONING = frozenset({Outcome.BUSY, Outcome.LEASE_LOST, Outcome.RETRY})
 
 COUNT_STATES = "SELECT state, COUNT(*) FROM job GROUP BY state"
 COUNT_UNSENT = "SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL"
@@ -435,7 +437,7 @@ def run_worker(spec: dict[str, Any]) -> None:
         if result.job_id is not None and result.outcome in ABANDONING:
             # This claim ends without the step it may have paid for: the next claim pays again.
             ledger.abandoned(spec["id"], result.job_id, result.outcome, clock.now())
-        if result.outcome in ("idle", "busy"):
+        if result.outcome in NO_PROGRESS:
             time.sleep(IDLE_S * (0.5 + rng.random()))
 
 

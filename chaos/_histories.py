@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterable
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from engine import STORE_UNAVAILABLE
+
 from ._adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from ._clock import SharedClock
 from ._doom import SECOND, Env, Frozen, Raised, abandon_frozen, kill, live, pause, record, resume
@@ -57,7 +59,7 @@ FROZEN_BUSY_TIMEOUT_S = 0.05
 CLOCK_STEP_BACK_S = 3600.0
 # Outcomes of an iteration that gave up on the database mid-step: the step's work may be lost,
 # and paid for again once the lease runs out.
-GAVE_UP = ("busy", "unavailable")
+GAVE_UP = STORE_UNAVAILABLE
 HUMAN_ACTIONS = "human-actions"
 # Faults after which a job may rightly end elsewhere than it would without them.
 OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail"})

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from engine import NO_PROGRESS, STORE_UNAVAILABLE
+
 from ._pgadapter import SET_WRITER, is_postgres
 from ._points import Killer, Point
 from ._scenario import (
@@ -44,7 +46,7 @@ IO_FAILURES: dict[str, tuple[tuple[str, int], ...]] = {
 LIBFIU = "libfiu.so.0"
 EXIT_DRAINED = 0
 EXIT_STUCK = 5
-ERRORS = ("busy", "unavailable")  # what run_once answers when the database failed it
+ERRORS = STORE_UNAVAILABLE  # what run_once answers when the database failed it
 
 
 class Page:
@@ -189,7 +191,7 @@ def working(run: _Run) -> set[tuple[str, str]]:
 
 def drain(run: _Run, session: Any) -> bool:
     """Run ``session`` (and the sender) until every job settled, time passing every lease and backoff."""
-    _, _, settled = settle(session, lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock, gave_up=("idle",) + ERRORS)
+    _, _, settled = settle(session, lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock, gave_up=NO_PROGRESS | ERRORS)
     return settled
 
 

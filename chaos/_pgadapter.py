@@ -190,7 +190,7 @@ class PostgresReferenceAdapter(ReferenceAdapter):
         state.pop("_admin", None)
         return state
 
-    def make_store(self, db_path: str) -> PostgresStore:  # type: ignore[override]
+    def make_store(self, db_path: str) -> PostgresStore:
         return PostgresStore(db_path)
 
     def open(self, db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> PostgresSession:

@@ -26,7 +26,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from engine import FakeClock
+from engine import NO_PROGRESS, FakeClock
 
 from ._invariants import Evidence, Violation, check, idempotent_submit, wasted_calls
 from ._world import Call, Fault, World
@@ -89,7 +89,7 @@ class Sandbox:
         """Worker iterations until nothing is due now; returns how many did something."""
         session = self.session(worker)
         for done in range(ITERATIONS_MAX):
-            if session.run_once() in ("idle", "busy"):
+            if session.run_once() in NO_PROGRESS:
                 return done
         raise AssertionError(f"worker {worker!r} still had work after {ITERATIONS_MAX} iterations at one instant")
 

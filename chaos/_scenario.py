@@ -28,7 +28,10 @@ import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Collection
+
+from engine import NO_PROGRESS
+from engine import Outcome as RunOutcome  # the engine's run outcomes; Outcome below is a point's
 
 from ._clock import SharedClock
 from ._invariants import (
@@ -211,6 +214,7 @@ class _Run:
         self.dir = directory
         self.db = db if db is not None else os.path.join(directory, "engine.db")
         self.drop = drop
+        self.owner_pid = os.getpid()  # only this process drops ``db``, never a forked child closing its copy
         self.clock = SharedClock(clock_at)
         self.world = World(directory, self.clock, lease_s=adapter.lease_s)
         self.world.probe = adapter.probe(self.db)
@@ -241,7 +245,7 @@ class _Run:
         release = getattr(self.adapter, "release", None)
         if release is not None:
             release(self.db)
-        if self.drop:
+        if self.drop and os.getpid() == self.owner_pid:
             self.drop = False
             self.adapter.drop_db(self.db)
 
@@ -602,7 +606,7 @@ def due_at(waiting: Any, outbox: Any) -> float:
 
 
 def settle(session: Any, inspect: Callable[[], Any], settled: frozenset[str], clock: Any, *,
-           restart: Callable[[Any, int], Any] | None = None, gave_up: tuple[str, ...] = ("idle", "busy")) -> tuple[Any, list[Violation], bool]:
+           restart: Callable[[Any, int], Any] | None = None, gave_up: Collection[str] = NO_PROGRESS) -> tuple[Any, list[Violation], bool]:
     """Run ``session``'s worker and outbox sender until every job is settled with no lease held
     and no outbox row unsent, moving ``clock`` past the latest lease, backoff or outbox row still
     pending (at least :data:`BACKOFF_JUMP_S`) whenever nothing is due now.
@@ -754,9 +758,9 @@ def _other_worker(run: _Run, name: str) -> tuple[float, list[Violation]]:
             for _ in range(ITERATIONS_PER_ROUND_MAX):
                 started = time.perf_counter()
                 outcome = session.run_once()
-                if outcome == "busy":
+                if outcome == RunOutcome.BUSY:
                     blocked_s += time.perf_counter() - started
-                if outcome in ("idle", "busy"):
+                if outcome in NO_PROGRESS:
                     break
             for _ in range(ITERATIONS_PER_ROUND_MAX):
                 if not session.send_outbox():

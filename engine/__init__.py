@@ -11,118 +11,38 @@
 
 from ._clock import Clock, FakeClock, SystemClock
 from ._errors import (
-    BadRequest,
-    CommitUnknown,
-    ConnectionFailed,
-    DamagedRow,
-    EngineError,
-    IdempotencyConflict,
-    IllegalAction,
-    IllegalTransition,
-    InvalidInput,
-    LeaseLost,
-    ParseFailed,
-    PoisonError,
-    RateLimited,
-    RetryableError,
-    SchemaMismatch,
-    ServerError,
-    StepError,
-    StepTimeout,
-    StoreBusy,
-    StoreFailed,
-    UnknownJob,
-    ValidationFailed,
+    BadRequest, CommitUnknown, ConnectionFailed, DamagedRow, EngineError, IdempotencyConflict, IllegalAction, IllegalTransition,
+    InvalidInput, LeaseLost, ParseFailed, PoisonError, RateLimited, RetryableError, SchemaMismatch, ServerError,
+    StepError, StepTimeout, StoreBusy, StoreFailed, UnknownJob, ValidationFailed,
 )
 from ._http import HttpSender, decode_idempotency_key, encode_idempotency_key
 from ._human import RESOLUTIONS, cancel, requeue, resolve
+from ._lease import LeasePolicy
+from ._open import open_store
 from ._outbox import SendReport, Sender, send_outbox
+from ._outcome import NO_PROGRESS, STORE_UNAVAILABLE, Outcome
 from ._postgres import PostgresStore
 from ._queries import format_status, status
-from ._reference import (
-    REFERENCE_STATES,
-    Documents,
-    GeneratedDocuments,
-    LocalModel,
-    Model,
-    ModelReply,
-    reference_workflow,
-)
+from ._reference import REFERENCE_STATES, Documents, GeneratedDocuments, LocalModel, Model, ModelReply, reference_workflow
 from ._replay import ReplayResult, replay
 from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
-from ._store import Claim, Job, Memo, OutboxRow, SqliteStore, open_store
+from ._sqlite import SqliteStore
+from ._sqlstore import SqlStore
+from ._store import Claim, Completion, Job, Memo, OutboxRow, Store
 from ._worker import RunResult, StepContext, Worker
 from ._workflow import CANCELLED, NEEDS_HUMAN, PENDING, NeedsHuman, Step, StepOutput, Workflow
 
 __all__ = [
-    "ATTEMPTS_MAX",
-    "BACKOFF_S_MAX",
-    "BadRequest",
-    "CANCELLED",
-    "Claim",
-    "Clock",
-    "CommitUnknown",
-    "ConnectionFailed",
-    "DamagedRow",
-    "Documents",
-    "EngineError",
-    "FakeClock",
-    "GeneratedDocuments",
-    "HttpSender",
-    "IdempotencyConflict",
-    "IllegalAction",
-    "IllegalTransition",
-    "InvalidInput",
-    "Job",
-    "LeaseLost",
-    "LocalModel",
-    "Memo",
-    "Model",
-    "ModelReply",
-    "NEEDS_HUMAN",
-    "NeedsHuman",
-    "OutboxRow",
-    "PENDING",
-    "ParseFailed",
-    "PoisonError",
-    "PostgresStore",
-    "REFERENCE_STATES",
-    "RESOLUTIONS",
-    "RateLimited",
-    "ReplayResult",
-    "RetryableError",
-    "RunResult",
-    "SchemaMismatch",
-    "SendReport",
-    "Sender",
-    "ServerError",
-    "SqliteStore",
-    "Step",
-    "StepContext",
-    "StepError",
-    "StepOutput",
-    "StepTimeout",
-    "StoreBusy",
-    "StoreFailed",
-    "SystemClock",
-    "UnknownJob",
-    "ValidationFailed",
-    "Worker",
-    "Workflow",
-    "backoff_s",
-    "cancel",
-    "classify",
-    "decode_idempotency_key",
-    "default_workflow",
-    "encode_idempotency_key",
-    "format_status",
-    "open_store",
-    "reference_workflow",
-    "replay",
-    "requeue",
-    "resolve",
-    "send_outbox",
-    "status",
+    "ATTEMPTS_MAX", "BACKOFF_S_MAX", "BadRequest", "CANCELLED", "Claim", "Clock", "CommitUnknown", "Completion", "ConnectionFailed",
+    "DamagedRow", "Documents", "EngineError", "FakeClock", "GeneratedDocuments", "HttpSender",
+    "IdempotencyConflict", "IllegalAction", "IllegalTransition", "InvalidInput", "Job", "LeaseLost", "LeasePolicy",
+    "LocalModel", "Memo", "Model", "ModelReply", "NEEDS_HUMAN", "NO_PROGRESS", "NeedsHuman", "OutboxRow", "Outcome",
+    "PENDING", "ParseFailed", "PoisonError", "PostgresStore", "REFERENCE_STATES", "RESOLUTIONS", "RateLimited",
+    "ReplayResult", "RetryableError", "RunResult", "STORE_UNAVAILABLE", "SchemaMismatch", "SendReport", "Sender",
+    "ServerError", "SqlStore", "SqliteStore", "Step", "StepContext", "StepError", "StepOutput", "StepTimeout",
+    "Store", "StoreBusy", "StoreFailed", "SystemClock", "UnknownJob", "ValidationFailed", "Worker", "Workflow",
+    "backoff_s", "cancel", "classify", "decode_idempotency_key", "default_workflow", "encode_idempotency_key", "format_status", "open_store", "reference_workflow",
+    "replay", "requeue", "resolve", "send_outbox", "status",
 ]
 
 

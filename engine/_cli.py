@@ -21,10 +21,11 @@ from ._errors import EngineError
 from ._http import HttpSender
 from ._human import RESOLUTIONS, cancel, requeue, resolve
 from ._inputs import check_job_id, payload_json
+from ._open import open_store
 from ._outbox import send_outbox
+from ._outcome import Outcome
 from ._queries import format_status, status
 from ._replay import replay
-from ._store import open_store
 from ._terminal import printable, stdout_closed
 from ._worker import Worker
 from ._workflow import Workflow
@@ -165,9 +166,9 @@ def _work(args: argparse.Namespace, store: Any, workflow: Workflow, clock: Syste
     worker = Worker(store, workflow, worker_id=args.worker_id, clock=clock, lease_s=args.lease_s)
     counts: dict[str, int] = {}
     failures = 0
-    while (result := worker.run_once()).outcome != "idle":
+    while (result := worker.run_once()).outcome != Outcome.IDLE:
         counts[result.outcome] = counts.get(result.outcome, 0) + 1
-        if result.outcome != "unavailable":
+        if result.outcome != Outcome.UNAVAILABLE:
             failures = 0
             continue
         failures += 1
@@ -187,7 +188,7 @@ def _example(args: argparse.Namespace, workflow: Workflow) -> int:
     store = open_store(args.db, workflow=workflow.name)
     store.submit_many(((f"doc-{i}", {"source": f"doc-{i}"}) for i in range(args.jobs)), now=clock.now())
     worker = Worker(store, workflow, worker_id="example", clock=clock)
-    while worker.run_once().outcome != "idle":
+    while worker.run_once().outcome != Outcome.IDLE:
         pass
 
     class Collect:

@@ -14,10 +14,8 @@ that would allow it; nothing changes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._errors import IllegalAction, InvalidInput
-from ._store import Job
+from ._store import Job, Store
 from ._workflow import CANCELLED, NEEDS_HUMAN, PENDING, Workflow
 
 __all__ = ["requeue", "resolve", "cancel", "RESOLUTIONS"]
@@ -25,7 +23,7 @@ __all__ = ["requeue", "resolve", "cancel", "RESOLUTIONS"]
 RESOLUTIONS = ("reverify", "cancel")
 
 
-def requeue(store: Any, workflow: Workflow, job_id: str, *, now: float) -> Job:
+def requeue(store: Store, workflow: Workflow, job_id: str, *, now: float) -> Job:
     """Send a job in a failed state back to the state before the step that failed."""
     job = store.get(job_id)
     target = workflow.requeue_target(job.state)
@@ -34,7 +32,7 @@ def requeue(store: Any, workflow: Workflow, job_id: str, *, now: float) -> Job:
     return _move(store, workflow, job, target, now, "requeue", tuple(sorted(workflow.failed_states)))
 
 
-def resolve(store: Any, workflow: Workflow, job_id: str, action: str, *, now: float) -> Job:
+def resolve(store: Store, workflow: Workflow, job_id: str, action: str, *, now: float) -> Job:
     """Settle a ``needs_human`` job: ``reverify`` runs the review step again, ``cancel`` ends it."""
     if action not in RESOLUTIONS:
         raise InvalidInput(f"resolution {action!r} is not one of: {', '.join(RESOLUTIONS)}")
@@ -45,7 +43,7 @@ def resolve(store: Any, workflow: Workflow, job_id: str, action: str, *, now: fl
     return _move(store, workflow, job, target, now, f"resolve {action}", (NEEDS_HUMAN,))
 
 
-def cancel(store: Any, workflow: Workflow, job_id: str, *, now: float) -> Job:
+def cancel(store: Store, workflow: Workflow, job_id: str, *, now: float) -> Job:
     """Cancel a job that has not started."""
     job = store.get(job_id)
     if job.state != PENDING:
@@ -53,7 +51,7 @@ def cancel(store: Any, workflow: Workflow, job_id: str, *, now: float) -> Job:
     return _move(store, workflow, job, CANCELLED, now, "cancel", (PENDING,))
 
 
-def _move(store: Any, workflow: Workflow, job: Job, target: str, now: float, action: str, allowed: tuple[str, ...]) -> Job:
+def _move(store: Store, workflow: Workflow, job: Job, target: str, now: float, action: str, allowed: tuple[str, ...]) -> Job:
     workflow.check(job.state, target)
     runnable = target in workflow.ready_states
     if not store.human_move(job.id, from_state=job.state, to_state=target, next_run_at=now if runnable else None, now=now):

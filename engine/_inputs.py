@@ -44,6 +44,9 @@ NESTING_DEPTH_MAX = 200
 # bounds it long before this for payloads; step outputs have no byte limit of their own).
 NODES_MAX = 10_000_000
 TYPES_HELP = "pass dicts with string keys, lists, str, int, finite float, bool or None"
+# One encoder for every canonical dump: json.dumps with options builds a new encoder per call,
+# and a step completion dumps its output on every step.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def check_job_id(job_id: Any) -> str:
@@ -115,7 +118,7 @@ def dumps(value: Any, *, what: str = "value") -> str:
     """
     _check_json(value, what)
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return _CANONICAL.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{what} is not JSON-serialisable ({exc}); {TYPES_HELP}") from exc
 

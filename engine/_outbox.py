@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from ._clock import Clock, SystemClock
 from ._errors import StoreBusy, StoreFailed
 from ._retry import BACKOFF_S_MAX, backoff_s
+from ._store import Store
 
 __all__ = ["Sender", "SendReport", "send_outbox", "BATCH_MAX"]
 
@@ -43,7 +44,7 @@ class SendReport:
 
 
 def send_outbox(
-    store: Any,
+    store: Store,
     sender: Sender,
     *,
     clock: Clock | None = None,

@@ -22,6 +22,7 @@ from typing import Any
 
 from ._clock import Clock, SystemClock
 from ._errors import InvalidInput
+from ._store import Store
 from ._workflow import NeedsHuman, StepOutput, Workflow
 
 __all__ = ["replay", "ReplayResult"]
@@ -59,7 +60,7 @@ class _ReplayContext:
         """Replay holds no lease: nothing to renew."""
 
 
-def replay(store: Any, workflow: Workflow, job_id: str, step_name: str, *, clock: Clock | None = None) -> ReplayResult:
+def replay(store: Store, workflow: Workflow, job_id: str, step_name: str, *, clock: Clock | None = None) -> ReplayResult:
     """Run ``step_name`` of ``job_id`` again and diff its output against the stored one."""
     step = workflow.step(step_name)
     job = store.get(job_id)

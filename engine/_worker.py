@@ -26,26 +26,19 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ._clock import Clock, SystemClock
 from ._errors import DamagedRow, InvalidInput, LeaseLost, StepTimeout, StoreBusy, StoreFailed, ValidationFailed
+from ._inputs import check_text, finite_number
+from ._lease import LEASE_S_DEFAULT, LeasePolicy
+from ._outcome import NO_PROGRESS, Outcome
 from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
-from ._inputs import check_text, dumps, finite_number
-from ._store import _PAYLOAD_FIX, Claim
+from ._store import Claim, Completion, Memo, Store, dumps, load_payload
 from ._workflow import NEEDS_HUMAN, NeedsHuman, Step, StepOutput, Workflow
 
 __all__ = ["Worker", "StepContext", "RunResult"]
 
-LEASE_S_DEFAULT = 120.0
-# A heartbeat writes only when it would extend the lease by at least this fraction of it: a step
-# may call ``ctx.heartbeat()`` as often as it likes without a commit each time, and every
-# heartbeat that is not a no-op pushes the lease as far as it may go.
-HEARTBEAT_MIN_EXTENSION_FRACTION = 1 / 8
-# A step completion renews the lease for the next step unless it was taken or renewed less than
-# this long ago (capped at half the gap between the lease and the longest step timeout, so the next
-# step always starts with more lease left than its timeout).
-LEASE_RENEW_SLACK_S_MAX = 1.0
 # The threaded runner wakes 4 times per heartbeat interval (or per timeout, if shorter) to check the
 # timeout and heartbeat. As the timeout is shorter than the lease, a step reaches it in fewer than
 # 12 waits; this bound only stops the loop if the monotonic clock itself stalls.
@@ -55,25 +48,36 @@ WAITS_MAX = 10_000
 STORE_BACKOFF_S_MAX = 30.0
 
 
-class _ClaimInputs:
-    """The outputs of earlier steps that the steps of one claim receive as ``ctx.inputs``.
+class _ClaimMemos:
+    """The memo rows of one claim's job: each step's lookup, and the inputs of the steps after it.
 
-    The first step of a claim reads them from the store. If there were none (a job claimed fresh
-    at its first step: the common case), the later steps of the same claim are given the JSON this
-    worker itself committed instead of reading it back: while the claim's lease holds, only this
-    worker can add memo rows for the job (each memo insert is part of a completion fenced by its
-    token), and memo rows never change. Each step still gets freshly parsed objects, exactly as a
-    read would give. After a memo was skipped, or if earlier memos existed, every step reads.
+    A step's lookup reads the job's memo rows once, which are also the step's inputs; only a step
+    found there is read again, for its cost. If there were none (a job claimed fresh at its first
+    step: the common case), the store is not asked again during the claim: while the claim's lease
+    holds, only this worker can add memo rows for the job (each memo insert is part of a completion
+    fenced by its token), and memo rows never change. So a later step has no memo row, and its
+    inputs are the JSON this worker itself committed; each step still gets freshly parsed objects,
+    exactly as a read would give. After a memo was found, or if earlier memos existed, every step
+    reads. (A worker whose lease was taken over meanwhile may then run one step in vain: its commit
+    is fenced off, and the harness counts that call as the interruption's wasted spend.)
     """
 
-    __slots__ = ("_texts",)
+    __slots__ = ("_texts", "_read")
 
     def __init__(self) -> None:
         self._texts: dict[str, str] | None = None  # None: read from the store
+        self._read: dict[str, Any] | None = None  # the rows the current step's lookup read
 
-    def load(self, store: Any, job_id: str) -> dict[str, Any]:
+    def lookup(self, store: Store, job_id: str, step: str) -> Memo | None:
+        if self._texts is not None:
+            return None  # see the class docstring: no memo row can exist that this worker did not write
+        self._read = store.memos(job_id)
+        return store.memo(job_id, step) if step in self._read else None
+
+    def load(self, store: Store, job_id: str) -> dict[str, Any]:
         if self._texts is None:
-            inputs = store.memos(job_id)
+            inputs = self._read if self._read is not None else store.memos(job_id)
+            self._read = None
             self._texts = None if inputs else {}
             return inputs
         return {name: json.loads(text) for name, text in self._texts.items()}
@@ -83,7 +87,7 @@ class _ClaimInputs:
             self._texts[step] = output_json
 
     def forget(self) -> None:
-        self._texts = None
+        self._texts = self._read = None
 
 
 class _StepThread:
@@ -168,14 +172,13 @@ class StepContext:
     def heartbeat(self) -> None:
         """Renew the lease; raise :class:`LeaseLost` if another worker took the job over.
 
-        Renewal stops at the step's deadline, so a hung step eventually frees its job.
+        Renewal stops at the step's deadline, so a hung step eventually frees its job (see
+        :meth:`engine._lease.LeasePolicy.heartbeat_until`).
         """
         worker = self._worker
         now = worker.clock.now()
-        if now >= self.deadline:
-            return
-        until = min(now + worker.lease_s, self.deadline + worker.lease_s)
-        if until - self._lease_until < worker.lease_s * HEARTBEAT_MIN_EXTENSION_FRACTION:
+        until = worker.lease.heartbeat_until(lease_until=self._lease_until, deadline=self.deadline, now=now)
+        if until is None:
             return
         try:
             with worker._db_lock:
@@ -192,20 +195,13 @@ class StepContext:
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one :meth:`Worker.run_once` did.
-
-    ``outcome`` is one of: ``idle`` (nothing due), ``busy`` (database locked; try later),
-    ``unavailable`` (the database failed: disk full, I/O error; back off, try later), ``done``
-    (the job reached its final state), ``advanced`` (progress, job released for later),
-    ``retry`` (a retryable failure, backoff scheduled), ``failed`` (a failed state),
-    ``needs_human``, ``quarantined`` (a damaged row: the job was parked in a failed state),
-    ``lease_lost`` (another worker took over; nothing written).
+    """What one :meth:`Worker.run_once` did: an :class:`~engine.Outcome`, the job and its state.
 
     ``error`` is what the database reported when the outcome is ``unavailable``, so that a loop
     that gives up can say why.
     """
 
-    outcome: str
+    outcome: Outcome
     job_id: str | None = None
     state: str | None = None
     steps_run: int = 0
@@ -219,6 +215,8 @@ class Worker:
     ``threaded=True`` (the default) runs each step in a helper thread so a hung call is abandoned
     at its timeout while the lease is renewed automatically; ``threaded=False`` runs steps inline
     (deterministic: what the chaos harness uses) and relies on steps calling ``ctx.heartbeat()``.
+    The threaded runner measures a step's time on ``monotonic`` (default :func:`time.monotonic`,
+    which no wall-clock step moves); the lease's times are the ``clock``'s.
     """
 
     # What steps receive; a subclass may extend it (the harness swaps it to plant bugs).
@@ -226,7 +224,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         workflow: Workflow,
         *,
         worker_id: str = "worker",
@@ -237,26 +235,15 @@ class Worker:
         attempts_max: int = ATTEMPTS_MAX,
         backoff_s_max: float = BACKOFF_S_MAX,
         threaded: bool = True,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        lease_s = finite_number("lease_s", lease_s)
-        if lease_s <= 0:
-            raise InvalidInput(f"lease_s={lease_s!r} must be > 0")
         if step_timeout_s is not None:
-            finite_number("step_timeout_s", step_timeout_s)
+            step_timeout_s = finite_number("step_timeout_s", step_timeout_s)
         if isinstance(attempts_max, bool) or not isinstance(attempts_max, int):
             raise InvalidInput(f"attempts_max={attempts_max!r} must be an integer >= 1")
         backoff_s_max = finite_number("backoff_s_max", backoff_s_max, minimum=0.0)
         check_text(worker_id, f"worker_id {worker_id!r}")  # it is stored as the lease's owner
-        timeout = step_timeout_s if step_timeout_s is not None else lease_s * 0.75
-        longest_timeout = 0.0
-        for step in workflow.steps:
-            step_timeout = step.timeout_s if step.timeout_s is not None else timeout
-            longest_timeout = max(longest_timeout, step_timeout)
-            if not 0 < step_timeout < lease_s:
-                raise InvalidInput(
-                    f"step {step.name!r} timeout {step_timeout}s must be > 0 and shorter than the lease "
-                    f"({lease_s}s), or a call could outlive the lease and run twice; lower the timeout or raise lease_s"
-                )
+        self.lease = LeasePolicy.for_steps(lease_s, {s.name: s.timeout_s for s in workflow.steps}, default_timeout_s=step_timeout_s)
         if attempts_max < 1:
             raise InvalidInput(f"attempts_max={attempts_max!r} must be >= 1")
         self.store = store
@@ -264,13 +251,12 @@ class Worker:
         self.worker_id = worker_id
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
-        self.lease_s = float(lease_s)
-        self.step_timeout_s = float(timeout)
+        self.lease_s = self.lease.lease_s
+        self.step_timeout_s = self.lease.default_timeout_s
         self.attempts_max = attempts_max
         self.backoff_s_max = backoff_s_max
         self.threaded = threaded
-        self.heartbeat_every_s = self.lease_s / 3
-        self.renew_slack_s = min(LEASE_RENEW_SLACK_S_MAX, (self.lease_s - longest_timeout) / 2)
+        self.monotonic = monotonic
         self._db_lock = threading.Lock()
         self._runner: _StepThread | None = None
         self._starts = {
@@ -284,14 +270,14 @@ class Worker:
         try:
             claim = self.store.claim(self.worker_id, now=self.clock.now(), lease_s=self.lease_s, starts=self._starts)
         except StoreBusy:
-            return RunResult("busy")
+            return RunResult(Outcome.BUSY)
         except StoreFailed as exc:
             return self._store_failed(exc, None)
         if claim is None:
-            return RunResult("idle")
+            return RunResult(Outcome.IDLE)
         ran = skipped = 0
-        outcome = "lease_lost"
-        inputs = _ClaimInputs()
+        outcome = Outcome.LEASE_LOST
+        memos = _ClaimMemos()
         for _ in range(len(self.workflow.steps)):  # a job passes each step at most once per claim
             step = self.workflow.step_for_working(claim.state)
             if step is None:
@@ -300,9 +286,9 @@ class Worker:
                 if claim.attempts >= self.attempts_max:
                     outcome = self._give_up(claim, step)
                     break
-                outcome, nxt, was_run = self._advance(claim, step, inputs)
+                outcome, nxt, was_run = self._advance(claim, step, memos)
             except StoreBusy:
-                return RunResult("busy", claim.job_id, claim.state, ran, skipped)
+                return RunResult(Outcome.BUSY, claim.job_id, claim.state, ran, skipped)
             except StoreFailed as exc:
                 # Nothing of the failed transaction was written: the job keeps its state and this
                 # worker's lease, and is taken up again (by anyone) once the lease expires.
@@ -310,13 +296,13 @@ class Worker:
             except DamagedRow as exc:
                 return self._quarantine(claim, str(exc))
             ran += was_run
-            skipped += not was_run and outcome in ("advanced", "done")
+            skipped += not was_run and outcome in (Outcome.ADVANCED, Outcome.DONE)
             if nxt is None:
                 break
             claim = nxt
         # "done" means this worker's own fenced commit just moved the job to the final state, so it
         # need not read the row back; every other outcome reports what the database says now.
-        state = self.workflow.final_state if outcome == "done" else self._peek_state(claim.job_id)
+        state = self.workflow.final_state if outcome == Outcome.DONE else self._peek_state(claim.job_id)
         return RunResult(outcome, claim.job_id, state, ran, skipped)
 
     def run(self, *, idle_sleep_s: float = 0.2, iterations_max: int | None = None, stop: threading.Event | None = None) -> int:
@@ -327,36 +313,32 @@ class Worker:
         while (stop is None or not stop.is_set()) and (iterations_max is None or iteration < iterations_max):
             iteration += 1
             result = self.run_once()
-            failures = failures + 1 if result.outcome == "unavailable" else 0
+            failures = failures + 1 if result.outcome == Outcome.UNAVAILABLE else 0
             if failures:
                 delay_s = min(STORE_BACKOFF_S_MAX, idle_sleep_s * 2.0 ** min(failures, 16))
                 self.clock.sleep(delay_s * (0.5 + self.rng.random()))
-            elif result.outcome in ("idle", "busy"):
+            elif result.outcome in NO_PROGRESS:
                 self.clock.sleep(idle_sleep_s * (0.5 + self.rng.random()))
             else:
                 touched += 1
         return touched
 
     # -- one step -------------------------------------------------------------------------------
-    def _advance(self, claim: Claim, step: Step, inputs: _ClaimInputs | None = None) -> tuple[str, Claim | None, bool]:
+    def _advance(self, claim: Claim, step: Step, memos: _ClaimMemos) -> tuple[Outcome, Claim | None, bool]:
         """Run (or skip via memo) one step and commit. Returns (outcome, claim to continue, ran)."""
-        inputs = inputs or _ClaimInputs()
-        memo = self.store.memo(claim.job_id, step.name)
+        memo = memos.lookup(self.store, claim.job_id, step.name)
         if memo is not None:
-            inputs.forget()
-            committed = self._commit(claim, step, StepOutput(memo.output, memo.cost_usd), write_memo=False)
+            memos.forget()
+            committed = self._commit(claim, step, StepOutput(memo.output, memo.cost_usd), write_memo=False, memos=memos)
             return committed[0], committed[1], False
-        try:
-            payload = json.loads(claim.payload_json)
-        except ValueError as exc:
-            raise DamagedRow(claim.job_id, "payload", str(exc), _PAYLOAD_FIX) from None
+        payload = load_payload(claim.job_id, claim.payload_json)
         now = self.clock.now()
-        timeout = step.timeout_s if step.timeout_s is not None else self.step_timeout_s
-        ctx = self.context_class(self, claim, step, payload, inputs.load(self.store, claim.job_id), deadline=now + timeout)
+        timeout = self.lease.step_timeout_s(step.timeout_s)
+        ctx = self.context_class(self, claim, step, payload, memos.load(self.store, claim.job_id), deadline=now + timeout)
         try:
             raw = self._call(step, ctx, timeout)
         except LeaseLost:
-            return "lease_lost", None, True
+            return Outcome.LEASE_LOST, None, True
         except Exception as exc:  # a step's failure is data, not a crash of the worker
             return self._failed(claim, step, exc), None, True
         if isinstance(raw, NeedsHuman):
@@ -371,7 +353,7 @@ class Worker:
             # fails as poison after this one call, saying why, instead of escaping run_once (the
             # job would then be re-run and paid for until its lease had expired five times).
             return self._failed(claim, step, ValidationFailed(str(exc))), None, True
-        committed = self._commit(claim, step, output, write_memo=True, inputs=inputs, encoded=encoded)
+        committed = self._commit(claim, step, output, write_memo=True, memos=memos, encoded=encoded)
         return committed[0], committed[1], True
 
     def _call(self, step: Step, ctx: StepContext, timeout_s: float) -> Any:
@@ -382,8 +364,8 @@ class Worker:
             runner = self._runner = _StepThread(self.worker_id)
             weakref.finalize(self, runner.stop)
         runner.submit(step.fn, ctx)
-        started = time.monotonic()
-        wait_s = min(self.heartbeat_every_s, timeout_s) / 4
+        started = self.monotonic()
+        wait_s = min(self.lease.heartbeat_every_s, timeout_s) / 4
         for _ in range(WAITS_MAX):
             done = runner.result(wait_s)
             if done is not None:
@@ -391,7 +373,7 @@ class Worker:
                 if kind == "error":
                     raise value
                 return value
-            if time.monotonic() - started >= timeout_s:
+            if self.monotonic() - started >= timeout_s:
                 # The thread is abandoned: it may finish its call, but it can write nothing,
                 # because every write goes through this worker and is fenced by the lease token.
                 # The next step gets a new thread; this one exits once its call returns.
@@ -416,9 +398,9 @@ class Worker:
         output: StepOutput,
         *,
         write_memo: bool,
-        inputs: _ClaimInputs | None = None,
+        memos: _ClaimMemos,
         encoded: tuple[str, dict[str, str]] | None = None,
-    ) -> tuple[str, Claim | None]:
+    ) -> tuple[Outcome, Claim | None]:
         undeclared = set(output.effects) - set(step.effects) if output.effects else ()
         if undeclared:  # a bug in the workflow's code, not in this job: it is raised, not parked
             raise InvalidInput(
@@ -432,40 +414,33 @@ class Worker:
         if nxt is not None:
             self.workflow.check(step.done_state, nxt.working_state)
         final = step.done_state == self.workflow.final_state
-        # Renew the lease for the next step, unless it was taken or renewed within renew_slack_s:
-        # the next step then still starts with more lease left than its timeout, and rewriting the
-        # lease (and with it the claim index) in every completion would cost a page write for nothing.
-        if claim.lease_until - now > self.lease_s - self.renew_slack_s:
-            lease_until = claim.lease_until
-        else:
-            lease_until = now + self.lease_s
+        lease_until = self.lease.renewed(claimed_until=claim.lease_until, now=now)
+        completion = Completion(
+            step=step.name,
+            from_state=step.working_state,
+            done_state=step.done_state,
+            output_json=output_json,
+            now=now,
+            lease_until=lease_until,
+            cost_usd=float(output.cost_usd),
+            effects=effects,
+            next_state=None if nxt is None else nxt.working_state,
+            release_at=None if final else now,
+            result_json=output_json if final else None,
+            write_memo=write_memo,
+        )
         with self._db_lock:
-            ok = self.store.complete(
-                claim,
-                step=step.name,
-                from_state=step.working_state,
-                done_state=step.done_state,
-                output_json=output_json,
-                cost_usd=float(output.cost_usd),
-                effects=effects,
-                next_state=None if nxt is None else nxt.working_state,
-                release_at=None if final else now,
-                lease_until=lease_until,
-                result_json=output_json if final else None,
-                write_memo=write_memo,
-                now=now,
-            )
+            ok = self.store.complete(claim, completion)
         if not ok:
-            return "lease_lost", None
-        if inputs is not None:
-            inputs.committed(step.name, output_json)
+            return Outcome.LEASE_LOST, None
+        memos.committed(step.name, output_json)
         if nxt is None:
-            return ("done" if final else "advanced"), None
+            return (Outcome.DONE if final else Outcome.ADVANCED), None
         # Built directly: dataclasses.replace is several times slower, and this runs on every step.
-        return "advanced", Claim(claim.job_id, nxt.working_state, claim.payload_json, 0, claim.token, lease_until)
+        return Outcome.ADVANCED, Claim(claim.job_id, nxt.working_state, claim.payload_json, 0, claim.token, lease_until)
 
     # -- leaving a step without a result ---------------------------------------------------------
-    def _failed(self, claim: Claim, step: Step, exc: BaseException) -> str:
+    def _failed(self, claim: Claim, step: Step, exc: BaseException) -> Outcome:
         retryable, retry_after_s = classify(exc, step.retry_on)
         error = f"{step.name}: {type(exc).__name__}: {exc}"
         attempts = claim.attempts + 1
@@ -480,30 +455,25 @@ class Worker:
         before = self.workflow.before(step)
         return self._park(claim, step, before, error, self.clock.now() + delay_s, attempts=attempts)
 
-    def _give_up(self, claim: Claim, step: Step) -> str:
+    def _give_up(self, claim: Claim, step: Step) -> Outcome:
         error = (
             f"{step.name}: lease expired {claim.attempts} times during this step (a worker died or hung "
             "each time); parked so it cannot take more workers down"
         )
         return self._park(claim, step, step.failed_state or NEEDS_HUMAN, error, None, attempts=claim.attempts)
 
-    def _park(self, claim: Claim, step: Step, to_state: str, error: str | None, next_run_at: float | None, *, attempts: int | None = None) -> str:
+    def _park(self, claim: Claim, step: Step, to_state: str, error: str | None, next_run_at: float | None, *, attempts: int | None = None) -> Outcome:
         self.workflow.check(step.working_state, to_state)
-        with self._db_lock:
-            ok = self.store.park(
-                claim,
-                from_state=step.working_state,
-                to_state=to_state,
-                attempts=claim.attempts if attempts is None else attempts,
-                error=error,
-                next_run_at=next_run_at,
-                now=self.clock.now(),
-            )
-        if not ok:
-            return "lease_lost"
+        if not self._park_in_store(claim, step.working_state, to_state, claim.attempts if attempts is None else attempts, error, next_run_at):
+            return Outcome.LEASE_LOST
         if to_state == NEEDS_HUMAN:
-            return "needs_human"
-        return "retry" if next_run_at is not None else "failed"
+            return Outcome.NEEDS_HUMAN
+        return Outcome.RETRY if next_run_at is not None else Outcome.FAILED
+
+    def _park_in_store(self, claim: Claim, from_state: str, to_state: str, attempts: int, error: str, next_run_at: float | None) -> bool:
+        with self._db_lock:
+            return self.store.park(claim, from_state=from_state, to_state=to_state, attempts=attempts, error=error,
+                                   next_run_at=next_run_at, now=self.clock.now())
 
     # -- what the machine did ---------------------------------------------------------------------
     def _store_failed(self, exc: StoreFailed, claim: Claim | None) -> RunResult:
@@ -514,8 +484,8 @@ class Worker:
         expires) takes it up again when the disk recovers.
         """
         if claim is None:
-            return RunResult("unavailable", error=str(exc))
-        return RunResult("unavailable", claim.job_id, claim.state, error=str(exc))
+            return RunResult(Outcome.UNAVAILABLE, error=str(exc))
+        return RunResult(Outcome.UNAVAILABLE, claim.job_id, claim.state, error=str(exc))
 
     def _quarantine(self, claim: Claim, why: str) -> RunResult:
         """Park a job whose row is damaged, with ``why`` as its last_error; the loop goes on.
@@ -534,23 +504,14 @@ class Worker:
         if step is not None:
             self.workflow.check(claim.state, to_state)
         try:
-            with self._db_lock:
-                ok = self.store.park(
-                    claim,
-                    from_state=claim.state,
-                    to_state=to_state,
-                    attempts=claim.attempts,
-                    error=f"quarantined: {why}",
-                    next_run_at=None,
-                    now=self.clock.now(),
-                )
+            ok = self._park_in_store(claim, claim.state, to_state, claim.attempts, f"quarantined: {why}", None)
         except StoreBusy:
-            return RunResult("busy", claim.job_id, claim.state)
+            return RunResult(Outcome.BUSY, claim.job_id, claim.state)
         except StoreFailed as exc:
             return self._store_failed(exc, claim)
         if not ok:
-            return RunResult("lease_lost", claim.job_id, self._peek_state(claim.job_id))
-        return RunResult("quarantined", claim.job_id, to_state)
+            return RunResult(Outcome.LEASE_LOST, claim.job_id, self._peek_state(claim.job_id))
+        return RunResult(Outcome.QUARANTINED, claim.job_id, to_state)
 
     def _peek_state(self, job_id: str) -> str | None:
         try:

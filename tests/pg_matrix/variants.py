@@ -9,20 +9,20 @@ the crash matrix and are caught by ``worker-survives`` under the ``lock`` fault.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 
 from chaos._pgadapter import PostgresReferenceAdapter
-from engine import PostgresStore, RunResult, StoreBusy, Worker, Workflow
-from engine._postgres import CLAIM, COUNT_RECLAIM, FENCED_MOVE, INSERT_MEMO, INSERT_OUTBOX
-from engine._store import Claim
+from engine import Claim, Completion, PostgresStore, RunResult, StoreBusy, Worker, Workflow
 try:
     from quality import variants as sqlite_variants  # as pytest imports it (tests/ on sys.path)
 except ImportError:  # python -m chaos matrix --target tests.pg_matrix.variants:SplitMemo --db ...
     from tests.quality import variants as sqlite_variants
 
 HERE = os.path.abspath(__file__)
+SQL = PostgresStore.sql
 
 
 class _Variant(PostgresReferenceAdapter):
@@ -36,14 +36,14 @@ class _Variant(PostgresReferenceAdapter):
 
 
 class _AdvanceThenMemoStore(PostgresStore):
-    def complete(self, claim: Any, **kw: Any) -> bool:
-        if not super().complete(claim, **{**kw, "effects": {}, "write_memo": False}):
+    def complete(self, claim: Any, completion: Completion) -> bool:
+        if not super().complete(claim, replace(completion, effects={}, write_memo=False)):
             return False
         with self._write() as conn:  # BUG: a second transaction
-            if kw["write_memo"]:
-                conn.execute(INSERT_MEMO, {"id": claim.job_id, "step": kw["step"], "output": kw["output_json"], "cost": kw["cost_usd"], "now": kw["now"]})
-                for kind, payload_json in kw["effects"].items():
-                    conn.execute(INSERT_OUTBOX, {"id": claim.job_id, "kind": kind, "payload": payload_json, "now": kw["now"]})
+            if completion.write_memo:
+                conn.execute(SQL.INSERT_MEMO, {"id": claim.job_id, "step": completion.step, "output": completion.output_json, "cost": completion.cost_usd, "now": completion.now})
+                for kind, payload_json in completion.effects.items():
+                    conn.execute(SQL.INSERT_OUTBOX, {"id": claim.job_id, "kind": kind, "payload": payload_json, "now": completion.now})
         return True
 
 
@@ -55,7 +55,7 @@ class SplitMemo(_Variant):
     families = ("clean",)
     bug_line = "with self._write() as conn:  # BUG: a second transaction"
 
-    def make_store(self, db_path: str) -> PostgresStore:  # type: ignore[override]
+    def make_store(self, db_path: str) -> PostgresStore:
         return _AdvanceThenMemoStore(db_path)
 
 
@@ -87,7 +87,7 @@ class _ClaimLeftOpenStore(PostgresStore):
     def claim(self, owner: str, *, now: float, lease_s: float, starts: Any) -> Any:
         try:
             self.conn.execute("BEGIN")
-            row = self.conn.execute(CLAIM, {"owner": owner, "until": now + lease_s, "now": now}).fetchone()
+            row = self.conn.execute(SQL.CLAIM, {"owner": owner, "until": now + lease_s, "now": now}).fetchone()
             claim = None if row is None else _start(self.conn, row, now, lease_s, starts)
             self.conn.execute("COMMIT")
             return claim
@@ -99,10 +99,10 @@ def _start(conn: Any, row: Any, now: float, lease_s: float, starts: Any) -> Clai
     job_id, state, payload, attempts, token = row
     ident = {"id": job_id, "token": token, "now": now}
     if state in starts:
-        conn.execute(FENCED_MOVE, {**ident, "to": starts[state], "from": state})
+        conn.execute(SQL.FENCED_MOVE, {**ident, "to": starts[state], "from": state})
         state = starts[state]
     else:
-        conn.execute(COUNT_RECLAIM, {**ident, "state": state})
+        conn.execute(SQL.COUNT_RECLAIM, {**ident, "state": state})
         attempts += 1
     return Claim(job_id, state, payload, attempts, token, now + lease_s)
 
@@ -123,7 +123,7 @@ class LockTimeoutMeansNoWork(_MachineVariant):
     families = ("backlog",)
     faults = ("lock",)
 
-    def make_store(self, db_path: str) -> PostgresStore:  # type: ignore[override]
+    def make_store(self, db_path: str) -> PostgresStore:
         return _ClaimLeftOpenStore(db_path)
 
 

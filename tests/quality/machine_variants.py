@@ -13,12 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 from chaos import ReferenceAdapter
-from engine import RunResult, SqliteStore, StoreFailed, Worker, Workflow
-from engine._store import CLAIM
+from engine import Completion, RunResult, SqliteStore, StoreFailed, Worker, Workflow
 
 from .variants import _start
 
 HERE = os.path.abspath(__file__)
+CLAIM = SqliteStore.sql.CLAIM
 
 
 class _Variant(ReferenceAdapter):
@@ -90,9 +90,9 @@ class BusyMeansNoWork(_Variant):
 
 # -- 3 -------------------------------------------------------------------------------------------
 class _ParseFirstWorker(Worker):
-    def _advance(self, claim: Any, step: Any, inputs: Any = None) -> Any:
+    def _advance(self, claim: Any, step: Any, memos: Any) -> Any:
         json.loads(claim.payload_json)  # BUG: a parse error escapes the loop instead of quarantining the job
-        return super()._advance(claim, step, inputs)
+        return super()._advance(claim, step, memos)
 
 
 class PayloadCrashesLoop(_Variant):
@@ -116,11 +116,11 @@ CURRENT_TOKEN = "SELECT lease_token FROM job WHERE id = ?"
 
 
 class _LeaseByClockStore(SqliteStore):
-    def complete(self, claim: Any, **kw: Any) -> bool:
-        if kw["now"] < claim.lease_until:  # BUG: "my lease is valid by my clock", so the token need not match
+    def complete(self, claim: Any, completion: Completion) -> bool:
+        if completion.now < claim.lease_until:  # BUG: "my lease is valid by my clock", so the token need not match
             current = self.conn.execute(CURRENT_TOKEN, (claim.job_id,)).fetchone()[0]
             claim = replace(claim, token=current)
-        return super().complete(claim, **kw)
+        return super().complete(claim, completion)
 
 
 class LeaseCheckedByClock(_Variant):

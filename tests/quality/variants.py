@@ -7,14 +7,14 @@ docstring says what the bug is, what goes wrong in production, and which invaria
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from chaos import ReferenceAdapter
-from engine import StepContext, StepOutput, StepTimeout, Step, Worker, Workflow, reference_workflow
-from engine._outbox import SendReport
-from engine._store import INSERT_MEMO, INSERT_OUTBOX, SqliteStore
+from engine import Completion, SendReport, SqliteStore, StepContext, StepOutput, StepTimeout, Step, Worker, Workflow, reference_workflow
 
 HERE = os.path.abspath(__file__)
+INSERT_MEMO, INSERT_OUTBOX = SqliteStore.sql.INSERT_MEMO, SqliteStore.sql.INSERT_OUTBOX
 INSERT_MEMO_OR_IGNORE = INSERT_MEMO.replace("INSERT INTO", "INSERT OR IGNORE INTO")
 
 
@@ -28,21 +28,20 @@ class _Variant(ReferenceAdapter):
         return super().trace_paths() + [HERE]
 
 
-def _memo_and_outbox(store: SqliteStore, conn: Any, claim: Any, step: str, output_json: str, cost_usd: float, effects: Any, now: float, sql: str = INSERT_MEMO) -> None:
-    conn.execute(sql, {"id": claim.job_id, "step": step, "output": output_json, "cost": cost_usd, "now": now})
-    for kind, payload_json in effects.items():
-        conn.execute(INSERT_OUTBOX, {"id": claim.job_id, "kind": kind, "payload": payload_json, "now": now})
+def _memo_and_outbox(conn: Any, claim: Any, done: Completion, sql: str = INSERT_MEMO) -> None:
+    conn.execute(sql, {"id": claim.job_id, "step": done.step, "output": done.output_json, "cost": done.cost_usd, "now": done.now})
+    for kind, payload_json in done.effects.items():
+        conn.execute(INSERT_OUTBOX, {"id": claim.job_id, "kind": kind, "payload": payload_json, "now": done.now})
 
 
 # -- 1 -------------------------------------------------------------------------------------------
 class _AdvanceThenMemoStore(SqliteStore):
-    def complete(self, claim: Any, **kw: Any) -> bool:
-        memo = dict(kw)
-        if not super().complete(claim, **{**kw, "effects": {}, "write_memo": False}):
+    def complete(self, claim: Any, completion: Completion) -> bool:
+        if not super().complete(claim, replace(completion, effects={}, write_memo=False)):
             return False
         with self._write() as conn:  # BUG: a second transaction
-            if memo["write_memo"]:
-                _memo_and_outbox(self, conn, claim, memo["step"], memo["output_json"], memo["cost_usd"], memo["effects"], memo["now"])
+            if completion.write_memo:
+                _memo_and_outbox(conn, claim, completion)
         return True
 
 
@@ -144,14 +143,14 @@ class _CheckpointFirstStore(SqliteStore):
     """An engine design that checkpoints each step's memo (and its outbox rows) in a transaction of
     its own, then advances the state: safe *only* because the memo is looked up on resume."""
 
-    def complete(self, claim: Any, **kw: Any) -> bool:
-        if kw["write_memo"]:
+    def complete(self, claim: Any, completion: Completion) -> bool:
+        if completion.write_memo:
             with self._write() as conn:
                 # Fenced like every write (this variant's one bug is the skipped lookup below).
                 if conn.execute(CURRENT_TOKEN, (claim.job_id,)).fetchone()[0] != claim.token:
                     return False
-                _memo_and_outbox(self, conn, claim, kw["step"], kw["output_json"], kw["cost_usd"], kw["effects"], kw["now"], INSERT_MEMO_OR_IGNORE)
-        return super().complete(claim, **{**kw, "effects": {}, "write_memo": False})
+                _memo_and_outbox(conn, claim, completion, INSERT_MEMO_OR_IGNORE)
+        return super().complete(claim, replace(completion, effects={}, write_memo=False))
 
     def memo(self, job_id: str, step: str) -> Any:
         return None  # BUG: the memo is never looked up before a step runs
@@ -235,9 +234,9 @@ PLANTED = (SplitMemo, EffectInStep, MarkBeforeSend, NoHeartbeat, SkipMemoLookup,
 
 
 # -- caught only when workers overlap (pauses, two-level interleavings) ---------------------------
-from dataclasses import replace as _replace  # noqa: E402
+from engine import Claim  # noqa: E402
 
-from engine._store import COUNT_RECLAIM, FENCED_MOVE, Claim  # noqa: E402
+FENCED_MOVE, COUNT_RECLAIM = SqliteStore.sql.FENCED_MOVE, SqliteStore.sql.COUNT_RECLAIM
 
 STEAL_ANY = (
     "UPDATE job SET lease_owner = :owner, lease_until = :until, next_run_at = :until, "
@@ -315,9 +314,9 @@ class UnguardedClaim(_Variant):
 
 
 class _UnfencedStore(SqliteStore):
-    def complete(self, claim: Any, **kw: Any) -> bool:
+    def complete(self, claim: Any, completion: Completion) -> bool:
         current = self.conn.execute("SELECT lease_token FROM job WHERE id = ?", (claim.job_id,)).fetchone()[0]
-        return super().complete(_replace(claim, token=current), **kw)  # BUG: the writer's token is not checked
+        return super().complete(replace(claim, token=current), completion)  # BUG: the writer's token is not checked
 
 
 class NoFencing(_Variant):

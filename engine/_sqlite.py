@@ -1,0 +1,171 @@
+"""Storage on SQLite: the connection, its write lock, its errors and its schema mark.
+
+The statements and the logic are :class:`~engine._sqlstore.SqlStore`'s; what is SQLite's own is
+here. Every write begins with ``BEGIN IMMEDIATE``, so a writer takes the database's write lock up
+front instead of failing half-way when it upgrades a read lock; a lock held longer than
+``busy_timeout_s`` is :class:`~engine.StoreBusy`, and a failing disk (``SQLITE_FULL``,
+``SQLITE_IOERR``) or a damaged page is :class:`~engine.StoreFailed`. Opening checks the path first
+and turns what SQLite says into one typed line (see :mod:`engine._opening`).
+
+``synchronous`` is a documented setting:
+
+* ``NORMAL`` (default) in WAL mode survives any process crash (SIGKILL, OOM, a panic): a committed
+  transaction is in the WAL file, which the OS writes out even if the process dies. A power loss or
+  kernel crash may lose the last few commits (never corrupts the file).
+* ``FULL`` also fsyncs the WAL on every commit, so a commit survives a power loss too, at the cost of
+  one fsync per transaction.
+
+The file is marked with ``PRAGMA application_id`` and its schema version with ``user_version``.
+
+>>> store = SqliteStore(":memory:")
+>>> store.submit("doc-1", {"url": "file:///a.txt"}, now=0.0).state
+'pending'
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ._errors import InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
+from ._opening import check_sqlite_path, sqlite_open_error
+from ._sql import SQLITE
+from ._sqlstore import SqlStore
+from ._store import APPLICATION_ID, SCHEMA_VERSION
+
+__all__ = ["SqliteStore", "SYNCHRONOUS_LEVELS", "WAL_AUTOCHECKPOINT_PAGES"]
+
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+# SQLite checkpoints the WAL into the database file every wal_autocheckpoint pages (default 1000),
+# and at NORMAL that is where the fsyncs happen. A step completion writes about 3.5 pages (the job
+# row, the memo row, at times an index or the outbox), so the default would checkpoint, and fsync,
+# every ~290 commits; at 4000 pages it does so every ~1100, as often per commit as a one-page
+# transaction does at the default. The WAL grows to about 16 MiB before it is reset. Durability
+# is unchanged: a committed transaction is in the WAL either way.
+WAL_AUTOCHECKPOINT_PAGES = 4000
+CLAIM_PLAN = "EXPLAIN QUERY PLAN SELECT id FROM job WHERE next_run_at <= 0 ORDER BY next_run_at LIMIT 1"
+SELECT_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+
+
+class SqliteStore(SqlStore):
+    """The engine's database on SQLite: one per process, opened after any ``fork``, never shared.
+
+    >>> SqliteStore(":memory:").claim("w", now=0.0, lease_s=60.0, starts={}) is None
+    True
+    """
+
+    dialect = SQLITE
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "NORMAL",
+        busy_timeout_s: float = 5.0,
+        workflow: str = "reference",
+        create: bool = True,
+    ) -> None:
+        if synchronous.upper() not in SYNCHRONOUS_LEVELS:
+            raise InvalidInput(f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_LEVELS)}")
+        if path.startswith("sqlite:///"):
+            path = path[len("sqlite:///") :]
+        self.path = path
+        self.workflow = workflow
+        self.busy_timeout_s = busy_timeout_s
+        check_sqlite_path(path, create=create)  # create=False: a missing file is an error, not a new database
+        try:
+            self.conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise sqlite_open_error(path, exc) from exc
+        try:
+            self.conn.row_factory = sqlite3.Row
+            self._ensure_schema()
+            if path != ":memory:":
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")  # a constant
+            self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
+        except BaseException as exc:
+            self.conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise sqlite_open_error(path, exc) from exc
+            raise
+
+    # -- the write lock and errors ------------------------------------------------------------------
+    def _begin(self) -> None:
+        if self.conn.in_transaction:
+            self._rollback()  # what a failing disk left open (see _rollback)
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def _rollback(self) -> None:
+        """Roll back what is left of a failed transaction, if anything is.
+
+        After ``SQLITE_FULL`` or an I/O error SQLite may have rolled the transaction back by itself
+        (a second ROLLBACK would fail), and on a failing disk the ROLLBACK itself may fail: the
+        transaction is then left open and the next write rolls it back before its BEGIN, so a
+        connection is never stuck inside a transaction that a fault abandoned.
+        """
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass
+
+    def _failure(self, exc: BaseException, where: str) -> Exception | None:
+        """StoreBusy for a lock, StoreFailed for the machine; None for anything else (a bug, a constraint)."""
+        if not _machine_failure(exc):
+            return None
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            if where == "COMMIT":
+                return StoreBusy(f"database {self.path!r} stayed locked at commit")
+            return StoreBusy(f"database {self.path!r} stayed locked for {self.busy_timeout_s}s; another process holds its write lock")
+        code = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
+        where = "BEGIN IMMEDIATE" if where == "BEGIN" else where
+        return StoreFailed(
+            f"database {self.path!r}: {where} failed with {code} ({exc}); nothing of it was written and "
+            "the worker backs off and tries again; if this persists, free disk space or check the device "
+            "(a damaged file: restore it from a backup)"
+        )
+
+    # -- the schema mark ----------------------------------------------------------------------------
+    def _ensure_schema(self) -> None:
+        app_id, version, tables = self._schema_facts()
+        if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
+            return
+        self._refuse_foreign(app_id, version, tables)
+        with self._write() as conn:
+            app_id, version, tables = self._schema_facts()  # another process may have won the race
+            if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
+                return
+            self._refuse_foreign(app_id, version, tables)
+            for statement in self.sql.SCHEMA:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # constants, not input
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _schema_facts(self) -> tuple[int, int, list[str]]:
+        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        return app_id, version, [r[0] for r in self.conn.execute(SELECT_TABLES)]
+
+    def _refuse_foreign(self, app_id: int, version: int, tables: list[str]) -> None:
+        if app_id == APPLICATION_ID and version > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"database {self.path!r} has schema version {version}, newer than this engine's "
+                f"{SCHEMA_VERSION}; upgrade crashgate to open it (the file was not modified)"
+            )
+        if app_id != APPLICATION_ID and (app_id != 0 or tables):
+            raise SchemaMismatch(
+                f"database {self.path!r} was not created by crashgate (application_id={app_id}, "
+                f"tables: {', '.join(tables) or 'none'}); refusing to modify it: pass the path of a new "
+                "or an existing crashgate database"
+            )
+
+    def claim_plan(self) -> str:
+        """The claim's query plan, as SQLite reports it (tests check it uses ``job_due``)."""
+        return " / ".join(row[3] for row in self.conn.execute(CLAIM_PLAN))
+
+
+def _machine_failure(exc: BaseException) -> bool:
+    """A failure of the file or the disk under it (full, I/O error, damaged page, read-only), not
+    of the statement: an IntegrityError (a second memo row) or a ProgrammingError is a bug."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) in (sqlite3.DatabaseError, sqlite3.InternalError)
