@@ -42,7 +42,7 @@ from ._machine_faults import HeldLock, small_pages
 from ._matrix import scratch_dir
 from ._process import run_in_child
 from ._scenario import MODES, T0, payload_for, settle
-from ._world import Fault, World
+from ._world import OUTCOME_FAULTS, Fault, World
 
 __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "baseline_violations"]
 
@@ -61,8 +61,6 @@ CLOCK_STEP_BACK_S = 3600.0
 # and paid for again once the lease runs out.
 GAVE_UP = STORE_UNAVAILABLE
 HUMAN_ACTIONS = "human-actions"
-# Faults after which a job may rightly end elsewhere than it would without them.
-OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail"})
 # A job that lost its worker this many times may be parked by the engine's give-up rule.
 GIVE_UP_INTERRUPTIONS = 5
 HUMAN_ACTIONS_DOC = (

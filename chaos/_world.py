@@ -35,7 +35,7 @@ from engine import (
 )
 from engine._reference import generated_document, local_answer
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "Call", "Delivery"]
+__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery"]
 
 FAULT_KINDS = (
     "timeout",
@@ -47,6 +47,10 @@ FAULT_KINDS = (
     "verify_fail",
     "slow",
 )
+# Faults after which a step ends otherwise than it would (failed, or waiting for a person): once,
+# they change the outcome of the call they hit; a crash before that call, recovered with the
+# fault gone, rightly ends elsewhere.
+OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail"})
 USD_PER_1K_CHARS = 0.002
 SLOW_CALL_S_DEFAULT = 180.0
 
