@@ -1,13 +1,13 @@
 """The hook for the crash harness's own figures (crash scenarios/s, matrix wall time, rules/s).
 
-``chaos.bench.rows(quick: bool) -> list[dict]`` is provided by the harness; each dict is one
+``chaos.matrix.bench.rows(quick: bool) -> list[dict]`` is provided by the harness; each dict is one
 table row with ``key`` (str), ``label`` (str), ``value`` (number) and ``unit`` (str), and may
-carry ``note`` (str). If ``chaos.bench`` cannot be imported the table says so in one line (and
+carry ``note`` (str). If ``chaos.matrix.bench`` cannot be imported the table says so in one line (and
 if its ``rows`` raises, says that in one line instead).
 
 >>> rows, message = harness_rows(quick=True, importer=lambda name: None)
 >>> rows, message
-([], 'harness: skipped (chaos.bench not available)')
+([], 'harness: skipped (chaos.matrix.bench not available)')
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ._measure import Row
 
 __all__ = ["harness_rows", "SKIPPED"]
 
-SKIPPED = "harness: skipped (chaos.bench not available)"
+SKIPPED = "harness: skipped (chaos.matrix.bench not available)"
 
 
 def _import(name: str) -> Any:
@@ -32,7 +32,7 @@ def _import(name: str) -> Any:
 
 def harness_rows(quick: bool, importer: Callable[[str], Any] = _import) -> tuple[list[Row], str | None]:
     """The harness's rows, or no rows and the one line that says why."""
-    bench = importer("chaos.bench")
+    bench = importer("chaos.matrix.bench")
     if bench is None or not hasattr(bench, "rows"):
         return [], SKIPPED
     try:

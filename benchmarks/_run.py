@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chaos._power_runs import power_rows
-from chaos._soak import throughput_rows as backend_throughput_rows
+from chaos.hostfaults.power_runs import power_rows
+from chaos.fleet.soak import throughput_rows as backend_throughput_rows
 
 from ._crashgate import STEPS, end_to_end, steps_us_per_job
 from ._harness import harness_rows

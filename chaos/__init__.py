@@ -17,16 +17,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what static checkers and IDEs see; at run time each name loads on first use
-    from ._adapter import REFERENCE_TARGET, Adapter, ReferenceAdapter, Session, Snapshot, load_adapter
-    from ._families import reference_scenarios
-    from ._invariants import INVARIANTS, Evidence, Violation
-    from ._matrix import MatrixReport, PointResult, replay_command, run_matrix
-    from .machine import ExploreReport, explore, machine_for, state_machine_test
-    from ._plans import Plan, PlanError, load_plan
-    from ._points import Point
-    from ._sandbox import Sandbox
-    from ._scenario import MODES, Outcome, Scenario
-    from ._world import FAULT_KINDS, Fault, World
+    from chaos.adapters.reference import REFERENCE_TARGET, Adapter, ReferenceAdapter, Session, Snapshot, load_adapter
+    from chaos.matrix.families import reference_scenarios
+    from chaos.core.invariants import INVARIANTS, Evidence, Violation
+    from chaos.matrix.runner import MatrixReport, PointResult, replay_command, run_matrix
+    from chaos.machine import ExploreReport, explore, machine_for, state_machine_test
+    from chaos.plans.plan import Plan, PlanError, load_plan
+    from chaos.core.points import Point
+    from chaos.core.sandbox import Sandbox
+    from chaos.core.scenario import MODES, Outcome, Scenario
+    from chaos.core.world import FAULT_KINDS, Fault, World
 
 __all__ = [
     "Adapter",
@@ -64,35 +64,35 @@ __all__ = [
 
 # name -> the private module that defines it.
 _EXPORTS = {
-    "Adapter": "._adapter",
-    "REFERENCE_TARGET": "._adapter",
-    "ReferenceAdapter": "._adapter",
-    "Session": "._adapter",
-    "Snapshot": "._adapter",
-    "load_adapter": "._adapter",
-    "reference_scenarios": "._families",
-    "INVARIANTS": "._invariants",
-    "Evidence": "._invariants",
-    "Violation": "._invariants",
-    "MatrixReport": "._matrix",
-    "PointResult": "._matrix",
-    "replay_command": "._matrix",
-    "run_matrix": "._matrix",
+    "Adapter": ".adapters.reference",
+    "REFERENCE_TARGET": ".adapters.reference",
+    "ReferenceAdapter": ".adapters.reference",
+    "Session": ".adapters.reference",
+    "Snapshot": ".adapters.reference",
+    "load_adapter": ".adapters.reference",
+    "reference_scenarios": ".matrix.families",
+    "INVARIANTS": ".core.invariants",
+    "Evidence": ".core.invariants",
+    "Violation": ".core.invariants",
+    "MatrixReport": ".matrix.runner",
+    "PointResult": ".matrix.runner",
+    "replay_command": ".matrix.runner",
+    "run_matrix": ".matrix.runner",
     "ExploreReport": ".machine",
     "explore": ".machine",
     "machine_for": ".machine",
     "state_machine_test": ".machine",
-    "Plan": "._plans",
-    "PlanError": "._plans",
-    "load_plan": "._plans",
-    "Point": "._points",
-    "Sandbox": "._sandbox",
-    "MODES": "._scenario",
-    "Outcome": "._scenario",
-    "Scenario": "._scenario",
-    "FAULT_KINDS": "._world",
-    "Fault": "._world",
-    "World": "._world",
+    "Plan": ".plans.plan",
+    "PlanError": ".plans.plan",
+    "load_plan": ".plans.plan",
+    "Point": ".core.points",
+    "Sandbox": ".core.sandbox",
+    "MODES": ".core.scenario",
+    "Outcome": ".core.scenario",
+    "Scenario": ".core.scenario",
+    "FAULT_KINDS": ".core.world",
+    "Fault": ".core.world",
+    "World": ".core.world",
 }
 
 
@@ -111,7 +111,7 @@ def __dir__() -> list[str]:
 
 def reference_adapter() -> Any:
     """The adapter of the reference engine (``chaos:reference_adapter``)."""
-    from ._adapter import ReferenceAdapter
+    from chaos.adapters.reference import ReferenceAdapter
 
     return ReferenceAdapter()
 
@@ -119,6 +119,6 @@ def reference_adapter() -> Any:
 def postgres_adapter() -> Any:
     """The reference engine on PostgreSQL (``chaos:postgres_adapter``): the matrix creates its
     scenario databases on the server given by ``--db postgresql://...`` (or ``--backend postgresql``)."""
-    from ._pgadapter import PostgresReferenceAdapter
+    from chaos.adapters.postgres import PostgresReferenceAdapter
 
     return PostgresReferenceAdapter()

@@ -30,10 +30,10 @@ import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from ._adapter import REFERENCE_TARGET, load_adapter
-from ._histories import Histories, InvariantViolated, baseline_violations, machine_for
-from ._invariants import Violation
-from ._scenario import MODES
+from chaos.adapters.reference import REFERENCE_TARGET, load_adapter
+from chaos.histories.state_machine import Histories, InvariantViolated, baseline_violations, machine_for
+from chaos.core.invariants import Violation
+from chaos.core.scenario import MODES
 
 __all__ = [
     "PROFILES",

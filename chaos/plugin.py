@@ -20,7 +20,7 @@ flag                environment          ini key         default
 --chaos-report      CRASHGATE_REPORT     chaos_report    (none)
 ==================  ===================  ==============  ==========================
 
-pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos._plans`): one item per crash
+pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos.plans.plan`): one item per crash
 point, ``fault_plans/lost_lease.toml::extract::_worker.run_once:L57#1``, two per pause point (the
 other worker runs with the frozen one's lease valid, then expired),
 ``fault_plans/frozen_worker.toml::extract::_worker.run_once:L57#1@pause-live`` and
@@ -64,15 +64,15 @@ __all__ = [
 
 PLAN_DIR = "fault_plans"
 MARKER = "crash_matrix"
-REFERENCE_TARGET = "chaos:reference_adapter"  # chaos._adapter.REFERENCE_TARGET, without importing it
-MODES = ("fork", "inprocess")  # chaos._scenario.MODES (a test checks they agree)
-# chaos._matrix.FAULTS: the point faults, then the faults of the machine (a test checks they agree).
+REFERENCE_TARGET = "chaos:reference_adapter"  # chaos.adapters.reference.REFERENCE_TARGET, without importing it
+MODES = ("fork", "inprocess")  # chaos.core.scenario.MODES (a test checks they agree)
+# chaos.matrix.runner.FAULTS: the point faults, then the faults of the machine (a test checks they agree).
 FAULTS = ("crash", "pause", "interleave", "disk", "io", "lock", "clock", "damage", "power")
-# chaos._machine_faults.KIND_OF: the sub-kinds a fault of the machine names, each allowed alone.
+# chaos.hostfaults.faults.KIND_OF: the sub-kinds a fault of the machine names, each allowed alone.
 MACHINE_SUBKINDS = ("disk-full", "io-eio", "io-enospc", "lock-held", "clock-back", "clock-forward", "clock-skew",
                     "damage-payload", "damage-state", "damage-memo", "power-full", "power-normal")
 ITEM_KINDS = ("crash", "pause-live", "pause-expired", "interleave", *MACHINE_SUBKINDS)  # what follows @ in an item's id
-PAIRS_DEFAULT = 200  # chaos._matrix.PAIRS_DEFAULT
+PAIRS_DEFAULT = 200  # chaos.matrix.runner.PAIRS_DEFAULT
 RECORD_KEY = "crashgate"
 EXPLAINED_MAX = 5  # violations a failing crash_matrix test explains in full; the rest are counted
 
@@ -262,7 +262,7 @@ class _State:
 
     def workdir(self) -> str:
         if self._workdir is None:
-            from chaos._matrix import scratch_dir
+            from chaos.matrix.runner import scratch_dir
 
             self._workdir = scratch_dir()
         return self._workdir
@@ -282,7 +282,7 @@ class _State:
 
     def adapter(self, target: str) -> Any:
         if target not in self._adapters:
-            from chaos._adapter import load_adapter
+            from chaos.adapters.reference import load_adapter
 
             self._adapters[target] = load_adapter(target)
         return self._adapters[target]
@@ -291,7 +291,7 @@ class _State:
         """A plan's points, prepared once per process (collection and every run reuse them)."""
         key = (plan.file or os.path.abspath(plan.path), target, self.settings.seed)
         if key not in self._prepared:
-            from chaos._plan_runner import prepare_points
+            from chaos.plans.runner import prepare_points
 
             self._prepared[key] = prepare_points(plan, self.adapter(target), self.scratch("plan"), seed=self.settings.seed, faults=faults)
         return self._prepared[key]
@@ -338,8 +338,8 @@ class PlanFile(pytest.File):
     pairs_possible = 0  # interleaving pairs of the plan's points, when it interleaves
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        from chaos._plan_runner import select_items
-        from chaos._plans import PlanError, check_against, load_plan
+        from chaos.plans.runner import select_items
+        from chaos.plans.plan import PlanError, check_against, load_plan
 
         state = _state(self.config)
         shown = self.nodeid or str(self.path)
@@ -380,7 +380,7 @@ class PlanGroup(pytest.Collector):
         self.items = items
 
     def collect(self) -> Iterator[pytest.Item]:
-        from chaos._plan_runner import item_name
+        from chaos.plans.runner import item_name
 
         points = self.prepared.family.points
         for item in self.items:
@@ -470,7 +470,7 @@ class PlanPoint(_PlanItem):
         return out
 
     def _fields(self) -> dict[str, Any]:
-        from chaos._plan_runner import item_name
+        from chaos.plans.runner import item_name
 
         point = self.prepared.family.points[self.index]
         fields = {"kind": "point", "fault": self.fault, "group": self.parent.name if self.parent else "", "point": item_name(point),
@@ -482,17 +482,17 @@ class PlanPoint(_PlanItem):
         return fields
 
     def runtest(self) -> None:
-        from chaos._plan_runner import run_plan_point
+        from chaos.plans.runner import run_plan_point
 
         state = _state(self.config)
         if self.fault.startswith("io-"):
-            from chaos._machine_faults import libfiu_missing
+            from chaos.hostfaults.faults import libfiu_missing
 
             reason = libfiu_missing()
             if reason:
                 pytest.skip(reason)
         if self.fault.startswith("power-"):
-            from chaos._power import power_missing
+            from chaos.hostfaults.power import power_missing
 
             reason = power_missing()
             if reason and os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
@@ -545,7 +545,7 @@ class PlanBaseline(_PlanItem):
         self.prepared = prepared
 
     def runtest(self) -> None:
-        from chaos._plan_runner import _expect_failures
+        from chaos.plans.runner import expect_failures
 
         base = self.prepared.family.baseline
         failures: list[str] = []
@@ -557,7 +557,7 @@ class PlanBaseline(_PlanItem):
                 calls[step] = calls.get(step, 0) + count
             from collections import Counter
 
-            failures = _expect_failures(expect, states=base.final_states, calls_by_step=Counter(calls), applied=base.applied, wasted=base.wasted_calls)
+            failures = expect_failures(expect, states=base.final_states, calls_by_step=Counter(calls), applied=base.applied, wasted=base.wasted_calls)
         rec = self.record(
             kind="baseline",
             held=base.held and not failures,
@@ -581,7 +581,7 @@ class PlanScenario(_PlanItem):
         self.scenario = scenario
 
     def runtest(self) -> None:
-        from chaos._plan_runner import run_scenario
+        from chaos.plans.runner import run_scenario
 
         state = _state(self.config)
         adapter = state.adapter(self.plan_file.target)
@@ -625,7 +625,7 @@ def _source(path: str, line: int) -> str:
 
 def explain(rec: dict[str, Any]) -> str:
     """The failure text of one record: what broke, what was seen, why it matters, how to replay."""
-    from chaos._plan_runner import why
+    from chaos.plans.runner import why
 
     out: list[str] = []
     if rec["kind"] == "point":
@@ -677,7 +677,7 @@ def _what_happened(fault: str, point: str, where: str) -> str:
 
 def _showed(rec: dict[str, Any]) -> str:
     """What a fault of the machine did at its point, in words."""
-    from chaos._report import MACHINE_OUTCOMES, machine_outcome
+    from chaos.report.html import MACHINE_OUTCOMES, machine_outcome
 
     outcome = machine_outcome(rec)
     return MACHINE_OUTCOMES[outcome] if outcome else f"the fault never met the worker: it ended with {rec.get('exit')!r}"
@@ -699,7 +699,7 @@ def chaos_world(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
     ...     assert chaos_world.states() == {"doc-1": "delivered"}
     ...     assert chaos_world.check() == []
     """
-    from chaos._sandbox import Sandbox
+    from chaos.core.sandbox import Sandbox
 
     state = _state(request.config)
     target = _marker_defaults(request).get("target") or state.settings.target
@@ -727,7 +727,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
     defaults = _marker_defaults(request)
 
     def run(**kwargs: Any) -> Any:
-        from chaos._matrix import run_matrix
+        from chaos.matrix.runner import run_matrix
 
         options = {**defaults, **kwargs}
         unknown = set(options) - {"target", "families", "scenarios", "mode", "seed", "points", "deep", "faults", "pairs", "check"}
@@ -859,7 +859,7 @@ class _Reporter:
             if state.settings.report:
                 terminalreporter.write_line(f"crashgate: no crash points or scenarios ran; no report written to {state.settings.report}")
             return
-        from chaos._report import summarize, terminal_lines, write_html
+        from chaos.report.html import summarize, terminal_lines, write_html
 
         summary = summarize(state.records, rootdir=str(config.rootpath))
         terminalreporter.section("crashgate")

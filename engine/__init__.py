@@ -23,7 +23,9 @@ from ._outbox import SendReport, Sender, send_outbox
 from ._outcome import NO_PROGRESS, STORE_UNAVAILABLE, Outcome
 from ._postgres import PostgresStore
 from ._queries import format_status, status
-from ._reference import REFERENCE_STATES, Documents, GeneratedDocuments, LocalModel, Model, ModelReply, reference_workflow
+from ._reference import (
+    REFERENCE_STATES, Documents, GeneratedDocuments, LocalModel, Model, ModelReply, generated_document, local_answer, reference_workflow,
+)
 from ._replay import ReplayResult, replay
 from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
 from ._sqlite import SqliteStore
@@ -41,7 +43,8 @@ __all__ = [
     "ReplayResult", "RetryableError", "RunResult", "STORE_UNAVAILABLE", "SchemaMismatch", "SendReport", "Sender",
     "ServerError", "SqlStore", "SqliteStore", "Step", "StepContext", "StepError", "StepOutput", "StepTimeout",
     "Store", "StoreBusy", "StoreFailed", "SystemClock", "UnknownJob", "ValidationFailed", "Worker", "Workflow",
-    "backoff_s", "cancel", "classify", "decode_idempotency_key", "default_workflow", "encode_idempotency_key", "format_status", "open_store", "reference_workflow",
+    "backoff_s", "cancel", "classify", "decode_idempotency_key", "default_workflow", "encode_idempotency_key", "format_status", "generated_document",
+    "local_answer", "open_store", "reference_workflow",
     "replay", "requeue", "resolve", "send_outbox", "status",
 ]
 

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Sequence
 
-from ._arguments import OneLineParser, positive_int
+from .arguments import OneLineParser, positive_int
 from ._clock import SystemClock
 from ._errors import EngineError
 from ._http import HttpSender
@@ -26,7 +26,7 @@ from ._outbox import send_outbox
 from ._outcome import Outcome
 from ._queries import format_status, status
 from ._replay import replay
-from ._terminal import printable, stdout_closed
+from .terminal import printable, stdout_closed
 from ._worker import Worker
 from ._workflow import Workflow
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._sql import SQLITE, Statements
 from ._store import Store
-from ._terminal import printable
+from .terminal import printable
 
 __all__ = ["status", "format_status", "STATUS_QUERIES"]
 

@@ -57,6 +57,6 @@ def power() -> None:
     without cutting the power of a real file system."""
     from pg_fixtures import require
 
-    from chaos._power import power_missing
+    from chaos.hostfaults.power import power_missing
 
     require(power_missing())

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from engine._pgserver import ServerUnavailable, TemporaryPostgres
+from engine.pgserver import ServerUnavailable, TemporaryPostgres
 
 _database_numbers = itertools.count()
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from chaos._cli import COMMANDS as CHAOS_COMMANDS
+from chaos.cli import COMMANDS as CHAOS_COMMANDS
 from engine._cli import COMMANDS as ENGINE_COMMANDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,7 +1,7 @@
 """The README documents everything a user can type: every CLI command, plugin option and fault plan.
 
 Each name is its own test, so a failure says exactly what is missing and where to add it. The
-lists come from the code (``engine._cli.COMMANDS``, ``chaos._cli.COMMANDS``, ``chaos.plugin.OPTIONS``)
+lists come from the code (``engine._cli.COMMANDS``, ``chaos.cli.COMMANDS``, ``chaos.plugin.OPTIONS``)
 and from the files in ``fault_plans/``, never from a copy kept here.
 """
 
@@ -47,7 +47,7 @@ def test_every_engine_command_is_in_the_readme(command):
         pytest.fail(f"README.md never shows `python -m engine {command}`; add it to the engine's command-line section", pytrace=False)
 
 
-@pytest.mark.parametrize("command", _commands("chaos._cli"))
+@pytest.mark.parametrize("command", _commands("chaos.cli"))
 def test_every_chaos_command_is_in_the_readme(command):
     if not re.search(rf"python -m chaos\s+{re.escape(command)}\b", _readme()):
         pytest.fail(f"README.md never shows `python -m chaos {command}`; add a section or a line that shows it", pytrace=False)

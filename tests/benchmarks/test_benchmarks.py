@@ -94,7 +94,7 @@ def test_the_table_is_printed_with_the_harness_line_when_chaos_bench_is_missing(
     assert lines[0].startswith("crashgate benchmarks:")
     assert lines[1].split()[:3] == ["benchmark", "value", "unit"]
     assert any(line.startswith("limit: raw sqlite3 CAS commit") for line in lines)
-    if importlib.util.find_spec("chaos.bench") is None:
+    if importlib.util.find_spec("chaos.matrix.bench") is None:
         assert SKIPPED in lines
     assert not any("DBOS" in line for line in lines)  # --no-peers
 
@@ -112,7 +112,7 @@ def test_a_missing_peer_is_skipped_with_the_install_command(monkeypatch):
 def test_the_harness_hook_says_skipped_in_one_line_without_chaos_bench():
     rows, message = harness_rows(quick=True, importer=lambda name: None)
     assert rows == []
-    assert message == "harness: skipped (chaos.bench not available)"
+    assert message == "harness: skipped (chaos.matrix.bench not available)"
 
 
 def test_the_harness_hook_includes_the_rows_chaos_bench_returns():
@@ -123,7 +123,7 @@ def test_the_harness_hook_includes_the_rows_chaos_bench_returns():
         return [{"key": "fork_scenarios_per_s", "label": "fork-mode crash scenarios", "value": 12.5, "unit": "scenarios/s"}]
 
     fake = types.SimpleNamespace(rows=rows)
-    got, message = harness_rows(quick=True, importer=lambda name: fake if name == "chaos.bench" else None)
+    got, message = harness_rows(quick=True, importer=lambda name: fake if name == "chaos.matrix.bench" else None)
     assert message is None
     assert seen == [True]
     assert [(r.key, r.label, r.value, r.unit) for r in got] == [

@@ -3,7 +3,7 @@ connects again on the next poll, and the run goes on to a verdict."""
 
 import psycopg
 
-from chaos._fleet import ProgressPoller
+from chaos.fleet.fleet import ProgressPoller
 from engine import PostgresStore
 
 

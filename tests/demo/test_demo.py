@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from chaos._demo import parser, run_demo
+from chaos.fleet.demo import parser, run_demo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ["--jobs", "60", "--kill-every", "0.3", "--kills-min", "3", "--plain"]

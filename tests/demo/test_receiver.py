@@ -12,10 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos._receiver import ReceiverProcess, deliveries, receiver_figures
-from chaos._services import HttpDocuments
-from chaos._verdict import interruptions_of
-from chaos._world import Call
+from chaos.fleet.receiver import ReceiverProcess, deliveries, receiver_figures
+from chaos.fleet.services import HttpDocuments
+from chaos.fleet.verdict import interruptions_of
+from chaos.core.world import Call
 from engine import ConnectionFailed, HttpSender, ServerError
 
 

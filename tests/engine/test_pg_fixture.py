@@ -9,8 +9,8 @@ TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFTEST = f"""
 import sys
 sys.path.insert(0, {TESTS_DIR!r})
-import engine._pgserver
-engine._pgserver.find_server_bindir = lambda: None  # a machine without the server binaries
+import engine.pgserver
+engine.pgserver.find_server_bindir = lambda: None  # a machine without the server binaries
 from pg_fixtures import pg_server, pg_url
 """
 

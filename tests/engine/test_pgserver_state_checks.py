@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from engine._pgserver import find_server_bindir
+from engine.pgserver import find_server_bindir
 
 SCRIPT = r"""
 import os, sys
-from engine._pgserver import ServerStateError, TemporaryPostgres
+from engine.pgserver import ServerStateError, TemporaryPostgres
 
 server = TemporaryPostgres()
 try:

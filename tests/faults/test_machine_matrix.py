@@ -8,8 +8,8 @@ import json
 import pytest
 
 from chaos import ReferenceAdapter, run_matrix
-from chaos._cli import main
-from chaos._machine_faults import KIND_OF, LIBFIU_MISSING, MACHINE_FAULTS
+from chaos.cli import main
+from chaos.hostfaults.faults import KIND_OF, LIBFIU_MISSING, MACHINE_FAULTS
 
 FAMILIES = ["clean", "backlog", "sender"]
 
@@ -73,7 +73,7 @@ def test_io_faults_without_libfiu_are_refused_with_what_to_install(monkeypatch):
 
 
 def test_every_sub_kind_names_its_kind_and_has_a_lesson():
-    from chaos._machine_faults import LESSONS
+    from chaos.hostfaults.faults import LESSONS
 
     assert set(LESSONS) == set(KIND_OF)
     assert all(lesson.endswith(".") for lesson in LESSONS.values())

@@ -15,9 +15,9 @@ import pytest
 
 import engine
 from chaos import ReferenceAdapter
-from chaos._events import Advance, Arm, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Submit
-from chaos._adapter import load_adapter
-from chaos._histories import InvariantViolated, machine_for
+from chaos.histories.events import Advance, Arm, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Submit
+from chaos.adapters.reference import load_adapter
+from chaos.histories.state_machine import InvariantViolated, machine_for
 from chaos.machine import PROFILES, explore, replay_command, state_machine_test
 from hypothesis import Phase, settings
 
@@ -347,7 +347,7 @@ def test_a_claim_that_ignores_a_live_lease_is_caught_by_a_history_with_a_frozen_
 
 
 def test_pauses_are_drawn_only_when_kills_may_fork():
-    from chaos._events import events
+    from chaos.histories.events import events
 
     inprocess = events(["inprocess"])
     with_fork = events(["fork", "inprocess"])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import psycopg
 
-from chaos._histories import drop_templates
-from chaos._pgadapter import PostgresReferenceAdapter
+from chaos.histories.state_machine import drop_templates
+from chaos.adapters.postgres import PostgresReferenceAdapter
 from chaos.machine import explore
 
 
@@ -29,8 +29,8 @@ def test_a_short_ci_exploration_on_postgresql_passes_and_leaves_no_database(pg_s
 
 
 def test_a_held_lock_in_a_history_on_postgresql_makes_writes_back_off_and_a_heal_lets_them_through(pg_server):
-    from chaos._events import Heal, Human, Machine, Run, Submit
-    from chaos._histories import machine_for
+    from chaos.histories.events import Heal, Human, Machine, Run, Submit
+    from chaos.histories.state_machine import machine_for
 
     machine = machine_for(PostgresReferenceAdapter(pg_server.url()))()
     try:

@@ -16,10 +16,10 @@ import psycopg
 import pytest
 
 from chaos import run_matrix
-from chaos._cli import main
-from chaos._machine_checks import integrity
-from chaos._machine_faults import MACHINE_FAULTS, run_machine_fault
-from chaos._pgadapter import PostgresReferenceAdapter
+from chaos.cli import main
+from chaos.hostfaults.checks import integrity
+from chaos.hostfaults.faults import MACHINE_FAULTS, run_machine_fault
+from chaos.adapters.postgres import PostgresReferenceAdapter
 from engine import PostgresStore, Step, StepOutput, Worker, Workflow
 
 from .variants import MACHINE_PLANTED

@@ -18,11 +18,11 @@ import psycopg
 import pytest
 
 from chaos import run_matrix
-from chaos._cli import main
-from chaos._families import reference_scenarios
-from chaos._pgadapter import PostgresReferenceAdapter
-from chaos._scenario import discard, prepare, run_pause, run_point
-from chaos._world import World
+from chaos.cli import main
+from chaos.matrix.families import reference_scenarios
+from chaos.adapters.postgres import PostgresReferenceAdapter
+from chaos.core.scenario import discard, prepare, run_pause, run_point
+from chaos.core.world import World
 
 from .variants import PLANTED
 
@@ -96,7 +96,7 @@ def test_writes_are_attributed_to_the_session_that_made_them(pg_url, tmp_path):
     adapter = PostgresReferenceAdapter()
     adapter.create(pg_url, attribute_writers=True)
     directory = str(tmp_path)
-    from chaos._clock import SharedClock
+    from chaos.core.clock import SharedClock
 
     clock = SharedClock(1_700_000_000.0)
     world = World(directory, clock, lease_s=adapter.lease_s)

@@ -1,7 +1,7 @@
 """Planted bugs of tests/quality/variants.py re-expressed on PostgreSQL, and two that only a held
 lock reveals there (the PostgreSQL twins of tests/quality/machine_variants.py's lock bug).
 
-Each is :class:`~chaos._pgadapter.PostgresReferenceAdapter` broken the same way as its SQLite
+Each is :class:`~chaos.adapters.postgres.PostgresReferenceAdapter` broken the same way as its SQLite
 twin, so the crash matrix on PostgreSQL must catch it with the same invariant. The lock bugs pass
 the crash matrix and are caught by ``worker-survives`` under the ``lock`` fault.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from chaos._pgadapter import PostgresReferenceAdapter
+from chaos.adapters.postgres import PostgresReferenceAdapter
 from engine import Claim, Completion, PostgresStore, RunResult, StoreBusy, Worker, Workflow
 try:
     from quality import variants as sqlite_variants  # as pytest imports it (tests/ on sys.path)

@@ -156,10 +156,10 @@ def test_loading_the_plugin_imports_neither_the_engine_nor_the_harness():
 
 def test_the_plugin_names_the_same_modes_and_reference_target_as_the_harness():
     from chaos import MODES, REFERENCE_TARGET
-    from chaos._machine_faults import KIND_OF
-    from chaos._matrix import FAULTS, PAIRS_DEFAULT
-    from chaos._plan_runner import ITEM_FAULTS
-    from chaos._plans import POINT_FAULTS, machine_fault_names
+    from chaos.hostfaults.faults import KIND_OF
+    from chaos.matrix.runner import FAULTS, PAIRS_DEFAULT
+    from chaos.plans.runner import ITEM_FAULTS
+    from chaos.plans.plan import POINT_FAULTS, machine_fault_names
 
     assert plugin.MODES == MODES
     assert plugin.REFERENCE_TARGET == REFERENCE_TARGET

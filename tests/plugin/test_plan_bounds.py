@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from chaos._plans import PlanError, load_plan, parse_plan
+from chaos.plans.plan import PlanError, load_plan, parse_plan
 
 LESSON = "Bounds keep a plan from hanging the run."
 

@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from chaos import ReferenceAdapter, load_plan
-from chaos._plans import check_against
+from chaos.plans.plan import check_against
 
 from .conftest import SHIPPED_PLANS, add_plan, collected_ids
 

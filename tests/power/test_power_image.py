@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from chaos._power import PowerImage, PowerUnavailable, power_missing, sync_tree
+from chaos.hostfaults.power import PowerImage, PowerUnavailable, power_missing, sync_tree
 
 
 def _attached(image: str) -> bool:
@@ -65,7 +65,7 @@ def test_without_root_the_reason_says_what_is_needed(monkeypatch):
 
 
 def test_the_power_fault_is_refused_on_postgresql_saying_where_it_runs_there():
-    from chaos._machine_faults import refuse_on_a_server
+    from chaos.hostfaults.faults import refuse_on_a_server
 
     with pytest.raises(ValueError, match="power fault kind .power-full. cannot run on PostgreSQL") as caught:
         refuse_on_a_server(["power-full"], "postgresql://admin@db.test/postgres")
@@ -74,7 +74,7 @@ def test_the_power_fault_is_refused_on_postgresql_saying_where_it_runs_there():
 
 HOLD_AN_IMAGE = """
 import sys, time
-from chaos._power import PowerImage
+from chaos.hostfaults.power import PowerImage
 with PowerImage(sys.argv[1]) as image:
     print(image.image, flush=True)
     time.sleep(60)
@@ -99,7 +99,7 @@ def test_a_sigterm_still_unmounts_and_detaches_the_image(power, tmp_path):
 NOT_ROOT_MATRIX = """
 import os, sys
 os.geteuid = lambda: 1000  # as an ordinary user
-from chaos._cli import main
+from chaos.cli import main
 sys.exit(main(["matrix", "--faults", "power", "--family", "clean"]))
 """
 

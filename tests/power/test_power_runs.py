@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from chaos._power_runs import SETTINGS, power_run
+from chaos.hostfaults.power_runs import SETTINGS, power_run
 
 JOBS = 200
 CUT_EVERY_S = 1.5  # longer than the runs' 1 s lease, so jobs claimed before a cut finish after it

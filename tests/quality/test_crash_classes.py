@@ -3,7 +3,7 @@ class's first point does, on the reference engine, on a user's workflow and on e
 bugs; classes drawn blindly do not.
 
 The crash matrix runs one kill per class (consecutive points with no durable change between them,
-see :func:`chaos._points.crash_classes`) and gives the class's outcome to its other points; these
+see :func:`chaos.core.points.crash_classes`) and gives the class's outcome to its other points; these
 tests run every point too (``exhaustive``) and compare, point by point.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import ReferenceAdapter, run_matrix
-from chaos._points import crash_classes
+from chaos.core.points import crash_classes
 
 from .user_workflows import MemoryNotes, NotesAdapter
 from .variants import SkipMemoLookup, SplitMemo

@@ -2,7 +2,7 @@
 the class's first point does, on the reference engine and on engines with planted overlap bugs.
 
 The pause matrix runs one scenario per class (points with no visible operation between them, see
-:func:`chaos._points.pause_classes`); these tests run every point too and compare, point by point.
+:func:`chaos.core.points.pause_classes`); these tests run every point too and compare, point by point.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import ReferenceAdapter, run_matrix
-from chaos._points import pause_classes
+from chaos.core.points import pause_classes
 
 from .variants import ClaimIgnoresLiveLease, NoCompareAndSwap
 

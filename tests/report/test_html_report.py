@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos._report import render_html, summarize, terminal_lines
+from chaos.report.html import render_html, summarize, terminal_lines
 
 HOSTILE = "<script>alert('x')</script>"
 
@@ -200,9 +200,9 @@ def test_each_fault_of_the_machine_is_counted_with_where_it_showed_and_each_poin
 
 
 def test_the_report_knows_every_fault_of_the_machine_and_says_what_each_does():
-    from chaos._machine_faults import KIND_OF
-    from chaos._plan_runner import ITEM_FAULTS
-    from chaos._report import FAULT_MEANING, FAULT_ORDER, MACHINE_KIND_OF
+    from chaos.hostfaults.faults import KIND_OF
+    from chaos.plans.runner import ITEM_FAULTS
+    from chaos.report.html import FAULT_MEANING, FAULT_ORDER, MACHINE_KIND_OF
 
     assert MACHINE_KIND_OF == KIND_OF
     assert FAULT_ORDER == ITEM_FAULTS

@@ -12,8 +12,8 @@ import io
 import json
 
 from chaos import ReferenceAdapter
-from chaos._pgadapter import PostgresReferenceAdapter
-from chaos._soak import parser, run_soak, throughput_rows
+from chaos.adapters.postgres import PostgresReferenceAdapter
+from chaos.fleet.soak import parser, run_soak, throughput_rows
 from engine import FakeClock, GeneratedDocuments, LocalModel, Worker, reference_workflow
 
 SHORT = ["--workers", "3", "--jobs", "150", "--kill-every", "0.2", "--kills-min", "5", "--json"]

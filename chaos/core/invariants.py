@@ -1,0 +1,455 @@
+"""The invariant catalog: each a named function whose docstring says what it protects against.
+
+Every check reads only what outlives a worker: the engine's database (through the adapter's
+:class:`~chaos.adapters.reference.Snapshot`, with state changes recorded by the harness's audit trigger) and
+the world's ledger. None trusts the worker's own memory.
+
+>>> sorted(INVARIANTS)[:3]
+['bounded-spend', 'drains', 'effects-complete']
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from chaos.adapters.reference import Snapshot
+from chaos.core.world import Call, Delivery
+
+__all__ = [
+    "Evidence",
+    "Violation",
+    "INVARIANTS",
+    "ALWAYS",
+    "AT_REST",
+    "check",
+    "wasted_calls",
+    "zombie_calls",
+    "same_outcome",
+    "baseline_failures",
+    "raised",
+    "HARNESS_CHECKS",
+    "describe",
+    "idempotent_submit",
+]
+
+# Transient faults: after each, one more paid call for the same step is expected, not wasteful.
+# Poison faults (bad_request, parse) earn no retry: nothing will differ next time.
+INTERRUPTING_FAULTS = frozenset({"timeout", "connection", "rate_limit", "server_error"})
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.invariant}: {self.detail}"
+
+
+@dataclass
+class Evidence:
+    """Everything an invariant may look at, gathered by the harness after a scenario or a rule."""
+
+    table: Mapping[str, tuple[str, ...] | list[str]]
+    step_states: Mapping[str, tuple[str, str]]
+    settled_states: frozenset[str]
+    final_effects: Mapping[str, tuple[str, ...] | list[str]]
+    snapshot: Snapshot
+    calls: list[Call]
+    deliveries: list[Delivery]
+    submitted: dict[str, str] = field(default_factory=dict)
+    interruptions: Counter = field(default_factory=Counter)
+    previous_memos: dict[tuple[str, str], str] | None = None
+
+    @classmethod
+    def gather(cls, adapter: Any, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
+        """Read everything the catalog needs: the adapter's table and a snapshot of ``db``, and
+        the world's ledger."""
+        return cls(
+            table=adapter.states(),
+            step_states=adapter.step_states(),
+            settled_states=adapter.settled_states(),
+            final_effects=adapter.final_effects(),
+            snapshot=snapshot if snapshot is not None else adapter.inspect(db),
+            calls=world.calls(),
+            deliveries=world.deliveries(),
+            submitted=submitted,
+            interruptions=interruptions,
+        )
+
+
+def legal_transitions(ev: Evidence) -> list[Violation]:
+    """Every recorded state change is an edge of the table; every state is known; no job row is
+    lost or duplicated.
+
+    Protects against a transition written without checking the table, or a write that lands on a
+    job another worker already moved. Held by the state table as data, checked before each
+    UPDATE, and by compare-and-swap (``WHERE state = :from``) so a stale writer changes nothing.
+    """
+    out: list[Violation] = []
+    for job_id, before, after in ev.snapshot.transitions:
+        if after is None:
+            out.append(Violation("legal-transitions", f"job {job_id!r} row was deleted (last state {before!r})"))
+        elif before is None:
+            if after != "pending":
+                out.append(Violation("legal-transitions", f"job {job_id!r} was created in state {after!r}, not 'pending'"))
+        elif before not in ev.table or after not in ev.table:
+            unknown = before if before not in ev.table else after
+            out.append(Violation("legal-transitions", f"job {job_id!r}: state {unknown!r} is not in the table"))
+        elif after not in ev.table[before]:
+            out.append(
+                Violation("legal-transitions", f"job {job_id!r} moved {before!r} -> {after!r}, which is not an edge of the table")
+            )
+    for job_id in ev.submitted:
+        if job_id not in ev.snapshot.jobs:
+            out.append(Violation("legal-transitions", f"job {job_id!r} was acknowledged at submit but its row is gone"))
+    for job_id in ev.snapshot.jobs:
+        if ev.submitted and job_id not in ev.submitted:
+            out.append(Violation("legal-transitions", f"job {job_id!r} exists but was never submitted"))
+    return out
+
+
+def no_spend_after_memo(ev: Evidence) -> list[Violation]:
+    """No paid call for (job, step) starts after that step's memo row was committed, by a worker
+    that holds a valid lease at the time of the call.
+
+    Protects against paying twice for a result you already have: a resumed job that re-runs a
+    step instead of reading its memo. Held by looking up ``step_result`` before running a step.
+    A paused zombie whose lease already expired can waste one call per pause: that is reported as
+    waste (see :func:`zombie_calls`), not a violation.
+    """
+    return [
+        Violation(
+            "no-spend-after-memo",
+            f"worker {c.worker!r} paid for {c.task!r} of job {c.job_id!r} (step {c.step!r}) after that step's memo "
+            "was committed, while holding a valid lease",
+        )
+        for c in ev.calls
+        if c.memo_committed and c.lease_valid
+    ]
+
+
+def bounded_spend(ev: Evidence) -> list[Violation]:
+    """Paid calls for (job, step) <= 1 + interruptions of that step (crashes, faults, pauses
+    longer than the lease).
+
+    Protects against a step that runs twice without anything going wrong: a second worker taking
+    over a job whose lease lapsed during a long call (no heartbeat), or a retry of a poison
+    failure. Held by heartbeats, leases, fencing and the poison rule; the surplus within the bound
+    is reported as wasted spend.
+    """
+    calls = Counter((c.job_id, c.step) for c in ev.calls)
+    faulted = Counter((c.job_id, c.step) for c in ev.calls if c.fault in INTERRUPTING_FAULTS)
+    out = []
+    for key, count in sorted(calls.items()):
+        allowed = 1 + ev.interruptions.get(key, 0) + faulted.get(key, 0)
+        if count > allowed:
+            out.append(
+                Violation(
+                    "bounded-spend",
+                    f"job {key[0]!r} step {key[1]!r}: {count} paid calls, at most {allowed} allowed "
+                    f"({ev.interruptions.get(key, 0)} interruption(s), {faulted.get(key, 0)} faulted call(s))",
+                )
+            )
+    return out
+
+
+def memo_stable(ev: Evidence) -> list[Violation]:
+    """A step_result row, once written, never changes.
+
+    Protects the memo's meaning: it is the proof that a step was paid for and what it returned,
+    the cost report, and the input of every later step. Held by inserting memo rows (never
+    upserting) inside the completion transaction.
+    """
+    out = [
+        Violation("memo-stable", f"memo of job {job!r} step {step!r} was {what}")
+        for job, step, what in ev.snapshot.memo_changes
+    ]
+    if ev.previous_memos is not None:
+        for key, output in ev.previous_memos.items():
+            now = ev.snapshot.memos.get(key)
+            if now is None:
+                out.append(Violation("memo-stable", f"memo of job {key[0]!r} step {key[1]!r} disappeared"))
+            elif now != output:
+                out.append(Violation("memo-stable", f"memo of job {key[0]!r} step {key[1]!r} changed"))
+    return out
+
+
+def progress_recorded(ev: Evidence) -> list[Violation]:
+    """A job never runs ahead of its memo: every step whose done state the job has passed has its
+    step_result row.
+
+    Protects against advancing the state in one transaction and writing the result in another: a
+    crash between them leaves a job that claims a step is done with no result to show for it.
+    Held by committing the memo and the state advance in ONE transaction.
+    """
+    done_of = {done: step for step, (_, done) in ev.step_states.items()}
+    passed: set[tuple[str, str]] = set()
+    for job_id, _, after in ev.snapshot.transitions:
+        if after in done_of:
+            passed.add((job_id, done_of[after]))
+    return [
+        Violation("progress-recorded", f"job {job!r} reached {ev.step_states[step][1]!r} but step {step!r} has no memo row")
+        for job, step in sorted(passed)
+        if (job, step) not in ev.snapshot.memos
+    ]
+
+
+def effects_complete(ev: Evidence) -> list[Violation]:
+    """Every job that reached its final state has each effect its workflow declares applied
+    exactly once at the receiver.
+
+    Protects against losing an effect (an email never sent because the worker died after the
+    commit) or applying it twice. Held by the outbox (the effect is committed with the step) plus
+    a receiver that dedupes on the idempotency key.
+    """
+    applied = Counter(d.key for d in ev.deliveries if d.applied)
+    out = []
+    for job_id, job in sorted(ev.snapshot.jobs.items()):
+        for kind in ev.final_effects.get(job.state, ()):
+            count = applied.get(f"{job_id}:{kind}", 0)
+            if count != 1:
+                out.append(Violation("effects-complete", f"job {job_id!r} is {job.state!r} but effect {kind!r} was applied {count} times"))
+    return out
+
+
+def outbox_at_least_once(ev: Evidence, *, at_rest: bool = True) -> list[Violation]:
+    """Every committed outbox row is delivered at least once; the receiver applies exactly one
+    effect per key; no effect arrives without a committed outbox row; ``sent_at`` set implies
+    delivered.
+
+    Protects against the three outbox mistakes: sending from inside the step (an effect for a
+    result that was never committed), marking before sending (a crash loses the effect), and a
+    receiver without dedupe (a re-send applies twice). At-least-once is the best a sender can do;
+    the idempotency key makes it effectively once. ``at_rest=False`` skips "every row delivered",
+    which only holds once the sender has had its chance.
+    """
+    out = []
+    outbox_keys = {row.key for row in ev.snapshot.outbox}
+    delivered = {d.key for d in ev.deliveries}
+    applied = Counter(d.key for d in ev.deliveries if d.applied)
+    for key in sorted(delivered - outbox_keys):
+        out.append(Violation("outbox-at-least-once", f"effect {key!r} arrived at the receiver without a committed outbox row"))
+    for key, count in sorted(applied.items()):
+        if count > 1:
+            out.append(Violation("outbox-at-least-once", f"effect {key!r} was applied {count} times at the receiver"))
+    for row in ev.snapshot.outbox:
+        if row.sent_at is not None and row.key not in delivered:
+            out.append(Violation("outbox-at-least-once", f"outbox row {row.key!r} is marked sent but was never delivered"))
+        elif at_rest and row.key not in delivered:
+            out.append(Violation("outbox-at-least-once", f"outbox row {row.key!r} was committed but never delivered"))
+    return out
+
+
+def drains(ev: Evidence) -> list[Violation]:
+    """Once faults stop and time passes every lease and backoff, every job ends settled
+    (delivered, cancelled, needs_human or a failed state), with no lease held and no unsent
+    outbox row.
+
+    Protects against a job stuck forever: a lease never released, a backoff never due, a row the
+    sender never picks up. Held by leases that expire, claims that take expired leases over, and a
+    sender that retries.
+    """
+    out = []
+    for job_id, job in sorted(ev.snapshot.jobs.items()):
+        if job.state not in ev.settled_states:
+            out.append(Violation("drains", f"job {job_id!r} is still {job.state!r} after the system drained"))
+        if job.lease_owner is not None:
+            out.append(Violation("drains", f"job {job_id!r} ({job.state}) still has a lease held by {job.lease_owner!r}"))
+    for row in ev.snapshot.outbox:
+        if row.sent_at is None:
+            out.append(Violation("drains", f"outbox row {row.key!r} is still unsent after the system drained"))
+    return out
+
+
+def fenced_writes(ev: Evidence) -> list[Violation]:
+    """A worker never writes to a job (a state change, a memo row, an outbox row) after another
+    worker took the job over.
+
+    Protects against the zombie: a worker frozen past its lease (a GC pause, a VM migration) that
+    wakes up and commits as if nothing happened, on top of the work of the worker that replaced
+    it. Held by the fencing token every claim hands out and every later write is guarded by.
+    Only pauses reveal its absence; it needs the harness's writer attribution (scenario
+    databases), and holds vacuously where there is none.
+    """
+    out: list[Violation] = []
+    holder: dict[str, str] = {}
+    for job_id, kind, writer, detail in ev.snapshot.writes:
+        if kind == "claim":
+            holder[job_id] = writer
+        elif writer != "human" and job_id in holder and writer != holder[job_id]:
+            out.append(
+                Violation(
+                    "fenced-writes",
+                    f"worker {writer!r} wrote {kind} {detail!r} to job {job_id!r} after {holder[job_id]!r} had taken it over",
+                )
+            )
+    return out
+
+
+def _outbox_now(ev: Evidence) -> list[Violation]:
+    return outbox_at_least_once(ev, at_rest=False)
+
+
+# Checked at every observable moment (right after a kill, after every state-machine rule).
+ALWAYS: dict[str, Callable[[Evidence], list[Violation]]] = {
+    "legal-transitions": legal_transitions,
+    "no-spend-after-memo": no_spend_after_memo,
+    "bounded-spend": bounded_spend,
+    "memo-stable": memo_stable,
+    "progress-recorded": progress_recorded,
+    "outbox-at-least-once": _outbox_now,
+    "fenced-writes": fenced_writes,
+}
+# Checked once the system is at rest (faults stopped, time advanced, everything drained).
+AT_REST: dict[str, Callable[[Evidence], list[Violation]]] = {
+    **ALWAYS,
+    "effects-complete": effects_complete,
+    "outbox-at-least-once": outbox_at_least_once,
+    "drains": drains,
+}
+
+
+def idempotent_submit(session: Any, inspect: Callable[[], Snapshot], submitted: dict[str, str], conflict_errors: tuple[type[BaseException], ...]) -> list[Violation]:
+    """Submitting an id that exists creates nothing new (same payload) or is refused (different
+    payload).
+
+    Protects against duplicated work when an upstream caller retries a submit it believes failed.
+    Held by using the caller's job id as the idempotency key. This check is active: it submits
+    every known id again, once with the same payload and once with a different one, and compares
+    the database before and after.
+    """
+    import json
+
+    out: list[Violation] = []
+    if not submitted:
+        return out
+    before = inspect()
+    for job_id, payload_json in sorted(submitted.items()):
+        session.submit(job_id, json.loads(payload_json))
+        try:
+            session.submit(job_id, {"conflicting": payload_json})
+        except conflict_errors:
+            pass
+        else:
+            out.append(Violation("idempotent-submit", f"re-submitting {job_id!r} with a different payload was accepted"))
+    after = inspect()
+    if after.jobs != before.jobs:
+        changed = sorted(j for j in set(before.jobs) | set(after.jobs) if before.jobs.get(j) != after.jobs.get(j))
+        out.append(Violation("idempotent-submit", f"re-submitting existing ids changed jobs: {', '.join(changed)}"))
+    return out
+
+
+def same_outcome(baseline: Any, outcome: Any, allowed: tuple[str, ...] = ()) -> list[Violation]:
+    """Once the system drains after a fault, every job ends in the state, with the result and the
+    applied effects, that the same scenario reached without any fault: a crash is invisible in
+    the outcome, only in the cost.
+
+    Protects against everything a crash changes that the other checks count as fine because a
+    failed state is settled: state kept in process memory between steps (the recovering process
+    never had it), a step that behaves differently on its second attempt, a memo row that does
+    not hold everything the next step needs. Held by steps whose only input is the job's payload
+    and the memo rows of the steps before, and whose only output is their own memo row and
+    outbox rows. A family whose point is a race names in ``allowed`` the other final states it
+    may reach (a killed cancel is a cancel that never happened).
+    """
+    out: list[Violation] = []
+    raced = False
+    for job_id, state in sorted(outcome.final_states.items()):
+        expected = baseline.final_states.get(job_id)
+        if expected is None or state == expected:
+            if expected is not None and outcome.results.get(job_id) != baseline.results.get(job_id):
+                out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r} as without any fault, but with the result "
+                                     f"{_short(outcome.results.get(job_id))} instead of {_short(baseline.results.get(job_id))}"))
+            continue
+        if state in allowed:
+            raced = True
+            continue
+        error = outcome.last_errors.get(job_id)
+        why = f" (last_error: {_short(error)})" if error else ""
+        out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r}{why} after the fault; without any fault it ends {expected!r}"))
+    if not raced and outcome.effects != baseline.effects:
+        missing = sorted(set(baseline.effects) - set(outcome.effects))
+        extra = sorted(set(outcome.effects) - set(baseline.effects))
+        changed = sorted(k for k in set(baseline.effects) & set(outcome.effects) if baseline.effects[k] != outcome.effects[k])
+        parts = [f"{label} {', '.join(map(repr, keys))}" for label, keys in
+                 (("missing", missing), ("not applied without a fault", extra), ("applied with another payload", changed)) if keys]
+        out.append(Violation("same-outcome", "the effects applied differ from those without any fault: " + "; ".join(parts)))
+    return out
+
+
+def baseline_failures(scenario: Any, adapter: Any, baseline: Any, payload_hint: str) -> list[Violation]:
+    """The family's run without any fault ends as the family expects: every job in one of its
+    expected states (the workflow's final state, for a family without a poison fault).
+
+    Protects the gate itself: a family whose baseline does not complete proves nothing by
+    crashing (every crash "holds" when every job ends failed anyway), so it fails, with every
+    job's final state and last_error and what to check, and its points are not run.
+    """
+    if not baseline.final_states:
+        if scenario.jobs:
+            return [Violation("baseline", f"family {scenario.name!r} fails without any fault: no job is in the database after "
+                                          f"its run ({payload_hint})")]
+        return []
+    expected = scenario.expected_states(adapter)
+    wrong = {j: s for j, s in sorted(baseline.final_states.items()) if s not in expected}
+    if not wrong:
+        return []
+    shown = "; ".join(
+        f"job {j!r} ended {s!r}" + (f" (last_error: {_short(baseline.last_errors.get(j))})" if baseline.last_errors.get(j) else "")
+        for j, s in wrong.items()
+    )
+    return [Violation(
+        "baseline",
+        f"family {scenario.name!r} fails without any fault, on every one of its points: {shown}; every job should end in "
+        f"{' or '.join(map(repr, sorted(expected)))}. Check the step that set last_error; {payload_hint}",
+    )]
+
+
+def raised(where: str, error: str) -> Violation:
+    """The code under test (the engine, the workflow, or the adapter) raised where the harness
+    expects an answer: the scenario's result is an error, with the exception's last lines.
+
+    Protects the gate from reading an exception as a pass, or from stopping every other point.
+    """
+    last = error.strip().splitlines()[-1] if error.strip() else "no traceback"
+    return Violation("raised", f"{where} raised {last}")
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = repr(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+INVARIANTS: dict[str, Callable[..., list[Violation]]] = {
+    **AT_REST, "idempotent-submit": idempotent_submit, "same-outcome": same_outcome,
+}
+# Checks of the harness itself rather than of the engine, named in results like invariants.
+HARNESS_CHECKS: dict[str, Callable[..., Any]] = {"baseline": baseline_failures, "raised": raised}
+
+
+def check(ev: Evidence, *, at_rest: bool) -> list[Violation]:
+    """Run the catalog (the at-rest catalog if ``at_rest``) and return every violation."""
+    out: list[Violation] = []
+    for fn in (AT_REST if at_rest else ALWAYS).values():
+        out.extend(fn(ev))
+    return out
+
+
+def wasted_calls(ev: Evidence) -> int:
+    """Paid calls whose result was not memoised: the price of crashes, faults and retries."""
+    memoised = {key for key in ev.snapshot.memos}
+    per_step = Counter((c.job_id, c.step) for c in ev.calls)
+    return sum(count - (1 if key in memoised else 0) for key, count in per_step.items())
+
+
+def zombie_calls(ev: Evidence) -> list[Call]:
+    """Calls made by a worker whose lease had expired after the memo was committed: waste, reported."""
+    return [c for c in ev.calls if c.memo_committed and not c.lease_valid]
+
+
+def describe(fn: Any) -> str:
+    """The first paragraph of an invariant's docstring: what it holds."""
+    return " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())

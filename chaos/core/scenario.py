@@ -1,0 +1,882 @@
+"""A scenario: a fresh database, jobs, a worker killed at one crash point, a recovery, the checks.
+
+Every piece of code under test runs in a child forked for it (:mod:`chaos.core.process`), never in
+the harness's own process: the family's setup, the recording of its doomed iteration (with the
+baseline, the same iteration run to the end without any fault), each doomed iteration, and each
+recovery. A recovery therefore starts in a process that never ran the doomed iteration, as a real
+restart does, and a workflow that keeps state in process memory between steps is caught.
+
+``fork`` mode (the default, the faithful one) kills the doomed worker by SIGKILL at the point:
+no ``finally``, no ``atexit``, no context-manager exit. ``inprocess`` mode abandons it by raising
+an exception at the point, so ``finally`` blocks and ``with`` exits still run, and code that is
+only correct if they run looks correct: a weaker approximation, documented as such. Either way
+the abandoned sessions are never closed; the child's exit drops their connections.
+
+After the kill the harness checks the invariants that must hold at every moment, moves the fake
+clock past the dead worker's lease, drains the system in a fresh process (a worker and the
+outbox sender until nothing is due, time moving past every backoff), and checks the whole
+catalog at rest, including that the crash did not change the outcome (``same-outcome``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sqlite3
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Collection
+
+from engine import NO_PROGRESS
+from engine import Outcome as RunOutcome  # the engine's run outcomes; Outcome below is a point's
+
+from chaos.core.clock import SharedClock
+from chaos.core.invariants import (
+    Evidence,
+    Violation,
+    baseline_failures,
+    check,
+    idempotent_submit,
+    raised,
+    same_outcome,
+    wasted_calls,
+    zombie_calls,
+)
+from chaos.core.points import DurableState, Killer, Point, Recorder, crash_classes, pause_classes
+from chaos.core.process import Ended, Exit, die_here, fork, stop_here
+from chaos.core.world import OUTCOME_FAULTS, Fault, World
+
+__all__ = [
+    "Scenario",
+    "Outcome",
+    "Family",
+    "prepare",
+    "run_point",
+    "run_pause",
+    "run_interleaving",
+    "record",
+    "MODES",
+    "DEFAULT_PAYLOAD",
+    "payload_for",
+    "fresh_run",
+    "doomed_iteration",
+    "settle",
+    "discard",
+    "kill_at",
+    "Abandon",
+    "EXIT_ERROR",
+    "EXIT_NOT_REACHED",
+    "PAUSE_KINDS",
+    "RECOVERY_ROUNDS_MAX",
+    "Run",
+    "T0",
+    "copy_template",
+    "other_worker",
+    "recover_and_check",
+    "setup_action",
+    "short_busy",
+    "steps_in_flight",
+    "store_conn",
+]
+
+MODES = ("fork", "inprocess")
+T0 = 1_700_000_000.0
+RECOVERY_ROUNDS_MAX = 40
+ITERATIONS_PER_ROUND_MAX = 50
+BACKOFF_JUMP_S = 33.0
+EXIT_NOT_REACHED = 3
+EXIT_ERROR = 4
+# What the harness submits for each job unless the adapter says otherwise (``payload(job_id)``).
+DEFAULT_PAYLOAD = '{"source": <job id>}'
+
+
+def payload_for(adapter: Any, job_id: str) -> Any:
+    """The payload the harness submits for ``job_id``: the adapter's ``payload(job_id)`` where it
+    has one, else ``{"source": job_id}`` (what the reference workflow's fetch step reads)."""
+    hook = getattr(adapter, "payload", None)
+    return hook(job_id) if callable(hook) else {"source": job_id}
+
+
+class Abandon(BaseException):
+    """Raised at the crash point in ``inprocess`` mode. A BaseException, so step-failure
+    handling (``except Exception``) cannot swallow it, as it could not swallow a SIGKILL."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A family of crash points: what happens before the doomed iteration, and what it runs.
+
+    ``setup`` is a list of actions run cleanly first: ``"run"`` (one worker iteration),
+    ``"send"`` (one outbox pass), ``"advance:<s>"`` (move the clock), ``"claim:<worker>"`` (a
+    worker claims the next job and dies holding its lease). ``phase`` is ``"worker"``,
+    ``"sender"`` or a person's action, ``"human:<action>:<job>[:<arg>]"`` (e.g.
+    ``"human:cancel:doc-1"``; an action the engine refuses with its clear error is a clean end).
+    ``faults`` are armed for the doomed iteration (a ``sticky`` one, a poison input, stays armed
+    for the recovery too: it fails the same way on every call); ``second_worker`` lets a slow
+    call run another worker while it lasts.
+
+    ``expect`` names the states every job must end in when the family runs without any fault
+    (its baseline); by default the workflow's final states, or any settled state for a family
+    with a poison fault, a failed review or a person's action. ``allowed`` names the other final
+    states a job may reach after a fault, for a family whose point is a race (a killed cancel is
+    a cancel that never happened). Both may use the names ``<final>`` (the workflow's final
+    states), ``<parked>`` (settled but not final: failed, cancelled, waiting for a person) and
+    ``<settled>``, so that a family fits any workflow.
+    """
+
+    name: str
+    lesson: str
+    jobs: tuple[str, ...] = ("doc-1",)
+    setup: tuple[str, ...] = ()
+    phase: str = "worker"
+    faults: tuple[Fault, ...] = ()
+    second_worker: bool = False
+    expect: tuple[str, ...] | None = None
+    allowed: tuple[str, ...] = ()
+
+    def expected_states(self, adapter: Any) -> frozenset[str]:
+        """The states every job must end in without any fault."""
+        if self.expect is not None:
+            return resolve_states(self.expect, adapter)
+        open_ended = self.phase.startswith("human:") or any(f.sticky or f.kind == "verify_fail" for f in self.faults)
+        return resolve_states(("<settled>",) if open_ended else ("<final>",), adapter)
+
+
+def resolve_states(names: tuple[str, ...], adapter: Any) -> frozenset[str]:
+    """States named in a family, with ``<final>``, ``<parked>`` and ``<settled>`` resolved for
+    ``adapter``'s workflow."""
+    final = frozenset(adapter.final_effects())
+    settled = frozenset(adapter.settled_states())
+    groups = {"<final>": final, "<parked>": settled - final, "<settled>": settled}
+    out: set[str] = set()
+    for name in names:
+        out |= groups.get(name, {name})
+    return frozenset(out)
+
+
+@dataclass
+class Family:
+    """A scenario prepared once: its template files and the points of its doomed iteration."""
+
+    scenario: Scenario
+    template: str
+    clock_after_setup: float
+    submitted: dict[str, str]
+    points: list[Point]
+    executable: dict[str, frozenset[int]]
+    baseline: "Outcome"
+    between: list[bool] = field(default_factory=list)
+    # For each point, the first point of its pause class (itself where operations are not counted).
+    classes: list[int] = field(default_factory=list)
+    # For each point, the first point of its crash class (itself where durable state is not watched).
+    crash_classes: list[int] = field(default_factory=list)
+    template_db: str = ""  # an adapter's own template database (PostgreSQL); "" = the template's files
+    skipped: str = ""  # why the family does not apply to this workflow (its points are not run)
+
+    @property
+    def completed(self) -> bool:
+        """Whether the baseline (no fault) ran to the end as the family expects: only then are its
+        points run. (A baseline that completed but broke an invariant, a race inside the iteration
+        itself, still fails; its points run too and show where.)"""
+        return not any(v.invariant in ("baseline", "raised") for v in self.baseline.violations)
+
+
+@dataclass
+class Outcome:
+    """What one scenario (one point, or the clean baseline) ended with."""
+
+    point: str
+    exit: str
+    fault: str = "crash"
+    violations: list[Violation] = field(default_factory=list)
+    wasted_calls: int = 0
+    zombie_calls: int = 0
+    final_states: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    applied: int = 0
+    deliveries: int = 0
+    seconds: float = 0.0
+    blocked_s: float = 0.0
+    results: dict[str, str | None] = field(default_factory=dict)  # job -> its result, as stored
+    last_errors: dict[str, str | None] = field(default_factory=dict)  # job -> its last_error
+    effects: dict[str, str] = field(default_factory=dict)  # applied effect key -> its payload
+    error: str = ""  # the last lines of a traceback, when the code under test raised
+    faults_fired: list[str] = field(default_factory=list)  # the kinds of the world's faults that paid calls met
+    lost_commits: list[str] = field(default_factory=list)  # acknowledged, then taken by a power cut (chaos.hostfaults.power_faults)
+
+    def __post_init__(self) -> None:
+        # An :class:`~chaos.core.process.Exit`, kept as its plain string: outcomes travel to pytest-xdist
+        # workers' reports, JSON and pickles, which know str, not enums.
+        self.exit = str(self.exit)
+
+    @property
+    def held(self) -> bool:
+        return not self.violations
+
+    def signature(self) -> tuple[Any, ...]:
+        """What two kill modes must agree on at the same point."""
+        return (
+            tuple(sorted(self.final_states.items())),
+            tuple(sorted(self.calls.items())),
+            self.applied,
+            self.deliveries,
+            tuple(sorted({v.invariant for v in self.violations})),
+        )
+
+
+class Run:
+    """The files, clock, world and seeds of one scenario run, in its own directory.
+
+    ``db`` is the engine's database: ``<directory>/engine.db`` unless the adapter made one of its
+    own (see :func:`copy_template`); ``drop`` says the run owns it and drops it when it closes. Sessions
+    open only in a child (:mod:`chaos.core.process`): the harness's own process never runs the code
+    under test.
+    """
+
+    def __init__(self, adapter: Any, directory: str, clock_at: float, seed: int, scenario: Scenario,
+                 db: str | None = None, *, drop: bool = False) -> None:
+        self.adapter = adapter
+        self.dir = directory
+        self.db = db if db is not None else os.path.join(directory, "engine.db")
+        self.drop = drop
+        self.owner_pid = os.getpid()  # only this process drops ``db``, never a forked child closing its copy
+        self.clock = SharedClock(clock_at)
+        self.world = World(directory, self.clock, lease_s=adapter.lease_s)
+        self.world.probe = adapter.probe(self.db)
+        self.seed = seed
+        self.scenario = scenario
+        self.sessions: list[Any] = []
+        self.on_session: Callable[[Any], None] | None = None  # told of every session opened
+        self.submitted: dict[str, str] = {}  # job id -> the payload submitted, as JSON
+
+    def session(self, worker_id: str) -> Any:
+        from chaos.core.process import in_child
+
+        if not in_child():
+            raise RuntimeError("a scenario's sessions open in a forked child only (chaos.core.process.fork)")
+        rng = random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}")
+        session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
+        self.sessions.append(session)
+        if self.on_session is not None:
+            self.on_session(session)
+        return session
+
+    def close(self) -> None:
+        """Close every connection this process opened for the run (a dead child's are gone)."""
+        for session in self.sessions:
+            _close_quietly(session)
+        self.sessions.clear()
+        self.world.close()
+        release = getattr(self.adapter, "release", None)
+        if release is not None:
+            release(self.db)
+        if self.drop and os.getpid() == self.owner_pid:
+            self.drop = False
+            self.adapter.drop_db(self.db)
+
+    def evidence(self, submitted: dict[str, str], interruptions: Counter, snapshot: Any = None) -> Evidence:
+        return Evidence.gather(self.adapter, self.db, self.world, submitted=submitted, interruptions=interruptions, snapshot=snapshot)
+
+    def only(self, deep: bool) -> Any:
+        """The code objects whose lines are points (None: every function under the trace paths)."""
+        return None if deep else [fn.__code__ for fn in self.adapter.targets().values()]
+
+
+def doomed_iteration(run: Run) -> Callable[[], Any]:
+    """The iteration that will be killed, with the scenario's faults armed."""
+    scenario = run.scenario
+    for fault in scenario.faults:
+        run.world.arm(fault)
+    session = run.session("w-doomed")
+    if scenario.second_worker:
+        run.world.during_slow = lambda: run.session("w-second").run_once()
+    if scenario.phase == "worker":
+        return session.run_once
+    if scenario.phase == "sender":
+        return session.send_outbox
+    _, action, *args = scenario.phase.split(":")
+    operation = getattr(session, action)
+    human_errors = getattr(run.adapter, "human_errors", ())
+
+    def human() -> None:
+        try:
+            operation(*args)
+        except human_errors:
+            pass  # refused with the engine's clear error: the right answer to a lost race
+
+    return human
+
+
+def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
+    """Build the scenario's template (in a child), then record the points of its doomed iteration.
+
+    A family whose setup raises, or whose baseline does not end as it expects, comes back with
+    no points and a failed baseline saying why (see :attr:`Family.completed`).
+    """
+    template = os.path.join(workdir, "template-" + scenario.name)
+    os.makedirs(template, exist_ok=True)
+    # An adapter whose databases are not files (PostgreSQL) builds the template database itself.
+    template_db = getattr(adapter, "template_db", None)
+    run = Run(adapter, template, T0, seed, scenario, template_db(template) if template_db is not None else None)
+
+    def setup() -> dict[str, str]:
+        _create(adapter, run.db)
+        session = run.session("w-setup")
+        submitted = {}
+        for job_id in scenario.jobs:
+            payload = payload_for(adapter, job_id)
+            session.submit(job_id, payload)
+            submitted[job_id] = json.dumps(payload, sort_keys=True)
+        for action in scenario.setup:
+            setup_action(run, session, action)
+        run.close()
+        return submitted
+
+    family = Family(scenario, template, T0, {}, [], {}, Outcome("baseline", Exit.CLEAN),
+                    template_db=run.db if template_db is not None else "")
+    ended = fork(setup).wait()
+    run.world.close()
+    if ended.exit is not Exit.FINISHED:
+        family.baseline = Outcome("baseline", Exit.ERROR, error=ended.error,
+                                  violations=[raised(f"the setup of family {scenario.name!r}", ended.error or str(ended.exit))])
+        return family
+    family.submitted = ended.value
+    family.clock_after_setup = run.clock.now()
+    recording = record(adapter, family, workdir, seed=seed, deep=deep)
+    family.executable, family.baseline = recording.executable, recording.baseline
+    if not family.completed:
+        return family  # no points: a family that does not complete without any fault teaches nothing by crashing
+    family.skipped = _not_applicable(scenario, family.baseline)
+    if family.skipped:
+        return family
+    family.points, family.between = recording.points, recording.between
+    family.classes = pause_classes(recording.ops) if recording.ops else list(range(len(recording.points)))
+    family.crash_classes = crash_classes(recording.durable) if recording.durable else list(range(len(recording.points)))
+    return family
+
+
+def _create(adapter: Any, db_path: str) -> None:
+    """Create the scenario database, with writer attribution where the adapter offers it."""
+    import inspect
+
+    if "attribute_writers" in inspect.signature(adapter.create).parameters:
+        adapter.create(db_path, attribute_writers=True)
+    else:
+        adapter.create(db_path)
+
+
+def setup_action(run: Run, session: Any, action: str) -> None:
+    verb, _, arg = action.partition(":")
+    if verb == "run":
+        session.run_once()
+    elif verb == "send":
+        session.send_outbox()
+    elif verb == "advance":
+        run.clock.advance(float(arg))
+    elif verb == "claim":
+        doomed = run.session(arg or "w-dead")
+        doomed.worker.store.claim(
+            doomed.worker.worker_id, now=run.clock.now(), lease_s=run.adapter.lease_s, starts=doomed.worker._starts
+        )
+        doomed.close()
+    else:
+        raise ValueError(f"setup action {action!r}: use run, send, advance:<s> or claim:<worker>")
+
+
+def copy_template(family: Family, directory: str, adapter: Any = None) -> str | None:
+    """A fresh copy of the template in a new directory (a WAL file is copied, never the -shm).
+
+    Returns the copy's database when the adapter made it (``new_scenario_db``, e.g. PostgreSQL's
+    ``CREATE DATABASE ... TEMPLATE``: the run owns it and drops it), else None: the files are it.
+    """
+    if os.path.exists(directory):
+        shutil.rmtree(directory)
+    os.makedirs(directory)
+    names = ("world.db", "world.db-wal") if family.template_db else ("engine.db", "engine.db-wal", "world.db", "world.db-wal")
+    for name in names:
+        source = os.path.join(family.template, name)
+        if os.path.exists(source):
+            shutil.copyfile(source, os.path.join(directory, name))
+    if family.template_db:
+        return adapter.new_scenario_db(family.template_db, directory)
+    return None
+
+
+def fresh_run(adapter: Any, family: Family, directory: str, seed: int) -> Run:
+    """A new run on a fresh copy of the family's template."""
+    db = copy_template(family, directory, adapter)
+    run = Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
+    run.submitted = family.submitted
+    return run
+
+
+def discard(adapter: Any, family: Family) -> None:
+    """Drop a family's template database, where the adapter made one (its files go with the workdir)."""
+    if family.template_db:
+        adapter.drop_db(family.template_db)
+        family.template_db = ""
+
+
+@dataclass
+class Recording:
+    """What a clean run of the doomed iteration under a line recorder gave."""
+
+    points: list[Point]
+    executable: dict[str, frozenset[int]]
+    baseline: Outcome
+    between: list[bool]
+    ops: list[int]  # visible operations finished before each point; [] when they cannot be counted
+    durable: list[Any] = field(default_factory=list)  # the durable state at each point; [] when not watched
+
+
+def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
+    """Run the doomed iteration cleanly under a line recorder, then on to the end without any
+    fault, all in one child; return its points and its baseline.
+
+    Besides the points, the recording counts the iteration's visible operations (statements sent
+    on any SQLite connection a session opens, the world's ledger writes, clock reads) so that
+    points with none between them form one pause class (:func:`chaos.core.points.pause_classes`),
+    and notes the durable state at each point (commits to the scenario's SQLite files, the shared
+    clock) so that points with no durable change between them form one crash class
+    (:func:`chaos.core.points.crash_classes`). Where a session's connection cannot be watched (not
+    SQLite), no count is given; where the files cannot be watched, every point is its own class.
+    """
+    from chaos.core.points import function_lines
+
+    directory = os.path.join(workdir, "baseline-" + family.scenario.name)
+    run = fresh_run(adapter, family, directory, seed)
+
+    def body() -> tuple[Any, ...]:
+        run.world.conn  # the ledger exists from here on, so that its commits can be watched too
+        durable = DurableState(directory, run.db, run.clock)
+        recorder = Recorder(adapter.trace_paths(), run.only(deep), observe={"durable": durable})
+        watched = [True]
+
+        def watch(session: Any) -> None:
+            conn = store_conn(session)
+            if isinstance(conn, sqlite3.Connection):
+                conn.set_trace_callback(recorder.tick)
+            else:
+                watched[0] = False
+
+        run.on_session = watch
+        iteration = doomed_iteration(run)
+        conn = store_conn(run.sessions[0]) if run.sessions else None
+        if hasattr(conn, "in_transaction"):
+            recorder.watch_transactions(lambda: not conn.in_transaction)
+        elif hasattr(getattr(conn, "info", None), "transaction_status"):  # psycopg: 0 is IDLE
+            recorder.watch_transactions(lambda: conn.info.transaction_status == 0)
+        run.world.conn.set_trace_callback(recorder.tick)
+        run.clock.observer = recorder.tick
+        try:
+            with recorder:
+                iteration()
+        finally:
+            run.clock.observer = None
+            run.on_session = None
+            run.world.conn.set_trace_callback(None)
+            durable.close()
+        executable: dict[str, set[int]] = {}
+        for code in recorder.codes:
+            executable.setdefault(code.co_filename, set()).update(function_lines(code))
+        # The baseline: the same process goes on to the end, faults stopped, as if nothing happened.
+        drained = _drain(run, advance=True)
+        return (recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, recorder.between,
+                recorder.ops if watched[0] else [], recorder.observed["durable"], drained)
+
+    started = time.perf_counter()
+    try:
+        ended = fork(body).wait()
+        if ended.exit is not Exit.FINISHED:
+            outcome = Outcome("baseline", Exit.ERROR, error=ended.error,
+                              violations=[raised(f"the baseline of family {family.scenario.name!r}", ended.error or str(ended.exit))])
+            return Recording([], {}, outcome, [], [])
+        points, executable, between, ops, durable, drained = ended.value
+        outcome = _checked(run, family.submitted, Counter(), "baseline", Exit.CLEAN, drained)
+        outcome.violations += baseline_failures(family.scenario, adapter, outcome, _payload_hint(adapter, family))
+    finally:
+        run.close()
+    outcome.seconds = time.perf_counter() - started
+    return Recording(points, executable, outcome, between, ops, durable)
+
+
+def _not_applicable(scenario: Scenario, baseline: Outcome) -> str:
+    """Why a family does not apply to the workflow under test: a fault armed for a paid call's
+    task that no call of the baseline met (the workflow makes no such call), or ""."""
+    model_faults = [f for f in scenario.faults if f.task not in (None, "fetch", "send")]
+    unmet = [f for f in model_faults if f.kind not in baseline.faults_fired]
+    if not unmet:
+        return ""
+    shown = ", ".join(f"{f.kind} on task {f.task!r}" for f in unmet)
+    return f"its fault ({shown}) never fired without a crash: the workflow makes no such paid call"
+
+
+def _payload_hint(adapter: Any, family: Family) -> str:
+    """What a failed baseline says about the payloads: what was submitted, and how to change it."""
+    sample = next(iter(family.submitted.items()), None)
+    shown = f"{sample[1]} for job {sample[0]!r}" if sample else DEFAULT_PAYLOAD
+    if callable(getattr(adapter, "payload", None)):
+        return f"the harness submitted {shown}, from your adapter's payload(job_id)"
+    return (f"the harness submits {shown} (its default, {DEFAULT_PAYLOAD}); if your steps need other input, "
+            "give your adapter a payload(job_id) method that returns it")
+
+
+def store_conn(session: Any) -> Any:
+    """The database connection under a session, where it can be found (the reference shape)."""
+    store = getattr(getattr(session, "worker", None), "store", None) or getattr(session, "store", None)
+    return getattr(store, "conn", None)
+
+
+def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
+    """Kill the doomed iteration at ``point`` (in a child), recover in a fresh child, and check
+    every invariant."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not one of: {', '.join(MODES)}")
+    started = time.perf_counter()
+    run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
+    try:
+        exit_kind, error = kill_at(run, point, deep=deep, mode=mode)
+        outcome = _after_fault(run, family, point.id, exit_kind, lambda: steps_in_flight(run))
+    except Exception as exc:  # an adapter raised in the harness's own process (inspect, probe)
+        outcome, error = _adapter_raised(point.id, exc), ""
+    finally:
+        run.close()
+    if error:
+        outcome.error = error
+        outcome.violations.insert(0, raised("the doomed iteration", error))
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def kill_at(run: Run, point: Point, *, deep: bool = True, mode: str = "fork") -> tuple[Exit, str]:
+    """Run the doomed iteration in a child and kill it at ``point``: how it ended, and the
+    traceback it left when it raised instead."""
+    return _doomed_exit(fork(lambda: _run_to_point(run, point, deep, mode)).wait())
+
+
+def _run_to_point(run: Run, point: Point, deep: bool, mode: str) -> bool:
+    """In the doomed child: run the iteration and die at ``point`` (SIGKILL in fork mode; an
+    :class:`Abandon` raised in inprocess mode, whose sessions are then left as they are: closing
+    one that was abandoned mid-statement can deadlock, and the child's exit drops them anyway).
+    Returns whether the point was reached (only an inprocess child returns after reaching it)."""
+    iteration = doomed_iteration(run)
+    if mode == "fork":
+        with Killer(run.adapter.trace_paths(), point, die_here, run.only(deep)) as killer:
+            iteration()
+        return killer.reached
+
+    def abandon() -> None:
+        raise Abandon(point.id)
+
+    killer = Killer(run.adapter.trace_paths(), point, abandon, run.only(deep))
+    try:
+        with killer:
+            iteration()
+    except Abandon:
+        pass
+    return killer.reached
+
+
+def _doomed_exit(ended: Ended) -> tuple[Exit, str]:
+    """How a doomed child ended, and the traceback it left when it raised."""
+    if ended.exit is Exit.KILLED:
+        return Exit.KILLED, ""
+    if ended.exit is Exit.FINISHED:
+        return (Exit.KILLED if ended.value else Exit.NOT_REACHED), ""
+    return Exit.ERROR, ended.error or f"its process ended: {ended.exit} (status {ended.status})"
+
+
+def _adapter_raised(point_id: str, exc: BaseException) -> Outcome:
+    import traceback
+
+    lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
+    tail = "\n".join(lines[-12:])
+    return Outcome(point_id, Exit.ERROR, error=tail, violations=[raised("the adapter, in the harness's process", tail)])
+
+
+def _after_fault(run: Run, family: Family, point_id: str, exit_kind: Exit, interrupted: Callable[[], Counter],
+                 problems: list[Violation] | None = None) -> Outcome:
+    """Check what must hold right after the fault, then recover in a fresh child and check the
+    rest (the fault's own ``problems`` first, each violation once)."""
+    snapshot = run.adapter.inspect(run.db)
+    interruptions = interrupted()
+    after = check(run.evidence(family.submitted, interruptions, snapshot), at_rest=False)
+    outcome = recover_and_check(run, family, interruptions, point_id, exit_kind)
+    seen = {str(v) for v in outcome.violations}
+    outcome.violations = (problems or []) + [v for v in after if str(v) not in seen] + outcome.violations
+    return outcome
+
+
+def _close_quietly(session: Any) -> None:
+    try:
+        session.close()
+    except Exception:  # an abandoned connection may be mid-statement; closing rolls it back
+        pass
+
+
+def steps_in_flight(run: Run, snapshot: Any = None) -> Counter:
+    """Steps that were in flight when the worker died: each may be paid for once more."""
+    working = {w: step for step, (w, _) in run.adapter.step_states().items()}
+    snapshot = snapshot if snapshot is not None else run.adapter.inspect(run.db)
+    return Counter((job_id, working[job.state]) for job_id, job in snapshot.jobs.items() if job.state in working)
+
+
+def due_at(waiting: Any, outbox: Any) -> float:
+    """When the last lease, backoff or unsent outbox row still pending is due. After a clock that
+    stepped back, that can be an hour away: time passes it too (the work is delayed by the step,
+    never stuck)."""
+    times = [t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None]
+    times += [r.next_attempt_at for r in outbox if r.sent_at is None and r.next_attempt_at is not None]
+    return max(times, default=0.0)
+
+
+def settle(session: Any, inspect: Callable[[], Any], settled: frozenset[str], clock: Any, *,
+           restart: Callable[[Any, int], Any] | None = None, gave_up: Collection[str] = NO_PROGRESS) -> tuple[Any, list[Violation], bool]:
+    """Run ``session``'s worker and outbox sender until every job is settled with no lease held
+    and no outbox row unsent, moving ``clock`` past the latest lease, backoff or outbox row still
+    pending (at least :data:`BACKOFF_JUMP_S`) whenever nothing is due now.
+
+    A worker iteration that answers one of ``gave_up`` ends a round. With ``restart``, an
+    exception is a ``drains`` violation and ``restart(session, n)`` gives the n-th successor;
+    without, it propagates. Returns the last session, the violations, and whether it settled.
+    """
+    crashes: list[Violation] = []
+    for _ in range(RECOVERY_ROUNDS_MAX):
+        try:
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                if session.run_once() in gave_up:
+                    break
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                if not session.send_outbox():
+                    break
+        except Exception as exc:  # the engine's loop must survive recovery; report, then go on
+            if restart is None:
+                raise
+            crashes.append(Violation("drains", f"the recovering worker raised {type(exc).__name__}: {exc}"))
+            session = restart(session, len(crashes))
+        snapshot = inspect()
+        waiting = [j for j in snapshot.jobs.values() if j.state not in settled or j.lease_owner is not None]
+        if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
+            return session, crashes, True
+        clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - clock.now() + 1))
+    return session, crashes, False
+
+
+def _drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Violation]]:
+    """In a child: the faults stop (a poison input stays poison), a worker and the sender drain
+    the system, then every submit is repeated. Returns the recovery's crashes and the
+    idempotent-submit violations.
+
+    The baseline calls it in the process that ran the iteration (without any fault, nothing
+    restarts), with ``advance``: time passes the lease first, as the harness does before a
+    recovery.
+    """
+    run.world.disarm()
+    run.world.during_slow = None
+    for fault in run.scenario.faults:
+        if fault.sticky:
+            run.world.arm(fault)
+    if advance:
+        run.clock.advance(run.adapter.lease_s + 1)
+
+    def restart(session: Any, n: int) -> Any:
+        _close_quietly(session)
+        return run.session(f"w-recover{n}")
+
+    def inspect() -> Any:
+        return run.adapter.inspect(run.db)
+
+    session, crashes, _ = settle(run.session("w-recover"), inspect, run.adapter.settled_states(), run.clock, restart=restart)
+    resubmitted = idempotent_submit(session, inspect, run.submitted, run.adapter.conflict_errors)
+    run.close()
+    return crashes, resubmitted
+
+
+def recover_and_check(run: Run, family: Family, interruptions: Counter, point_id: str, exit_kind: str, *,
+                       compare: bool = True) -> Outcome:
+    """Let time pass every lease and backoff, drain in a fresh child, then check everything, and
+    (with ``compare``) that the outcome is the baseline's."""
+    run.clock.advance(run.adapter.lease_s + 1)
+    ended = fork(lambda: _drain(run)).wait()
+    if ended.exit is Exit.FINISHED:
+        drained = ended.value
+    else:
+        detail = ended.error or f"its process ended: {ended.exit} (status {ended.status})"
+        drained = ([raised("the recovery, in a fresh process", detail)], [])
+    outcome = _checked(run, family.submitted, interruptions, point_id, exit_kind, drained)
+    if compare and family.baseline.held:
+        outcome.violations += same_outcome(family.baseline, outcome, resolve_states(_allowed(family.scenario), run.adapter))
+    return outcome
+
+
+def _allowed(scenario: Scenario) -> tuple[str, ...]:
+    """The other final states a job may reach after a fault: the family's own, and any settled
+    state where a fault that changes its call's outcome hits only once (a crash before that call,
+    recovered with the fault gone, rightly ends elsewhere: a review that passes this time)."""
+    once = any(f.kind in OUTCOME_FAULTS and not f.sticky for f in scenario.faults)
+    return scenario.allowed + (("<settled>",) if once else ())
+
+
+def _checked(run: Run, submitted: dict[str, str], interruptions: Counter, point_id: str, exit_kind: str,
+             drained: tuple[list[Violation], list[Violation]]) -> Outcome:
+    """The whole catalog at rest, read from what outlived every process: the database and the
+    world's ledger."""
+    crashes, resubmitted = drained
+    evidence = run.evidence(submitted, interruptions)
+    violations = crashes[:1] + check(evidence, at_rest=True) + resubmitted
+    jobs = evidence.snapshot.jobs
+    return Outcome(
+        point=point_id,
+        exit=exit_kind,
+        violations=violations,
+        wasted_calls=wasted_calls(evidence),
+        zombie_calls=len(zombie_calls(evidence)),
+        final_states={j: v.state for j, v in jobs.items()},
+        calls=dict(Counter(f"{c.job_id}:{c.step}" for c in evidence.calls)),
+        applied=sum(1 for d in evidence.deliveries if d.applied),
+        deliveries=len(evidence.deliveries),
+        results={j: v.result for j, v in jobs.items()},
+        faults_fired=sorted({c.fault for c in evidence.calls if c.fault}),
+        last_errors={j: v.last_error for j, v in jobs.items()},
+        effects={d.key: d.payload for d in evidence.deliveries if d.applied},
+    )
+
+
+# -- pauses -------------------------------------------------------------------------------------
+PAUSE_KINDS = ("pause-live", "pause-expired")
+OTHER_BUSY_TIMEOUT_S = 0.05
+EXIT_RESUMED = 0
+
+
+def _frozen_at(run: Run, point: Point, deep: bool, iteration_of: Callable[[], Callable[[], Any]]) -> Any:
+    """Fork a worker that stops itself (SIGSTOP) just before ``point``; return the child, stopped
+    (or ended, if it never reached the point)."""
+    def body() -> bool:
+        iteration = iteration_of()
+        with Killer(run.adapter.trace_paths(), point, stop_here, run.only(deep)) as killer:
+            iteration()
+        return killer.reached
+
+    child = fork(body)
+    return child, child.wait()
+
+
+def _resumed(child: Any, who: str) -> list[Violation]:
+    ended = child.resume()
+    if ended.exit is Exit.FINISHED:
+        return []
+    detail = (ended.error or f"exit status {ended.status}").strip().splitlines()[-1]
+    return [Violation("drains", f"{who} crashed after it was resumed: {detail}")]
+
+
+def short_busy(session: Any) -> Any:
+    setter = getattr(session, "set_busy_timeout", None)
+    if setter is not None:
+        setter(OTHER_BUSY_TIMEOUT_S)
+    return session
+
+
+def other_worker(run: Run, name: str) -> tuple[float, list[Violation]]:
+    """Another worker, in a child of its own, runs as far as it can (steps and outbox) while one
+    is frozen.
+
+    Its busy timeout is short: where the frozen worker holds the write lock, it must wait that
+    long, back off cleanly and leave the job for later. Returns the time it spent blocked.
+    """
+
+    def body() -> tuple[float, list[Violation]]:
+        session = short_busy(run.session(name))
+        blocked_s = 0.0
+        try:
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                started = time.perf_counter()
+                outcome = session.run_once()
+                if outcome == RunOutcome.BUSY:
+                    blocked_s += time.perf_counter() - started
+                if outcome in NO_PROGRESS:
+                    break
+            for _ in range(ITERATIONS_PER_ROUND_MAX):
+                if not session.send_outbox():
+                    break
+        except Exception as exc:  # the engine must survive a frozen peer: anything raised is a violation
+            return blocked_s, [Violation("drains", f"worker {name!r} raised {type(exc).__name__} while a peer was frozen: {exc}")]
+        run.close()
+        return blocked_s, []
+
+    ended = fork(body).wait()
+    if ended.exit is Exit.FINISHED:
+        return ended.value
+    return 0.0, [raised(f"worker {name!r}, while a peer was frozen", ended.error or str(ended.exit))]
+
+
+def run_pause(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
+    """Freeze the worker at ``point``; another worker runs with its lease still valid
+    (``expired=False``) or past it; then resume the frozen worker, drain, and check."""
+    started = time.perf_counter()
+    run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
+    kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
+    problems: list[Violation] = []
+    blocked_s = 0.0
+    interruptions: Counter = Counter()
+    child = None
+    try:
+        child, ended = _frozen_at(run, point, deep, lambda: doomed_iteration(run))
+        if ended.exit is Exit.STOPPED:
+            exit_kind = Exit.PAUSED
+            if expired:
+                interruptions = steps_in_flight(run)  # a pause longer than the lease interrupts the step
+                run.clock.advance(adapter.lease_s + 1)
+            blocked_s, problems = other_worker(run, "w-other")
+            problems += _resumed(child, "the frozen worker")
+        else:
+            exit_kind, error = _doomed_exit(ended)
+            if error:
+                problems.append(raised("the iteration to pause", error))
+        outcome = _after_fault(run, family, point.id, exit_kind, lambda: interruptions, problems)
+    except Exception as exc:  # an adapter raised in the harness's own process
+        outcome = _adapter_raised(point.id, exc)
+    finally:
+        if child is not None:
+            child.kill()  # never leave a stopped worker behind
+        run.close()
+    outcome.fault = kind
+    outcome.blocked_s = blocked_s
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def run_interleaving(adapter: Any, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
+    """Two-level interleaving on one job: A frozen at ``first``; time passes A's lease; B runs
+    until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check."""
+    started = time.perf_counter()
+    run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
+    problems: list[Violation] = []
+    interruptions: Counter = Counter()
+    exit_kind = Exit.NOT_REACHED
+    point_id = f"{first.id}+{second.id}"
+    children: list[Any] = []
+    try:
+        a, a_ended = _frozen_at(run, first, deep, lambda: doomed_iteration(run))
+        children.append(a)
+        if a_ended.exit is Exit.STOPPED:
+            interruptions = steps_in_flight(run)
+            run.clock.advance(adapter.lease_s + 1)
+            b, b_ended = _frozen_at(run, second, deep, lambda: short_busy(run.session("w-b")).run_once)
+            children.append(b)
+            problems += _resumed(a, "worker A")
+            if b_ended.exit is Exit.STOPPED:
+                exit_kind = Exit.INTERLEAVED
+                problems += _resumed(b, "worker B")
+        outcome = _after_fault(run, family, point_id, exit_kind, lambda: interruptions, problems)
+    except Exception as exc:  # an adapter raised in the harness's own process
+        outcome = _adapter_raised(point_id, exc)
+    finally:
+        for child in children:
+            child.kill()
+        run.close()
+    outcome.fault = "interleave"
+    outcome.seconds = time.perf_counter() - started
+    return outcome

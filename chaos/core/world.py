@@ -1,0 +1,315 @@
+"""The world the steps talk to: a paid model, a document source and an effect receiver.
+
+It lives outside the engine's database, in a ledger of its own (a small SQLite file), and every
+call is written there *before* the call returns, so the record survives the worker's SIGKILL. The
+invariants are checked against this ledger and the engine's database, never against the worker's
+own memory.
+
+Faults are part of the world: arm one and the next matching call raises a timeout, a connection
+error, a 429 with Retry-After, a 5xx, a 400, answers garbage, fails verification, or takes longer
+than the lease while a second worker runs (interleaved deterministically, not by threads racing).
+
+>>> import tempfile
+>>> from engine import FakeClock
+>>> world = World(tempfile.mkdtemp(), FakeClock(0.0))
+>>> world.arm(Fault("rate_limit", task="extract", retry_after_s=30))
+>>> world.pending_faults()
+[Fault(kind='rate_limit', task='extract', retry_after_s=30, duration_s=None, sticky=False)]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine import (
+    BadRequest,
+    ConnectionFailed,
+    ModelReply,
+    RateLimited,
+    ServerError,
+    StepTimeout,
+)
+from engine import generated_document, local_answer
+
+__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS"]
+
+FAULT_KINDS = (
+    "timeout",
+    "connection",
+    "rate_limit",
+    "server_error",
+    "bad_request",
+    "parse",
+    "verify_fail",
+    "slow",
+)
+# Faults after which a step ends otherwise than it would (failed, or waiting for a person): once,
+# they change the outcome of the call they hit; a crash before that call, recovered with the
+# fault gone, rightly ends elsewhere.
+OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail"})
+USD_PER_1K_CHARS = 0.002
+SLOW_CALL_S_DEFAULT = 180.0
+
+LEDGER_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS call (
+        seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, task TEXT, worker TEXT, token INTEGER,
+        at REAL, memo_committed INTEGER, lease_valid INTEGER, fault TEXT)""",
+    """CREATE TABLE IF NOT EXISTS delivery (
+        seq INTEGER PRIMARY KEY, key TEXT, kind TEXT, payload TEXT, at REAL, applied INTEGER)""",
+    "CREATE TABLE IF NOT EXISTS effect (key TEXT PRIMARY KEY, kind TEXT, payload TEXT, applied INTEGER)",
+    # Every fault a step met, paid call or not (a document fetch is free): which job it changed.
+    "CREATE TABLE IF NOT EXISTS fault (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, task TEXT, kind TEXT)",
+)
+RECORD_FAULT = "INSERT INTO fault (job_id, step, task, kind) VALUES (?, ?, ?, ?)"
+RECORD_CALL = (
+    "INSERT INTO call (job_id, step, task, worker, token, at, memo_committed, lease_valid, fault) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+RECORD_DELIVERY = "INSERT INTO delivery (key, kind, payload, at, applied) VALUES (?, ?, ?, ?, ?)"
+APPLY_EFFECT = "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) ON CONFLICT (key) DO NOTHING"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault for the next call of ``task`` (any task if None).
+
+    ``kind`` is one of :data:`FAULT_KINDS`. ``slow`` takes ``duration_s`` (default 180 s) of fake
+    time, heartbeating as the engine's heartbeat would, and runs the world's ``during_slow`` hook
+    once the lease would have expired without heartbeats (a second worker, typically). A
+    ``sticky`` fault is not used up: a poison input fails the same way on every call.
+    """
+
+    kind: str
+    task: str | None = None
+    retry_after_s: float | None = None
+    duration_s: float | None = None
+    sticky: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"fault kind {self.kind!r} is not one of: {', '.join(FAULT_KINDS)}")
+
+
+@dataclass(frozen=True)
+class Call:
+    seq: int
+    job_id: str
+    step: str
+    task: str
+    worker: str
+    token: int
+    at: float
+    memo_committed: bool
+    lease_valid: bool
+    fault: str | None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    seq: int
+    key: str
+    kind: str
+    applied: bool
+    payload: str = ""  # the effect's payload as sent (JSON)
+
+
+Probe = Callable[[str, str, str, int, float], "tuple[bool, bool]"]
+
+
+class World:
+    """The outside world of one scenario, recorded in ``<directory>/world.db``."""
+
+    def __init__(self, directory: str, clock: Any, *, lease_s: float = 120.0) -> None:
+        self.directory = directory
+        self.ledger_path = os.path.join(directory, "world.db")
+        self.clock = clock
+        self.lease_s = lease_s
+        self.probe: Probe = lambda job, step, worker, token, now: (False, True)
+        self.during_slow: Callable[[], None] | None = None
+        self._faults: list[Fault] = []
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self.model = _Model(self)
+        self.documents = _Documents(self)
+        self.sender = _Receiver(self)
+
+    # -- the ledger ----------------------------------------------------------------------------
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This process's ledger connection (a forked child opens its own)."""
+        if self._conn is None or self._pid != os.getpid():
+            self._conn = sqlite3.connect(self.ledger_path, isolation_level=None, timeout=30, check_same_thread=False)
+            # The ledger must survive the worker's SIGKILL, not a power loss: every write is its
+            # own autocommit transaction, and the OS keeps the data once the write returns.
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=OFF")
+            for statement in LEDGER_SCHEMA:
+                self._conn.execute(statement)
+            self._pid = os.getpid()
+        return self._conn
+
+    def close(self) -> None:
+        """Close this process's ledger connection and the probe's."""
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+        close_probe = getattr(self.probe, "close", None)
+        if close_probe is not None:
+            close_probe()
+
+    def faults_met(self) -> list[tuple[str, str, str]]:
+        """(job, task, fault kind) of every fault a step met, in order."""
+        return [tuple(r) for r in self.conn.execute("SELECT job_id, task, kind FROM fault ORDER BY seq")]  # type: ignore[misc]
+
+    def calls(self) -> list[Call]:
+        rows = self.conn.execute(
+            "SELECT seq, job_id, step, task, worker, token, at, memo_committed, lease_valid, fault FROM call ORDER BY seq"
+        )
+        return [Call(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8]), r[9]) for r in rows]
+
+    def deliveries(self) -> list[Delivery]:
+        rows = self.conn.execute("SELECT seq, key, kind, applied, payload FROM delivery ORDER BY seq")
+        return [Delivery(r[0], r[1], r[2], bool(r[3]), r[4] or "") for r in rows]
+
+    def applied_effects(self) -> dict[str, int]:
+        """Effects applied at the receiver, per idempotency key (the receiver dedupes: 1 each)."""
+        rows = self.conn.execute("SELECT key, COUNT(*) FROM delivery WHERE applied = 1 GROUP BY key")
+        return {key: count for key, count in rows}
+
+    # -- faults --------------------------------------------------------------------------------
+    def arm(self, fault: Fault) -> None:
+        self._faults.append(fault)
+
+    def disarm(self) -> None:
+        self._faults.clear()
+
+    def pending_faults(self) -> list[Fault]:
+        return list(self._faults)
+
+    def discard(self, fault: Fault) -> None:
+        """Another process used ``fault`` up: this one's copy of it goes too (if still armed)."""
+        if not fault.sticky and fault in self._faults:
+            self._faults.remove(fault)
+
+    def take_fault(self, task: str) -> Fault | None:
+        for index, fault in enumerate(self._faults):
+            if fault.task is None or fault.task == task:
+                return fault if fault.sticky else self._faults.pop(index)
+        return None
+
+    # -- what the services share ---------------------------------------------------------------
+    def record_fault(self, ctx: Any, task: str, fault: Fault) -> None:
+        """Note that ``ctx``'s step met ``fault`` (before it acts: a slow call may outlive the step)."""
+        self.conn.execute(RECORD_FAULT, (ctx.job_id, ctx.step, task, fault.kind))
+
+    def record_call(self, ctx: Any, task: str, fault: Fault | None) -> None:
+        if fault is not None:
+            self.record_fault(ctx, task, fault)
+        now = self.clock.now()
+        memo_committed, lease_valid = self.probe(ctx.job_id, ctx.step, ctx.worker_id, ctx.token, now)
+        self.conn.execute(
+            RECORD_CALL,
+            (ctx.job_id, ctx.step, task, ctx.worker_id, ctx.token, now, memo_committed, lease_valid, fault and fault.kind),
+        )
+
+    def deliver(self, key: str, kind: str, payload: Any) -> None:
+        """The receiver: record every request, apply one effect per idempotency key."""
+        payload_json = json.dumps(payload, sort_keys=True)
+        now = self.clock.now()
+        conn = self.conn
+        # One transaction: a receiver that applied an effect but lost the request's record (or
+        # the reverse) would make the ledger lie about what arrived.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            applied = conn.execute(APPLY_EFFECT, (key, kind, payload_json)).rowcount == 1
+            conn.execute(RECORD_DELIVERY, (key, kind, payload_json, now, applied))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def slow(self, ctx: Any, duration_s: float) -> None:
+        """Spend ``duration_s`` of fake time in a call, heartbeating as the engine's thread would."""
+        # The engine's heartbeat thread beats every lease/3; beating more often here keeps the
+        # last renewal before the step's deadline close to it, as a real thread's would be.
+        slice_s = self.lease_s / 8
+        spent = 0.0
+        hook = self.during_slow
+        while spent < duration_s:
+            step_s = min(slice_s, duration_s - spent)
+            self.clock.advance(step_s)
+            spent += step_s
+            if hook is not None and spent > self.lease_s:
+                self.during_slow = None
+                run_second, hook = hook, None
+                run_second()
+            ctx.heartbeat()
+
+
+def raise_fault(fault: Fault, task: str) -> None:
+    """Raise the typed error a failing dependency would produce for ``fault``."""
+    if fault.kind == "timeout":
+        raise StepTimeout(f"{task}: model call timed out")
+    if fault.kind == "connection":
+        raise ConnectionFailed(f"{task}: connection reset by peer")
+    if fault.kind == "rate_limit":
+        raise RateLimited(f"{task}: 429 Too Many Requests", retry_after_s=fault.retry_after_s)
+    if fault.kind == "server_error":
+        raise ServerError(f"{task}: 503 Service Unavailable", 503)
+    if fault.kind == "bad_request":
+        raise BadRequest(f"{task}: 400 Bad Request")
+
+
+class _Model:
+    """A paid model whose every call is in the ledger before it returns."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def complete(self, ctx: Any, task: str, prompt: str) -> ModelReply:
+        world = self.world
+        fault = world.take_fault(task)
+        world.record_call(ctx, task, fault)
+        cost = round(len(prompt) / 1000 * USD_PER_1K_CHARS, 8)
+        if fault is not None:
+            raise_fault(fault, task)
+            if fault.kind == "slow":
+                world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
+            elif fault.kind == "parse":
+                return ModelReply("Sure! Here is the JSON you asked for:", cost)
+            elif fault.kind == "verify_fail":
+                return ModelReply("fail: the totals do not add up", cost)
+        return ModelReply(local_answer(task, prompt), cost)
+
+
+class _Documents:
+    """The document source for ``fetch``: free, but it can fail like any dependency."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def fetch(self, ctx: Any, source: str) -> str:
+        fault = self.world.take_fault("fetch")
+        if fault is not None:
+            self.world.record_fault(ctx, "fetch", fault)
+            raise_fault(fault, "fetch")
+            if fault.kind == "slow":
+                self.world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
+        return generated_document(source)
+
+
+class _Receiver:
+    """The outbox sender's endpoint: an idempotent receiver keyed by the outbox's key."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def send(self, key: str, kind: str, payload: Any) -> None:
+        fault = self.world.take_fault("send")
+        if fault is not None:
+            raise_fault(fault, "send")
+        self.world.deliver(key, kind, payload)

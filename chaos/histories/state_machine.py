@@ -1,0 +1,734 @@
+"""Random histories: a Hypothesis state machine that drives an engine through submits, runs,
+kills, clock jumps, faults, outbox sends and human actions, checking the invariants after each.
+
+The crash matrix kills one iteration at every line of a few fixed scenarios; a history mixes
+everything in a random order. Two workers and a sender share one SQLite file. A worker is killed
+at a crash point drawn from a recording of the very iteration it is about to run (``_doom``). The
+fake clock jumps, so leases expire and backoffs elapse. Faults are armed for the next calls. A
+person requeues, resolves and cancels, legally or not. After every step the invariants that hold
+at every moment are checked; at the end the faults stop, time passes every lease and backoff, the
+system drains and the whole catalog is checked at rest. Hypothesis shrinks a failure to a
+minimal program.
+
+>>> from chaos import ReferenceAdapter
+>>> machine_for(ReferenceAdapter()).__name__
+'ReferenceHistories'
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections import Counter
+from typing import Any, Callable, Iterable
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from engine import STORE_UNAVAILABLE
+
+from chaos.adapters.reference import REFERENCE_TARGET, Snapshot, load_adapter
+from chaos.core.clock import SharedClock
+from chaos.histories.lives import SECOND, Env, Frozen, Raised, abandon_frozen, kill, live, pause, record, resume
+from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine,
+                      Pause, Resume, Run, Send, Submit, events)
+from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
+from chaos.hostfaults.faults import HeldLock, small_pages
+from chaos.matrix.runner import scratch_dir
+from chaos.core.process import run_in_child
+from chaos.core.scenario import MODES, T0, payload_for, settle
+from chaos.core.world import OUTCOME_FAULTS, Fault, World
+
+__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "baseline_violations"]
+
+CLIENT, OPS, SENDER, RECOVER = "client", "ops", "sender", "w-recover"
+PENDING, NEEDS_HUMAN = "pending", "needs_human"
+RETRY_AFTER_S = 30.0
+FAULTS_ARMED_MAX = 4
+START_JOBS_MAX = 3
+LOG_LINES_MAX = 60
+# Once a worker has been frozen, every other write waits at most this long for the write lock it
+# may hold, then backs off (run_once answers "busy", a submit or a person's action is refused as
+# busy, having changed nothing).
+FROZEN_BUSY_TIMEOUT_S = 0.05
+CLOCK_STEP_BACK_S = 3600.0
+# Outcomes of an iteration that gave up on the database mid-step: the step's work may be lost,
+# and paid for again once the lease runs out.
+GAVE_UP = STORE_UNAVAILABLE
+HUMAN_ACTIONS = "human-actions"
+# A job that lost its worker this many times may be parked by the engine's give-up rule.
+GIVE_UP_INTERRUPTIONS = 5
+HUMAN_ACTIONS_DOC = (
+    "An illegal human action (requeue, resolve, cancel) raises the engine's clear error and changes "
+    "nothing; a legal one is accepted."
+)
+
+
+class InvariantViolated(AssertionError):
+    """An invariant did not hold during a random history; the message says what happened."""
+
+    def __init__(self, violations: list[Violation], when: str, log: list[str], replay: str) -> None:
+        self.violations = violations
+        lines = [f"{len(violations)} violation(s) {when}:"]
+        lines += [f"  {v}" for v in violations]
+        for name in sorted({v.invariant for v in violations}):
+            doc = HUMAN_ACTIONS_DOC if name == HUMAN_ACTIONS else describe(INVARIANTS[name]) if name in INVARIANTS else ""
+            lines.append(f"  {name} holds when: {doc}")
+        lines.append("what happened:")
+        lines += [f"  {line}" for line in log[-LOG_LINES_MAX:]]
+        if replay:
+            lines.append(f"replay: {replay}")
+        super().__init__("\n".join(lines))
+
+
+class Histories(RuleBasedStateMachine):
+    """Random histories of one adapter's engine. Use :func:`machine_for`, which sets the adapter."""
+
+    adapter: Any = None
+    target: str = REFERENCE_TARGET
+    modes: tuple[str, ...] = MODES
+    replay: str = ""
+    stats: Counter = Counter()
+
+    def __init__(self) -> None:
+        super().__init__()
+        a = self.adapter
+        if a is None:
+            raise TypeError("Histories needs an adapter: use chaos.machine.machine_for(adapter)")
+        directory = tempfile.mkdtemp(prefix="history-", dir=_scratch_root())
+        db = _create(a, directory)
+        clock = SharedClock(T0)  # a forked worker's time passes for everyone
+        world = World(directory, clock, lease_s=a.lease_s)
+        world.probe = a.probe(db)
+        self.env = Env(a, directory, clock, world, "main", db=db)
+        self.env.template = _TEMPLATES.get((os.getpid(), id(a))) if _server_side(a) else None
+        self.world, self.clock = world, clock
+        self.table = a.states()
+        self.step_states = a.step_states()
+        self.settled = a.settled_states()
+        self.final_effects = a.final_effects()
+        self.working = {w: step for step, (w, _) in self.step_states.items()}
+        self.failed_states = {s for s in self.settled if self.table.get(s) and s != NEEDS_HUMAN}
+        self.human_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "human_errors", ()))
+        self.unavailable_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "unavailable_errors", ()))
+        self.frozen: dict[str, Frozen] = {}
+        self.held_lock: Any = None  # another connection in BEGIN IMMEDIATE (lock-held)
+        self.humane = _humane(self.env)
+        self.submitted: dict[str, str] = {}
+        self.touched: set[str] = set()  # jobs a person's action moved
+        self.refused_payloads = {json.dumps(PAYLOADS["poison"](j), sort_keys=True) for j in JOB_IDS}
+        self.interruptions: Counter = Counter()
+        self.counted: set[tuple[Any, ...]] = set()
+        self.memos: dict[tuple[str, str], str] | None = None
+        self.log: list[str] = []
+        self.kills = 0
+        self.ok = True  # False while a step runs and after any failure: teardown then only cleans up
+        self.stats["examples"] += 1
+
+    # -- checks ------------------------------------------------------------------------------------
+    def _inspect(self) -> Snapshot:
+        return self.adapter.inspect(self.env.db)
+
+    def _evidence(self, snapshot: Snapshot) -> Evidence:
+        return Evidence(
+            table=self.table,
+            step_states=self.step_states,
+            settled_states=self.settled,
+            final_effects=self.final_effects,
+            snapshot=snapshot,
+            calls=self.world.calls(),
+            deliveries=self.world.deliveries(),
+            submitted=dict(self.submitted),
+            interruptions=Counter(self.interruptions),
+            previous_memos=self.memos,
+        )
+
+    def _fail(self, violations: list[Violation], when: str | None = None) -> None:
+        self.ok = False
+        raise InvariantViolated(violations, when or f"at step {len(self.log)}", self.log, self.replay)
+
+    @invariant()
+    def every_invariant_holds_now(self) -> None:
+        snapshot = self._inspect()
+        violations = check(self._evidence(snapshot), at_rest=False)
+        if violations:
+            self._fail(violations, f"after step {len(self.log)}" if self.log else "before any step")
+        self.memos = dict(snapshot.memos)
+        self.ok = True
+
+    # -- steps -------------------------------------------------------------------------------------
+    @initialize(jobs=st.integers(1, START_JOBS_MAX))
+    def start(self, jobs: int) -> None:
+        """Every history starts with work to do; later submits add, repeat and conflict."""
+        for job in JOB_IDS[:jobs]:
+            self._step(Submit(job))
+
+    # The rule drawing every event is added by machine_for, which knows the kill modes.
+    def _step(self, event: Event) -> None:
+        self.ok = False
+        self.stats["rules"] += 1
+        self.log.append(f"{len(self.log) + 1}. {event}")
+        handler = getattr(self, "_" + type(event).__name__.lower())
+        outcome = handler(event)
+        self._count_frozen_expiries()
+        if outcome:
+            self.log[-1] += f": {outcome}"
+        if outcome.startswith("raised"):
+            self.stats["raised"] += 1
+
+    def _advance(self, event: Advance) -> str:
+        self.clock.advance(event.seconds)
+        return ""
+
+    def _run(self, event: Run) -> str:
+        if event.worker in self.frozen:
+            return f"ignored: {event.worker} is frozen"
+        if event.kill is None:
+            hooked = self.world.during_slow is not None
+            worker = event.worker
+            outcome = self._survive(worker, lambda: str(live(self.env, worker, lambda env: env.session(worker).run_once())))
+            # A step whose commit failed (a full disk, a held lock) is lost, not its lease: it is
+            # paid for again once the lease runs out. So is a step the second worker of a slow
+            # call (run, and so used up, in this iteration) left that way: its loop has ended.
+            owners = ({SECOND} if hooked and self.world.during_slow is None else set()) | ({event.worker} if outcome in GAVE_UP else set())
+            if owners:
+                self._count_interruptions(owners)
+            return outcome
+        return self._kill_at_point(event.worker, "worker", event.kill)
+
+    def _send(self, event: Send) -> str:
+        if SENDER in self.frozen:
+            return f"ignored: the {SENDER} is frozen"
+        if event.kill is None:
+            return self._survive(SENDER, lambda: f"{live(self.env, SENDER, lambda env: env.session(SENDER).send_outbox())} sent")
+        if isinstance(event.kill, (KillBeforeDelivery, KillAfterDelivery)):
+            self.kills += 1
+            around = (event.kill.delivery, isinstance(event.kill, KillBeforeDelivery))
+            return kill(self.env, SENDER, "sender", event.kill.mode, f"doomed-{self.kills}", None, around)
+        return self._kill_at_point(SENDER, "sender", event.kill)
+
+    def _survive(self, worker: str, iteration: Callable[[], str]) -> str:
+        """An exception escaping an iteration ends that process, as a supervisor would see it: the
+        history goes on with a restarted worker. (At rest, a worker that raises is a violation.)"""
+        try:
+            return iteration()
+        except Exception as exc:
+            self.env.bury(worker)
+            self._count_interruptions({worker, SECOND})
+            return f"raised {type(exc).__name__}: {exc}; its process died"
+
+    def _submit(self, event: Submit) -> str:
+        job, body = event.job, self._payload(event.payload, event.job)
+        body_json = json.dumps(body, sort_keys=True)
+        known = self.submitted.get(job)
+        before = self._inspect()
+        try:
+            live(self.env, CLIENT, lambda env: env.session(CLIENT).submit(job, body))
+        except self.unavailable_errors as exc:
+            if self._inspect() != before:
+                self._fail([Violation("idempotent-submit", f"submitting {job!r} was refused ({exc}) but changed the database")])
+            return f"refused, the database unavailable ({exc})"
+        except self.adapter.conflict_errors as exc:
+            problems = []
+            if known is None or known == body_json:
+                why = "it is new" if known is None else "it repeats the stored payload"
+                problems.append(Violation("idempotent-submit", f"submitting {job!r} was refused as a conflict though {why}: {exc}"))
+            if self._inspect() != before:
+                problems.append(Violation("idempotent-submit", f"a conflicting submit of {job!r} was refused but changed the database"))
+            if problems:
+                self._fail(problems)
+            return "refused as a conflict"
+        if known is None:
+            self.submitted[job] = body_json
+            return "created"
+        if known != body_json:
+            self._fail([Violation("idempotent-submit", f"re-submitting {job!r} with a different payload was accepted")])
+        if self._inspect() != before:
+            self._fail([Violation("idempotent-submit", f"re-submitting {job!r} with its own payload changed the database")])
+        return "a no-op"
+
+    def _arm(self, event: Arm) -> str:
+        if len(self.world.pending_faults()) >= FAULTS_ARMED_MAX:
+            return f"ignored: {FAULTS_ARMED_MAX} faults are armed already"
+        self.world.arm(Fault(event.kind, task=event.task, retry_after_s=RETRY_AFTER_S if event.kind == "rate_limit" else None))
+        if event.kind == "slow" and self.world.during_slow is None:
+            self.world.during_slow = self.env.slow_hook()
+        return "armed"
+
+    def _human(self, event: Human) -> str:
+        if not self.humane:
+            return "ignored: the adapter's sessions have no human actions"
+        verb, _, resolution = event.action.partition(" ")
+        what = f"{event.action} {event.job!r}"
+        before = self._inspect()
+        view = before.jobs.get(event.job)
+        state = view.state if view is not None else None
+        legal = self._legal(verb, state)
+        try:
+            args = (event.job, *([resolution] if resolution else []))
+            live(self.env, OPS, lambda env: getattr(env.session(OPS), verb)(*args))
+        except self.human_errors + self.unavailable_errors as exc:
+            problems = []
+            busy = isinstance(exc, self.unavailable_errors)  # not a refusal: the database could not take it now
+            if legal and not busy:
+                problems.append(Violation(HUMAN_ACTIONS, f"{what} on a job in state {state!r} was refused: {exc}"))
+            if self._inspect() != before:
+                problems.append(Violation(HUMAN_ACTIONS, f"{what} was refused but changed the database"))
+            if problems:
+                self._fail(problems)
+            return f"refused, the database unavailable ({exc})" if busy else f"refused ({exc})"
+        if not legal:
+            where = "an unknown job" if state is None else f"a job in state {state!r}"
+            self._fail([Violation(HUMAN_ACTIONS, f"{what} on {where} was accepted")])
+        after = self._inspect().jobs[event.job].state
+        self.touched.add(event.job)
+        # The step the job now waits for runs again: one more paid call for it is no waste.
+        rerun = next((self.working[s] for s in self.table.get(after, ()) if s in self.working), None)
+        if rerun is not None:
+            self.interruptions[(event.job, rerun)] += 1
+        return f"{state} -> {after}"
+
+    def _legal(self, verb: str, state: str | None) -> bool:
+        if state is None:
+            return False
+        if verb == "requeue":
+            return state in self.failed_states
+        return state == (NEEDS_HUMAN if verb == "resolve" else PENDING)
+
+    def _kill_at_point(self, worker: str, phase: str, how: Kill) -> str:
+        self.kills += 1
+        tag = f"doomed-{self.kills}"
+        segments = record(self.env, worker, phase, tag)
+        if len(segments) < 2:
+            # No durable write anywhere in it: killed or not, it leaves the files as they are.
+            self.env.bury(worker)
+            return "nothing to kill: that iteration writes nothing"
+        # The segment first (a stretch between two durable writes), then a point inside it.
+        scaled = how.at * len(segments)
+        segment = segments[scaled // POSITIONS]
+        point = segment[(scaled % POSITIONS) * len(segment) // POSITIONS]
+        exit_kind = kill(self.env, worker, phase, how.mode, tag, point, None)
+        self._count_interruptions({worker, SECOND})
+        return f"{exit_kind} at {point.id} (after durable write {scaled // POSITIONS} of {len(segments) - 1})"
+
+    # -- frozen workers -----------------------------------------------------------------------------
+    def _pause(self, event: Pause) -> str:
+        if event.worker in self.frozen:
+            return f"ignored: {event.worker} is frozen already"
+        phase = "sender" if event.worker == SENDER else "worker"
+        self.kills += 1
+        tag = f"doomed-{self.kills}"
+        segments = record(self.env, event.worker, phase, tag)
+        if len(segments) < 2:
+            self.env.bury(event.worker)
+            return "nothing to freeze: that iteration writes nothing"
+        scaled = event.at * len(segments)
+        segment = segments[scaled // POSITIONS]
+        point = segment[(scaled % POSITIONS) * len(segment) // POSITIONS]
+        self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
+        frozen = pause(self.env, event.worker, phase, tag, point)
+        if isinstance(frozen, str):
+            # It ended first: raised, or gave up mid-step (a full disk, a held lock), leaving
+            # the step to be paid for again once its lease runs out.
+            self._count_interruptions({event.worker, SECOND})
+            return frozen
+        frozen.leases = [
+            (job_id, job.state, job.lease_owner, job.lease_until)
+            for job_id, job in self._inspect().jobs.items()
+            if job.lease_owner == event.worker and job.state in self.working and job.lease_until is not None
+        ]
+        frozen.paused_at = self.clock.now()
+        frozen.calls_before = len(self.world.calls())
+        self.frozen[event.worker] = frozen
+        return f"frozen at {point.id} (after durable write {scaled // POSITIONS} of {len(segments) - 1})"
+
+    def _resume(self, event: Resume) -> str:
+        frozen = self.frozen.pop(event.worker, None)
+        if frozen is None:
+            return f"ignored: {event.worker} is not frozen"
+        woke_at, calls_at_wake = self.clock.now(), len(self.world.calls())
+        outcome = resume(self.env, frozen)
+        self._count_interruptions({event.worker, SECOND})  # as for a pause that ended first
+        self._count_pause_interruptions(frozen, woke_at, calls_at_wake)
+        return f"woke at {frozen.point.id} and {outcome}"
+
+    # -- faults of the machine --------------------------------------------------------------------
+    def _machine(self, event: Machine) -> str:
+        if event.fault == "clock-back":
+            self.clock.set(self.clock.now() - CLOCK_STEP_BACK_S)
+            return f"every clock stepped back {CLOCK_STEP_BACK_S:.0f} s"
+        if event.fault == "disk-full":
+            if _server_side(self.adapter):
+                return "ignored: a full disk acts on a SQLite file, and this adapter's database is on a server"
+            if self.env.page_limit is not None:
+                return "ignored: the disk is full already"
+            pages = _page_count(self.env.db)
+            self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
+            if not self.env.limit_pages(pages):
+                self.env.limit_pages(None)
+                return "ignored: the adapter's sessions have no SQLite connection to fill the disk of"
+            return f"the disk is full at {pages} pages"
+        if self.held_lock is not None:
+            return "ignored: the write lock is held already"
+        self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
+        self.held_lock = _hold_write_lock(self.adapter, self.env.db)
+        if self.held_lock is None:  # a frozen worker holds it (or what it needs): nothing more to inject
+            return "ignored: a frozen worker holds the write lock"
+        return "another connection holds the write lock"
+
+    def _heal(self, event: Heal) -> str:
+        healed = []
+        if self.env.page_limit is not None:
+            self.env.limit_pages(None)
+            healed.append("space freed")
+        if self.held_lock is not None:
+            self.held_lock.release()
+            self.held_lock = None
+            healed.append("lock released")
+        return ", ".join(healed) or "nothing to heal"
+
+    def _count_pause_interruptions(self, frozen: Frozen, woke_at: float, calls_at_wake: int) -> None:
+        """A pause interrupts the step the frozen worker was in at most once, and only where the
+        pause cost it its lease (a stolen live lease stays a violation):
+
+        * frozen past its lease, it may pay once more after it wakes, before it finds the lease
+          gone: a call it makes without a valid lease;
+        * the pause ate the step's time, so its lease ran out after it woke (renewal stops at the
+          step's deadline) and another worker took the step over: a call by another worker
+          after it woke.
+
+        Neither counts where the lease was seen expiring while it was frozen (counted then).
+        """
+        seen = {(job, self.working[state]) for job, state, _, until in frozen.leases if (job, state, frozen.worker, until) in self.counted}
+        held = {(job, self.working[state]): until for job, state, _, until in frozen.leases}
+        for seq, call in enumerate(self.world.calls()[frozen.calls_before:], start=frozen.calls_before):
+            key = (call.job_id, call.step)
+            # Frozen past its lease: the one it held then (or, where it held none the harness could
+            # see, one whole lease).
+            expired = woke_at >= held[key] if key in held else woke_at - frozen.paused_at >= self.adapter.lease_s
+            zombie = call.worker == frozen.worker and not call.lease_valid and expired
+            # ... and where the pause took time at all (a pause no time passed in ate nothing).
+            taken_over = key in held and call.worker != frozen.worker and seq >= calls_at_wake and woke_at > frozen.paused_at
+            if (zombie or taken_over) and key not in seen:
+                seen.add(key)
+                self.interruptions[key] += 1
+
+    def _count_frozen_expiries(self) -> None:
+        """A frozen worker's step is interrupted once its lease runs out: another worker may take
+        the job and pay for that step again (and the woken worker may pay once more, wasted)."""
+        now = self.clock.now()
+        for frozen in self.frozen.values():
+            for lease in frozen.leases:
+                job_id, state, _, until = lease
+                if now >= until and lease not in self.counted:
+                    self.counted.add(lease)
+                    self.interruptions[(job_id, self.working[state])] += 1
+
+    def _count_interruptions(self, owners: set[str]) -> None:
+        """Steps whose worker died mid-step: each may be paid for once more."""
+        for job_id, job in self._inspect().jobs.items():
+            step = self.working.get(job.state)
+            if step is None or job.lease_owner not in owners:
+                continue
+            lease = (job_id, job.state, job.lease_owner, job.lease_until)
+            if lease not in self.counted:
+                self.counted.add(lease)
+                self.interruptions[(job_id, step)] += 1
+
+    # -- the end of a history ----------------------------------------------------------------------
+    def teardown(self) -> None:
+        try:
+            if self.held_lock is not None or self.env.page_limit is not None:
+                self.log.append(f"{len(self.log) + 1}. at the end: {self._heal(Heal())}")
+            if self.ok:
+                for worker in list(self.frozen):  # a history ends with every frozen worker woken
+                    self.log.append(f"{len(self.log) + 1}. at the end: {self._resume(Resume(worker))}")
+                self._drain_and_check()
+        finally:
+            if self.held_lock is not None:
+                self.held_lock.release()
+                self.held_lock = None
+            for frozen in self.frozen.values():  # after a failure: never left stopped
+                abandon_frozen(frozen)
+            self.frozen.clear()
+            self.env.close()
+            self.world.close()
+            release = getattr(self.adapter, "release", None)  # an adapter's cached reader, if any
+            if release is not None:
+                release(self.env.db)
+            if _server_side(self.adapter):  # a database of the adapter's own: the history owns it
+                self.adapter.drop_db(self.env.db)
+            shutil.rmtree(self.env.directory, ignore_errors=True)
+
+    def _drain_and_check(self) -> None:
+        """Stop the faults, let time pass every lease and backoff, drain in a fresh process, check
+        everything, and that each job ended as it would have without any fault."""
+        self.log.append(f"{len(self.log) + 1}. at rest: faults stopped, the clock past every lease and backoff, drained")
+        self.world.disarm()
+        self.world.during_slow = None
+        self.clock.advance(self.adapter.lease_s + 1)
+        submitted, inspect, settled, conflicts = dict(self.submitted), self._inspect, self.settled, self.adapter.conflict_errors
+
+        def drain(env: Env) -> tuple[list[Violation], list[Violation]]:
+            def restart(session: Any, n: int) -> Any:
+                env.bury(RECOVER)
+                return env.session(RECOVER)
+
+            session, crashed, _ = settle(env.session(RECOVER), inspect, settled, self.clock, restart=restart)
+            return crashed, idempotent_submit(session, inspect, submitted, conflicts)
+
+        crashed, resubmitted = live(self.env, RECOVER, drain)
+        snapshot = self._inspect()
+        violations = crashed[:1] + check(self._evidence(snapshot), at_rest=True) + resubmitted
+        violations += self._same_outcome(snapshot)
+        if violations:
+            self._fail(violations, "at rest")
+
+    def _same_outcome(self, snapshot: Snapshot) -> list[Violation]:
+        """``same-outcome`` for a history: every job whose history gives it no reason to end
+        otherwise (a person's action on it, a poison or failed-review fault it met, a payload its
+        first step refuses, a job that lost its worker again and again) ends as the same payload
+        does alone, without any fault, in a fresh database: the same state, result and effects."""
+        applied = {d.key: d.payload for d in self.world.deliveries() if d.applied}
+        faulted = {job for job, _, kind in self.world.faults_met() if kind in OUTCOME_FAULTS}
+        out: list[Violation] = []
+        for job_id, payload_json in sorted(self.submitted.items()):
+            job = snapshot.jobs.get(job_id)
+            if job is None or job_id in self.touched or job_id in faulted or payload_json in self.refused_payloads:
+                continue
+            if sum(n for (j, _), n in self.interruptions.items() if j == job_id) >= GIVE_UP_INTERRUPTIONS:
+                continue
+            alone = _alone(self.adapter, job_id, payload_json)
+            if alone is None:
+                continue
+            state, result, effects = alone
+            if job.state != state:
+                why = f" (last_error: {job.last_error!r})" if job.last_error else ""
+                out.append(Violation("same-outcome", f"job {job_id!r} ended {job.state!r}{why}; the same payload alone, without any fault, ends {state!r}"))
+            elif job.result != result:
+                out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r} with the result {job.result!r}; alone, without any fault: {result!r}"))
+            else:
+                changed = sorted(k for k, v in effects.items() if applied.get(k, v) != v)
+                if changed:
+                    out.append(Violation("same-outcome", f"job {job_id!r}: effects {', '.join(changed)} applied with another payload than alone, without any fault"))
+        return out
+
+    def _payload(self, kind: str, job: str) -> Any:
+        """The payload a submit sends: the adapter's own (``payload(job_id)``) for a plain one; a
+        revised one conflicts with it; a poison one is what the first step refuses."""
+        base = payload_for(self.adapter, job)
+        if kind == "revised":
+            return {**base, "revision": 2} if isinstance(base, dict) else {"revised": base}
+        if kind == "poison":
+            return PAYLOADS["poison"](job)
+        return base
+
+
+def machine_for(adapter: Any, *, target: str | None = None, modes: Iterable[str] = MODES) -> type[Histories]:
+    """A :class:`Histories` subclass for ``adapter`` (an adapter object, or ``module:attr``).
+
+    ``modes`` are the kill modes the kills draw from (``fork``, ``inprocess``).
+    """
+    if isinstance(adapter, str):
+        target = target or adapter
+        adapter = load_adapter(adapter)
+    modes = tuple(modes)
+    if not modes or set(modes) - set(MODES):
+        raise ValueError(f"modes {modes!r} must be a non-empty selection of: {', '.join(MODES)}")
+    stem = type(adapter).__name__
+    stem = stem[: -len("Adapter")] if stem.endswith("Adapter") and stem != "Adapter" else stem
+
+    @rule(event=events(modes))
+    def step(self: Histories, event: Event) -> None:
+        self._step(event)
+
+    namespace = {
+        "adapter": adapter,
+        "target": target or f"{type(adapter).__module__}:{type(adapter).__qualname__}",
+        "modes": modes,
+        "stats": Counter(),
+        "step": step,
+        "__module__": __name__,
+        "__doc__": f"Random histories of the {stem} engine ({', '.join(modes)} kills).",
+    }
+    return type(stem + "Histories", (Histories,), namespace)
+
+
+_ROOT: dict[int, str] = {}
+
+
+def _scratch_root() -> str:
+    """One scratch directory per process (on tmpfs where there is one); histories live under it."""
+    root = _ROOT.get(os.getpid())
+    if root is None or not os.path.isdir(root):
+        root = _ROOT[os.getpid()] = scratch_dir()
+        atexit.register(shutil.rmtree, root, True)
+    return root
+
+
+_TEMPLATES: dict[tuple[int, int], str] = {}
+
+
+def baseline_violations(adapter: Any) -> list[Violation]:
+    """Histories prove nothing about a workflow that fails without any fault: one job with the
+    plain payload, alone in a fresh database, must reach a final state of the workflow."""
+    job_id = JOB_IDS[0]
+    payload = payload_for(adapter, job_id)
+    payload_json = json.dumps(payload, sort_keys=True)
+    alone = _alone(adapter, job_id, payload_json)
+    final = frozenset(adapter.final_effects())
+    if alone is not None and alone[0] in final:
+        return []
+    hint = ("from your adapter's payload(job_id)" if callable(getattr(adapter, "payload", None))
+            else "the harness's default; if your steps need other input, give your adapter a payload(job_id) method that returns it")
+    ended = f"ended {alone[0]!r}" if alone is not None else "could not be run"
+    return [Violation("baseline", f"histories fail without any fault: job {job_id!r} with the payload {payload_json} ({hint}) "
+                                  f"{ended} alone, without any fault; it should end in {' or '.join(map(repr, sorted(final)))}")]
+
+
+def _humane(env: Env) -> bool:
+    """Whether the adapter's sessions take a person's actions (asked in a child, as everything
+    that opens a session is)."""
+    return bool(live(env, OPS, lambda e: all(hasattr(e.session(OPS), verb) for verb in ("requeue", "resolve", "cancel"))))
+
+
+_ALONE: dict[tuple[int, int, str, str], tuple[str, Any, dict[str, str]] | None] = {}
+
+
+def _alone(adapter: Any, job_id: str, payload_json: str) -> tuple[str, Any, dict[str, str]] | None:
+    """How ``job_id`` with this payload ends alone, without any fault, in a fresh database and a
+    fresh process: its state, result and applied effects (None if that run itself fails). Kept
+    per process: the world's answers are deterministic."""
+    key = (os.getpid(), id(adapter), job_id, payload_json)
+    if key in _ALONE:
+        return _ALONE[key]
+    directory = tempfile.mkdtemp(prefix="alone-", dir=_scratch_root())
+    try:
+        db = _create(adapter, directory)
+        clock = SharedClock(T0)
+        world = World(directory, clock, lease_s=adapter.lease_s)
+        world.probe = adapter.probe(db)
+        env = Env(adapter, directory, clock, world, "alone", db=db)
+
+        def run(e: Env) -> None:
+            e.session(CLIENT).submit(job_id, json.loads(payload_json))
+            settle(e.session(RECOVER), lambda: adapter.inspect(db), adapter.settled_states(), clock)
+
+        try:
+            live(env, RECOVER, run)
+            job = adapter.inspect(db).jobs[job_id]
+            _ALONE[key] = (job.state, job.result, {d.key: d.payload for d in world.deliveries() if d.applied})
+        except Exception:  # the engine cannot even run it alone: nothing to compare with
+            _ALONE[key] = None
+        finally:
+            world.close()
+            release = getattr(adapter, "release", None)
+            if release is not None:
+                release(db)
+            if _server_side(adapter):
+                adapter.drop_db(db)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return _ALONE[key]
+
+
+def _server_side(adapter: Any) -> bool:
+    """Whether the adapter makes its databases itself (PostgreSQL) instead of engine.db files."""
+    return all(hasattr(adapter, hook) for hook in ("template_db", "new_scenario_db", "drop_db"))
+
+
+def _create(adapter: Any, directory: str) -> str:
+    """A fresh database for a history in ``directory``: a copy of one the adapter created once in
+    this process; returns its ``db`` (``<directory>/engine.db``, or the adapter's own database).
+
+    It is created with writer attribution (the fenced-writes check) where the adapter offers it.
+    Copying the closed file costs a tenth of creating the schema and triggers every history. An
+    adapter whose databases are not files (``template_db``, ``new_scenario_db``, ``drop_db``) makes
+    the template database once and a copy of it per history, which teardown drops.
+    """
+    key = (os.getpid(), id(adapter))
+    template = _TEMPLATES.get(key)
+    if _server_side(adapter):
+        if template is None:
+            template = adapter.template_db(directory)
+            _create_schema(adapter, template)
+            _TEMPLATES[key] = template
+            _SERVER_TEMPLATES.append((adapter, template))
+        return adapter.new_scenario_db(template, directory)
+    if template is None or not os.path.exists(os.path.join(template, "engine.db")):
+        template = _TEMPLATES[key] = tempfile.mkdtemp(prefix="template-", dir=_scratch_root())
+        _create_schema(adapter, os.path.join(template, "engine.db"))
+    for name in ("engine.db", "engine.db-wal"):  # never a -shm: the first connection rebuilds it
+        if os.path.exists(os.path.join(template, name)):
+            shutil.copyfile(os.path.join(template, name), os.path.join(directory, name))
+    return os.path.join(directory, "engine.db")
+
+
+def _create_schema(adapter: Any, db: str) -> None:
+    # A file database gets the smallest pages SQLite allows: a few rows fill a page, so a full
+    # disk (max_page_count at the current size) shows within a write or two, as it does in life.
+    if not _server_side(adapter):
+        adapter = small_pages(adapter)
+    if "attribute_writers" in inspect.signature(adapter.create).parameters:
+        run_in_child(lambda: adapter.create(db, attribute_writers=True), what="the adapter's create")
+    else:
+        run_in_child(lambda: adapter.create(db), what="the adapter's create")
+
+
+class _SqliteWriteLock:
+    """Another connection in ``BEGIN IMMEDIATE`` on a SQLite file, until :meth:`release`."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def release(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        finally:
+            self.conn.close()
+
+
+def _hold_write_lock(adapter: Any, db: str) -> Any:
+    """Another connection holding what every write of the engine needs (SQLite's write lock;
+    on a server, the engine's tables in EXCLUSIVE mode), or None if a frozen worker holds it."""
+    if _server_side(adapter):
+        return HeldLock.take(db)
+    conn = sqlite3.connect(db, timeout=FROZEN_BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        conn.close()
+        return None
+    return _SqliteWriteLock(conn)
+
+
+def _page_count(db: str) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+    finally:
+        conn.close()
+
+
+_SERVER_TEMPLATES: list[tuple[Any, str]] = []
+
+
+def drop_templates() -> None:
+    """Drop the template databases this process made on database servers (also run at exit)."""
+    while _SERVER_TEMPLATES:
+        adapter, template = _SERVER_TEMPLATES.pop()
+        for key, value in list(_TEMPLATES.items()):
+            if value == template:
+                del _TEMPLATES[key]
+        try:
+            adapter.drop_db(template)
+        except Exception:  # the server may be gone already: its data goes with it
+            pass
+
+
+atexit.register(drop_templates)

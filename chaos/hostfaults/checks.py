@@ -1,0 +1,170 @@
+"""The checks after each fault of the machine, each a named function whose docstring teaches it.
+
+They complement the invariant catalog (which must hold too, once the fault is removed and the
+system drained) with what only a fault of the machine can break: the file itself, work already
+acknowledged, the worker process, a lease read by a clock that jumped, a damaged row.
+
+>>> sorted(CHECKS)
+['acknowledged-kept', 'integrity', 'lease-respected', 'quarantined', 'worker-survives']
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from chaos.core.invariants import Violation
+from chaos.hostfaults.worker import EXIT_DRAINED, EXIT_STUCK, ScenarioDb
+from chaos.adapters.postgres import is_postgres
+from chaos.core.scenario import EXIT_NOT_REACHED, RECOVERY_ROUNDS_MAX
+
+__all__ = ["CHECKS", "DAMAGED_STATE", "acknowledged_kept", "integrity", "lease_respected", "quarantined", "worker_survives"]
+
+DAMAGED_STATE = "garbled"  # the state a damaged job's row is given: not in any table
+# What stands in for PRAGMA integrity_check on PostgreSQL (see integrity): rows the engine could
+# only have left behind by a write applied in part.
+CONSISTENCY_SQL_PG = """
+    SELECT 'memo rows without their job', count(*) FROM step_result s WHERE NOT EXISTS (SELECT 1 FROM job j WHERE j.id = s.job_id)
+    UNION ALL
+    SELECT 'outbox rows without their job', count(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM job j WHERE j.id = o.job_id)
+    UNION ALL
+    SELECT 'jobs with a lease owner and no expiry, or the reverse', count(*) FROM job WHERE (lease_owner IS NULL) <> (lease_until IS NULL)
+"""
+
+
+def integrity(db: str) -> list[Violation]:
+    """The fault corrupted nothing: on SQLite, ``PRAGMA integrity_check`` answers ``ok``.
+
+    Protects against a write path that leaves a half-written page behind when a write or an fsync
+    fails. Held by SQLite's journal (the WAL): a failed transaction is rolled back as a whole.
+
+    PostgreSQL has no such pragma, and needs none here: its files are written by the server, and
+    none of the faults that run on PostgreSQL (lock, clock, damage) touches them, so a page check
+    (amcheck) would test the server, not the engine. What replaces it is a consistency query on
+    what the engine writes: no memo or outbox row without its job, and no lease half-written (an
+    owner without an expiry, or the reverse). It is weaker than a page check.
+    """
+    if is_postgres(db):
+        with ScenarioDb(db) as conn:
+            problems = [f"{count} {what}" for what, count in conn.execute(CONSISTENCY_SQL_PG).fetchall() if count]
+        return [Violation("integrity", f"consistency query: {'; '.join(problems)}")] if problems else []
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        result = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+    finally:
+        conn.close()
+    return [] if result == ["ok"] else [Violation("integrity", f"PRAGMA integrity_check: {'; '.join(result)[:300]}")]
+
+
+def acknowledged_kept(adapter: Any, before: Any, after: Any, state_damaged: str | None = None) -> list[Violation]:
+    """Every job the database had acknowledged before the fault is still there, in the same or a
+    later state, with every memo row it had.
+
+    Protects against a fault that undoes committed work: a rollback that reaches past the failed
+    transaction, a job row lost or sent back to an earlier step. Held by one transaction per
+    change and by a failure that rolls back only its own transaction. (A job whose state the
+    harness itself damaged is judged by its memo rows only.)
+    """
+    if before is None:
+        return []
+    rank = _ranks(adapter)
+    out = []
+    for job_id, job in sorted(before.jobs.items()):
+        now = after.jobs.get(job_id)
+        if now is None:
+            out.append(Violation("acknowledged-kept", f"job {job_id!r} ({job.state}) was acknowledged before the fault and is gone"))
+        elif job_id != state_damaged and rank.get(now.state, 0) < rank.get(job.state, 0):
+            out.append(Violation("acknowledged-kept", f"job {job_id!r} went back from {job.state!r} to {now.state!r} after the fault"))
+    for key in sorted(set(before.memos) - set(after.memos)):
+        out.append(Violation("acknowledged-kept", f"memo row of job {key[0]!r} step {key[1]!r} was committed before the fault and is gone"))
+    return out
+
+
+def _ranks(adapter: Any) -> dict[str, int]:
+    """How far along the workflow a state is: the number of steps done before it."""
+    table = adapter.states()
+    rank = {"pending": 0}
+    for index, (working, done) in enumerate(adapter.step_states().values()):
+        rank[working] = index
+        rank[done] = index + 1
+    for index, (working, _) in enumerate(adapter.step_states().values()):
+        for nxt in table.get(working, ()):
+            rank.setdefault(nxt, index)  # the failed state (or needs_human) of that step
+    return rank
+
+
+def worker_survives(status: int, died_of: str | None, restart: Callable[[], str | None]) -> list[Violation]:
+    """The worker process lived through the fault and drained the database once it was removed;
+    if it died, a restarted worker must do it without a human.
+
+    Protects against a loop that dies on the first database error (and takes every job it would
+    have processed with it) and against one that survives but never works again (a lock read as
+    "no work", forever). Held by reporting a failed transaction as ``unavailable`` or ``busy`` and
+    backing off, never raising out of the loop. ``status`` is the worker's wait status;
+    ``restart`` drains with a fresh worker and says what went wrong, if anything.
+    """
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) in (EXIT_DRAINED, EXIT_NOT_REACHED):
+        return []
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_STUCK:
+        problem = (
+            f"the worker process survived but did not resume: after the fault was removed it ran {RECOVERY_ROUNDS_MAX} "
+            "rounds, time passing every lease and backoff, and left jobs unsettled"
+        )
+    else:
+        died = died_of or (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"wait status {status}")
+        problem = f"the worker process died: {died}"
+    out = [Violation("worker-survives", problem)]
+    failure = restart()
+    if failure:
+        out.append(Violation("worker-survives", failure))
+    return out
+
+
+def lease_respected(valid: dict[str, tuple[int, float, str]], after: dict[str, tuple[int, float, str]]) -> list[Violation]:
+    """No job is claimed while its lease is valid by the clock of the worker that claims it.
+
+    Protects against a claim that decides a lease expired by a clock that moved backwards, or by
+    anything but ``lease_until <= now``. Held by a claim whose only test is that one, on the
+    claimer's own clock: a clock behind makes leases last longer, never shorter. ``valid`` and
+    ``after`` map each leased job to (token, lease_until, owner) before and after the claims.
+    """
+    out = []
+    for job_id, (token, until, owner) in sorted(valid.items()):
+        now = after.get(job_id)
+        if now is None or now[0] != token:
+            out.append(Violation(
+                "lease-respected",
+                f"job {job_id!r} was taken from {owner!r} while its lease (until {until:.0f}) was valid by the claimer's clock",
+            ))
+    return out
+
+
+def quarantined(db: str, job_id: str, what: str, settled: frozenset[str], *, state_damaged: bool) -> tuple[bool, list[Violation]]:
+    """A job whose row was damaged and read again ends in a failed state, with a ``last_error``
+    that names the damage: it is quarantined, not crashed on, and not retried.
+
+    Protects against a loop that crashes on a row it cannot parse (and so stops for every job),
+    and against one that retries it forever. Held by parsing every stored row where it is read and
+    parking the job on :class:`engine.DamagedRow`. Returns (whether the damage was read, violations).
+    """
+    with ScenarioDb(db) as conn:
+        row = conn.execute("SELECT state, last_error FROM job WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
+        return False, []  # acknowledged-kept reports a lost row
+    state, error = row
+    if error and error.startswith("quarantined:"):
+        return True, []
+    if state in settled and state != DAMAGED_STATE and not state_damaged:
+        return False, []  # finished before the damage was read again
+    return True, [Violation("quarantined", f"job {job_id!r}, whose {what} was damaged, ended in {state!r} with last_error {error!r}")]
+
+
+CHECKS: dict[str, Callable[..., Any]] = {
+    "integrity": integrity,
+    "acknowledged-kept": acknowledged_kept,
+    "worker-survives": worker_survives,
+    "lease-respected": lease_respected,
+    "quarantined": quarantined,
+}

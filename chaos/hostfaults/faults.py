@@ -1,0 +1,619 @@
+"""Faults of the machine itself: a full disk, I/O errors, a held write lock, clock jumps, damaged rows.
+
+Workers do not only die; the machine under them misbehaves. Each fault here has a real
+mechanism, injected at a point of the worker's iteration (just before it reads the clock or talks
+to the database, where such a fault can show):
+
+* ``disk-full``: SQLite's ``SQLITE_FULL``, by lowering the worker connection's
+  ``PRAGMA max_page_count`` to the database's current size;
+* ``io-eio`` / ``io-enospc``: ``EIO`` (also from ``fsync``) or ``ENOSPC`` from ``write`` and
+  ``pwrite`` in the worker process, through libfiu's POSIX preload: the worker runs in a process
+  started by ``fiu-run -x``, enables the failure itself at the point, and the harness disables it
+  from outside with ``fiu-ctrl``;
+* ``lock-held``: another process holds ``BEGIN IMMEDIATE`` longer than the worker's busy timeout
+  (on PostgreSQL: a transaction holding the engine's tables ``IN EXCLUSIVE MODE``, which lets
+  reads through and makes every write wait, longer than the worker's ``lock_timeout``);
+* ``clock-back`` / ``clock-forward``: every clock steps back an hour, or leaps three hours ahead,
+  while the worker is frozen at the point and another one runs; ``clock-skew``: the frozen
+  worker's lease is taken over, then its own clock (only its own) steps back an hour;
+* ``damage-payload`` / ``damage-state`` / ``damage-memo``: a job's payload, its state or one of
+  its memo rows is overwritten with what the engine never writes (with SQL, on either backend).
+* ``power-full`` / ``power-normal``: the worker is killed at the point, then the power of the
+  ext4 image that holds the database is cut (its journal unflushed) and restored, at
+  ``synchronous=FULL`` or ``NORMAL``; run by :mod:`chaos.hostfaults.power_faults`, checked by
+  :mod:`chaos.hostfaults.power_checks` (``durable-commits`` under FULL), not by the frozen-worker
+  machinery below.
+
+The worker then runs on with the fault present, the fault is removed, and the *same* worker
+process must drain the database (:mod:`chaos.hostfaults.worker`). Checked after each fault
+(:mod:`chaos.hostfaults.checks`): ``integrity`` (``PRAGMA integrity_check``),
+``acknowledged-kept``, ``worker-survives``, ``lease-respected``, ``quarantined``, and the whole
+invariant catalog once the system drained.
+
+On PostgreSQL (an adapter whose databases are not files, e.g. ``chaos:postgres_adapter``) the
+lock, clock and damage faults run with the mechanisms above; ``integrity`` is a consistency query
+there (see :func:`chaos.hostfaults.checks.integrity`). The disk and io faults are refused
+(:func:`refuse_on_a_server`): both act on the database file through the worker's own process,
+and on PostgreSQL the server, not the worker, writes the files.
+
+>>> sorted(MACHINE_FAULTS)
+['clock', 'damage', 'disk', 'io', 'lock', 'power']
+>>> KIND_OF["clock-skew"]
+'clock'
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from chaos.adapters.reference import HUMAN_WRITER
+from chaos.core.invariants import Violation
+from chaos.hostfaults.checks import (
+    CHECKS,
+    DAMAGED_STATE,
+    acknowledged_kept,
+    integrity,
+    lease_respected,
+    quarantined,
+    worker_survives,
+)
+from chaos.hostfaults.worker import IO_FAILURES, Page, ScenarioDb, doomed_worker, drain, working
+from chaos.adapters.postgres import is_postgres
+from chaos.core.points import Point
+from chaos.hostfaults.power import LESSONS as POWER_LESSONS
+from chaos.hostfaults.power import POWER_KINDS
+from chaos.hostfaults.power_faults import run_power_cut
+from chaos.core.process import Exit, fork, run_in_child
+from chaos.core.scenario import (
+    Family,
+    Outcome,
+    Scenario,
+    copy_template,
+    other_worker,
+    recover_and_check,
+    Run,
+    setup_action,
+)
+from chaos.core.world import Fault
+
+__all__ = [
+    "CHECKS",
+    "KIND_OF",
+    "LESSONS",
+    "MACHINE_FAULTS",
+    "expand",
+    "libfiu_missing",
+    "machine_points",
+    "machine_scenarios",
+    "refuse_on_a_server",
+    "run_machine_fault",
+    "run_preloaded",
+    "HeldLock",
+    "small_pages",
+]
+
+MACHINE_FAULTS: dict[str, tuple[str, ...]] = {
+    "disk": ("disk-full",),
+    "io": ("io-eio", "io-enospc"),
+    "lock": ("lock-held",),
+    "clock": ("clock-back", "clock-forward", "clock-skew"),
+    "damage": ("damage-payload", "damage-state", "damage-memo"),
+    "power": POWER_KINDS,  # a power cut after the kill: chaos.hostfaults.power_faults
+}
+KIND_OF = {sub: kind for kind, subs in MACHINE_FAULTS.items() for sub in subs}
+LESSONS = {
+    "disk-full": "A full disk fails the transaction, never the worker: nothing of it is written, the job waits out its lease, and the same worker finishes it once there is space.",
+    "io-eio": "An I/O error is a failed transaction, not a dead worker: it backs off, and the job is taken up again when the disk answers.",
+    "io-enospc": "ENOSPC from write is SQLite's 'disk full': the same rollback, the same backoff, nothing committed lost.",
+    "lock-held": "A write lock held past the busy timeout means 'try again later', never 'no work' and never a crash.",
+    "clock-back": "A clock that steps back makes leases and backoffs last longer, never shorter: no job is taken while its lease is valid by the claimer's clock.",
+    "clock-forward": "A clock that leaps hours ahead expires every lease and backoff at once: others take over, and fencing stops the worker that was frozen.",
+    "clock-skew": "A worker whose own clock stepped back still believes in a lease that was taken over: only the fencing token, never its clock, may decide that it writes.",
+    "damage-payload": "A payload that is not JSON is quarantined in a failed state with a clear last_error, and the loop goes on with the other jobs.",
+    "damage-state": "A state the table does not know is quarantined, not crashed on: its memo rows make the requeue cheap.",
+    "damage-memo": "A memo row that does not parse is quarantined with the repair in last_error, never silently re-paid.",
+    **POWER_LESSONS,
+}
+# The lines at which a machine fault can show: just before the worker reads the clock or talks to
+# the database, while it holds no transaction (a fault taken there shows at its next statement).
+MARKERS = (".execute(", ".now()")
+CLOCK_STEP_BACK_S = 3600.0
+CLOCK_LEAP_S = 3 * 3600.0
+# The machine family's database has the smallest page SQLite allows, so that a few rows fill a
+# page and most transactions need a new one: lowering max_page_count then fills the disk within
+# a write or two, as a full disk does at some random write. (With 4 KiB pages, the few rows of a
+# scenario never need a page, and the fault would never show.)
+PAGE_BYTES = 512
+DAMAGED_JSON = '{"garbled": '  # what a damaged payload or memo output is overwritten with
+REMOVAL_WAIT_S_MAX = 30.0
+LIBFIU_MISSING = (
+    "the io faults need libfiu's POSIX preload and its tools fiu-run and fiu-ctrl, which are not "
+    "installed; install them (Debian/Ubuntu: apt-get install fiu-utils) or leave out the io fault kind"
+)
+
+
+# Why a fault kind cannot run where the scenario databases live on a server (PostgreSQL), and what
+# to do instead. Every other kind runs there.
+ON_A_SERVER_REFUSED = {
+    "disk": (
+        "it lowers SQLite's max_page_count on the worker's own connection to make the next write fail with "
+        "SQLITE_FULL, and on PostgreSQL the server, not the worker, writes the database files: there is no "
+        "per-connection page limit, and filling the server's disk would test the server, not the worker"
+    ),
+    "power": (
+        "it cuts the power of the ext4 image that holds the scenario's database files, and on PostgreSQL the server "
+        "keeps its files; python -m chaos soak --backend postgresql --power-every 3 --lease 1 (and python -m benchmarks) "
+        "cut the power of a server whose data directory is on an image"
+    ),
+    "io": (
+        "libfiu makes the worker process's own write and fsync calls fail, and on PostgreSQL the worker writes "
+        "no database file (it talks to the server over a socket): failing its writes would break the socket, "
+        "not the disk"
+    ),
+}
+
+
+def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -> None:
+    """Raise ValueError if ``faults`` (machine sub-kinds) include one that has no faithful
+    mechanism where the scenario databases live on a server: given a ``db`` server
+    (``postgresql://...``), or a ``target`` adapter object whose databases are not files (it
+    builds its own template database). The message names each such kind, why, and the fix.
+
+    >>> refuse_on_a_server(["lock-held", "clock-skew"], "postgresql://admin@db.test/postgres")
+    >>> refuse_on_a_server(["disk-full"], None)   # SQLite files: every kind runs
+    >>> refuse_on_a_server(["io-eio"], "postgresql://admin@db.test/postgres")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the io fault kind (io-eio) cannot run on PostgreSQL: libfiu makes ... run io on SQLite (...)...
+    """
+    on_a_server = db is not None or (target is not None and not isinstance(target, str) and getattr(target, "template_db", None) is not None)
+    if not on_a_server:
+        return
+    kinds = sorted({KIND_OF[sub] for sub in faults if KIND_OF.get(sub) in ON_A_SERVER_REFUSED})
+    if kinds:
+        reasons = "; ".join(
+            f"the {kind} fault kind ({', '.join(sub for sub in faults if KIND_OF.get(sub) == kind)}) cannot run on PostgreSQL: "
+            f"{ON_A_SERVER_REFUSED[kind]}"
+            for kind in kinds
+        )
+        named = " and ".join(kinds)
+        raise ValueError(
+            f"{reasons}. Leave {named} out of --faults here and run {named} on SQLite (python -m chaos matrix "
+            f"--faults {','.join(kinds)}, without --db or --backend postgresql); lock, clock and damage run on PostgreSQL"
+        )
+
+
+def machine_scenarios() -> list[Scenario]:
+    """The family the machine faults add to the matrix: two jobs, the first one retried once.
+
+    Its first job's extract times out, so that job comes back after a backoff and reads its memo
+    rows and payload again (where damage shows), and a second job waits behind it (which a fault
+    in the first job's run must not hold up).
+    """
+    return [
+        Scenario(
+            "backlog",
+            "A fault of the machine in one job's run leaves that job recoverable, and the other jobs are still processed.",
+            jobs=("doc-1", "doc-2", "doc-3"),
+            faults=(Fault("timeout", task="extract"),),
+        )
+    ]
+
+
+def small_pages(adapter: Any) -> Any:
+    """``adapter``, creating its databases with :data:`PAGE_BYTES`-byte pages (see there).
+
+    An adapter whose databases are not files (PostgreSQL: it builds its own template database)
+    is returned as it is: the page size only serves the disk fault, which does not run there.
+    """
+    if getattr(adapter, "template_db", None) is not None:
+        return adapter
+    return _SmallPages(adapter)
+
+
+class _SmallPages:
+    def __init__(self, adapter: Any) -> None:
+        self._adapter = adapter
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._adapter, name)
+
+    def create(self, db_path: str, *, attribute_writers: bool = False) -> None:
+        conn = sqlite3.connect(db_path, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # a constant
+            conn.execute("VACUUM")  # writes the empty file's header with that page size
+        finally:
+            conn.close()
+        if attribute_writers:
+            self._adapter.create(db_path, attribute_writers=True)
+        else:
+            self._adapter.create(db_path)
+
+
+def expand(fault: str) -> tuple[str, ...]:
+    """The sub-kinds a ``--faults`` entry names: a kind (``clock``) or one sub-kind (``clock-skew``)."""
+    return MACHINE_FAULTS.get(fault) or ((fault,) if fault in KIND_OF else ())
+
+
+def machine_points(family: Family, source: Callable[[str, int], str]) -> list[int]:
+    """Indexes of the family's points where a machine fault is injected (see :data:`MARKERS`)."""
+    between = family.between or [True] * len(family.points)
+    return [
+        i for i, p in enumerate(family.points)
+        if between[i] and any(marker in source(p.file, p.line) for marker in MARKERS)
+    ]
+
+
+def libfiu_missing() -> str | None:
+    """Why the io faults cannot run here, or None if libfiu's tools are installed."""
+    if shutil.which("fiu-run") and shutil.which("fiu-ctrl"):
+        return None
+    return LIBFIU_MISSING
+
+
+# -- in the harness ---------------------------------------------------------------------------------
+def run_machine_fault(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool = True) -> Outcome:
+    """Inject ``fault`` (a sub-kind, e.g. ``disk-full``) at ``point``, remove it, drain, check."""
+    if fault not in KIND_OF:
+        raise ValueError(f"machine fault {fault!r} is not one of: {', '.join(KIND_OF)}")
+    refuse_on_a_server([fault], target=adapter)
+    if KIND_OF[fault] == "power":
+        return run_power_cut(adapter, family, point, workdir, seed=seed, fault=fault, deep=deep)
+    if fault in IO_FAILURES and "fiu_posix_preload" not in os.environ.get("LD_PRELOAD", ""):
+        raise ValueError(f"the {fault} fault runs in a process started by fiu-run -x: use run_matrix, or run_preloaded")
+    started = time.perf_counter()
+    directory = os.path.join(workdir, "point")
+    db = copy_template(family, directory, adapter)  # a PostgreSQL database of its own, dropped with the run
+    run = Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
+    try:
+        return _run_machine_fault(adapter, family, point, run, fault=fault, deep=deep, started=started)
+    finally:
+        run.close()  # the scenario's own database is dropped even when the harness fails
+
+
+def _run_machine_fault(adapter: Any, family: Family, point: Point, run: Run, *, fault: str, deep: bool, started: float) -> Outcome:
+    only = run.only(deep)
+    page = Page()
+    child = fork(lambda: doomed_worker(run, point, only, fault, page))  # it ends by os._exit: its wait status says how
+    pid = child.pid
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    problems: list[Violation] = []
+    interruptions: Counter = Counter()
+    damage: _Damage | None = None
+    before = None
+    exit_kind = "not-reached"
+    if os.WIFSTOPPED(status):
+        exit_kind = "faulted"
+        lock, found = None, True
+        try:
+            before = adapter.inspect(run.db)
+            if KIND_OF[fault] in ("disk", "io"):
+                pass  # the worker injected its own fault at the point
+            elif _nobody_writing(run.db):
+                lock, damage, found, interruptions = _act(run, fault, page, problems)
+            else:
+                # The frozen process holds the write lock (SQLite) or an open transaction with row
+                # locks (PostgreSQL) here, a second worker inside its slow call: the harness
+                # cannot take the lock or write a row, so it injects nothing.
+                found = False
+        except BaseException:
+            os.kill(pid, signal.SIGKILL)  # never leave a stopped worker behind
+            os.waitpid(pid, 0)
+            raise
+        os.kill(pid, signal.SIGCONT)
+        status = _remove_when_waiting(run, pid, fault, page, lock)
+        interruptions |= Counter({tuple(key): 1 for key in page.read().get("interruptions", [])})
+        if KIND_OF[fault] in ("disk", "io", "lock") and page.errors == 0:
+            exit_kind = "no-effect"  # no statement needed what the fault took away
+        if not found:
+            exit_kind = "no-effect"  # nothing there to damage, or the lock was the frozen worker's
+    child.forget()  # reaped above
+    problems += worker_survives(status, page.read().get("error"), lambda: _restart(run))
+    if exit_kind != "not-reached":
+        problems += integrity(run.db)
+        state_damaged = damage.job_id if damage is not None and damage.kind == "damage-state" else None
+        problems += acknowledged_kept(adapter, before, adapter.inspect(run.db), state_damaged)
+    if damage is not None:
+        bitten, seen = quarantined(run.db, damage.job_id, damage.what, adapter.settled_states(), state_damaged=damage.kind == "damage-state")
+        problems += seen
+        if not bitten and damage.kind != "damage-state":
+            exit_kind = "no-effect"
+        damage.repair(run.db)
+        run.adapter = _Undamaged(adapter, damage)
+    # A damaged row is meant to change its job's outcome (it is quarantined): only the other
+    # faults of the machine must leave the outcome as it is without any fault.
+    outcome = recover_and_check(run, family, interruptions, point.id, exit_kind, compare=damage is None)
+    seen_now = {str(v) for v in outcome.violations}
+    outcome.violations = [v for v in problems if str(v) not in seen_now] + outcome.violations
+    outcome.fault = fault
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def _restart(run: Run) -> str | None:
+    """A fresh worker, in a process of its own, drains what the dead (or stuck) one left; what
+    went wrong, if anything."""
+
+    def body() -> str | None:
+        session = run.session("w-restarted")
+        try:
+            return None if drain(run, session) else "a restarted worker did not drain the database either"
+        except Exception as exc:  # the restarted worker's loop must survive what is left
+            return f"a restarted worker raised {type(exc).__name__}: {exc}"
+        finally:
+            run.close()
+
+    ended = fork(body).wait()
+    return ended.value if ended.exit is Exit.FINISHED else f"a restarted worker's process ended: {ended.exit} {ended.error}"
+
+
+def _act(run: Run, fault: str, page: Page, problems: list[Violation]) -> tuple[Any, _Damage | None, bool, Counter]:
+    """What the harness does while the worker is frozen at the point (it injected its own
+    disk-full or io fault already). Returns the lock it holds, the damage done, whether there was
+    something to damage, and the steps the fault interrupted."""
+    interruptions: Counter = Counter()
+    if fault == "lock-held":
+        lock = HeldLock.take(run.db)  # held until the worker has run on against it a few times
+        return lock, None, lock is not None, interruptions
+    if KIND_OF[fault] == "damage":
+        damage = _Damage.apply(run, fault)
+        return None, damage, damage is not None, interruptions
+    if fault == "clock-back":
+        run.clock.advance(-CLOCK_STEP_BACK_S)
+        leases = _leases(run.db, run.clock.now())
+        _, other = other_worker(run, "w-other")
+        problems += other + lease_respected(leases, _leases(run.db, float("-inf")))
+    elif fault == "clock-forward":
+        interruptions = Counter(working(run))  # the frozen worker's lease expires: its step is interrupted
+        run.clock.advance(CLOCK_LEAP_S)
+        _, other = other_worker(run, "w-other")
+        problems += other
+    elif fault == "clock-skew":
+        interruptions = Counter(working(run))
+        run.clock.advance(run.adapter.lease_s + 1)
+        # Another worker takes the job over and is frozen in its turn before it writes anything,
+        # so the job is where the first worker left it, under a lease that is no longer its own.
+        run_in_child(lambda: setup_action(run, None, "claim:w-other"), what="another worker's claim")
+        # Then only the first worker's clock steps back: an hour before the moment it froze, so
+        # that by its own clock the lease it lost is valid again.
+        page.offset_s = -(run.adapter.lease_s + 1 + CLOCK_STEP_BACK_S)
+    return None, None, True, interruptions
+
+
+def _nobody_writing(db: str) -> bool:
+    """No other connection is inside a write: on SQLite the write lock is free; on PostgreSQL no
+    other client session of the database has a transaction open (it may hold row locks)."""
+    if is_postgres(db):
+        with ScenarioDb(db) as conn:
+            return conn.execute(OPEN_TRANSACTIONS_PG).fetchone()[0] == 0
+    conn = sqlite3.connect(db, isolation_level=None, timeout=0)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+
+
+OPEN_TRANSACTIONS_PG = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+    "AND backend_type = 'client backend' AND xact_start IS NOT NULL"
+)
+# PostgreSQL's equivalent of SQLite's BEGIN IMMEDIATE: EXCLUSIVE conflicts with every write (and
+# with SELECT ... FOR UPDATE) but not with plain reads, so the worker's writes wait, time out
+# (lock_timeout) and are rolled back, while its reads and the harness's inspection go on.
+LOCK_TABLES_PG = "LOCK TABLE job, step_result, outbox IN EXCLUSIVE MODE"
+LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks never hang the harness
+
+
+class HeldLock:
+    """Another session's lock on every write of the engine, held until :meth:`release`."""
+
+    def __init__(self, conn: ScenarioDb) -> None:
+        self.conn = conn
+
+    @classmethod
+    def take(cls, db: str) -> "HeldLock | None":
+        """Take the lock, or None if another transaction holds what it needs (nothing to inject)."""
+        conn = ScenarioDb(db)
+        try:
+            if conn.postgres:
+                conn.execute(LOCK_TAKE_TIMEOUT_PG)
+                conn.execute("BEGIN")
+                conn.execute(LOCK_TABLES_PG)
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+        except Exception:
+            conn.close()
+            if conn.postgres:
+                return None
+            raise
+        return cls(conn)
+
+    def release(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        finally:
+            self.conn.close()
+
+
+def _remove_when_waiting(run: Run, pid: int, fault: str, page: Page, lock: Any) -> int:
+    """Wait until the worker has run on under the fault, remove the fault, and wait for its end."""
+    deadline = time.monotonic() + REMOVAL_WAIT_S_MAX
+    ended = None
+    while page.phase != Page.WAITING and time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            ended = status
+            break
+        time.sleep(0.001)
+    if KIND_OF[fault] == "io" and ended is None:
+        _disable_io(pid, fault)
+    if lock is not None:
+        lock.release()
+    page.removed = 1
+    if ended is None:
+        _, ended = os.waitpid(pid, 0)
+    _remove_fifos(pid)
+    return ended
+
+
+def _disable_io(pid: int, fault: str) -> None:
+    """``fiu-ctrl -c 'disable name=...' PID``: the disk answers again, from outside the worker."""
+    commands = [arg for name, _ in IO_FAILURES[fault] for arg in ("-c", f"disable name={name}")]
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FIU_CTRL_FIFO", "FIU_ENABLE")}
+    subprocess.run(["fiu-ctrl", "-f", _fifo_prefix(), *commands, str(pid)], env=env, check=True, timeout=REMOVAL_WAIT_S_MAX,
+                   stdout=subprocess.DEVNULL)
+
+
+def _fifo_prefix() -> str:
+    return os.environ.get("FIU_CTRL_FIFO") or os.path.join(os.environ.get("TMPDIR", "/tmp"), "fiu-ctrl")
+
+
+def _remove_fifos(pid: int) -> None:
+    """A worker that ended by os._exit leaves libfiu's control fifos behind."""
+    if "FIU_CTRL_FIFO" in os.environ:
+        for suffix in (".in", ".out"):
+            try:
+                os.unlink(f"{_fifo_prefix()}-{pid}{suffix}")
+            except FileNotFoundError:
+                pass
+
+
+def _leases(db: str, now: float) -> dict[str, tuple[int, float, str]]:
+    """job -> (token, lease_until, owner) of every lease still valid at ``now``."""
+    with ScenarioDb(db) as conn:
+        rows = conn.execute(
+            "SELECT id, lease_token, lease_until, lease_owner FROM job WHERE lease_owner IS NOT NULL AND lease_until > ?", (now,)
+        ).fetchall()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+class _Damage:
+    """One row the harness overwrote with what the engine never writes, and how to undo it."""
+
+    def __init__(self, kind: str, job_id: str, step: str | None, original: str) -> None:
+        self.kind = kind
+        self.job_id = job_id
+        self.step = step
+        self.original = original
+        self.what = {"damage-payload": "payload", "damage-state": "state"}.get(kind, f"memo row of step {step!r}")
+
+    @classmethod
+    def apply(cls, run: Run, fault: str) -> _Damage | None:
+        """Damage a row of an unsettled job that the worker will read again, if there is one."""
+        settled = tuple(run.adapter.settled_states())
+        with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:  # the audit triggers name the writer
+            # The jobs the worker will read again, the one the frozen worker holds last (an
+            # unleased job first, as SQLite sorts NULL: PostgreSQL puts it last, so sort here).
+            rows = conn.execute(
+                f"SELECT id, payload, state, next_run_at, lease_owner = 'w-doomed' AS held FROM job "
+                f"WHERE state NOT IN ({','.join('?' * len(settled))})",
+                settled,
+            ).fetchall()
+            jobs = sorted(rows, key=lambda j: (0 if j[4] is None else 1 + int(j[4]), j[0]))
+            if fault == "damage-memo":
+                memos = [
+                    conn.execute("SELECT job_id, step, output FROM step_result WHERE job_id = ? ORDER BY at, step", (job[0],)).fetchone()
+                    for job in jobs
+                ]
+                found = next((m for m in memos if m is not None), None)
+                if found is None:
+                    return None
+                conn.execute("UPDATE step_result SET output = ? WHERE job_id = ? AND step = ?", (DAMAGED_JSON, found[0], found[1]))
+                return cls(fault, found[0], found[1], found[2])
+            if fault == "damage-state":
+                # The job the frozen worker holds first: its next write meets the damage. A job
+                # nobody will claim (no next_run_at) is not the worker's to find.
+                jobs = sorted((j for j in jobs if j[3] is not None), key=lambda j: (not j[4], j[0]))
+            if not jobs:
+                return None
+            job_id, payload, state = jobs[0][:3]
+            if fault == "damage-payload":
+                conn.execute("UPDATE job SET payload = ? WHERE id = ?", (DAMAGED_JSON, job_id))
+                return cls(fault, job_id, None, payload)
+            conn.execute("UPDATE job SET state = ? WHERE id = ?", (DAMAGED_STATE, job_id))
+            return cls(fault, job_id, None, state)
+
+    def repair(self, db: str) -> None:
+        """What an operator does after the quarantine: put back the payload that was submitted
+        (so that re-submitting it stays a no-op). Damaged memo rows and states stay as they are."""
+        if self.kind != "damage-payload":
+            return
+        with ScenarioDb(db, writer=HUMAN_WRITER) as conn:
+            conn.execute("UPDATE job SET payload = ? WHERE id = ?", (self.original, self.job_id))
+
+
+class _Undamaged:
+    """The adapter, seeing the database without the harness's own damage: the overwrite itself,
+    and the quarantine out of a damaged state into a parked one, are not the engine's moves."""
+
+    def __init__(self, adapter: Any, damage: _Damage) -> None:
+        self._adapter = adapter
+        self._damage = damage
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._adapter, name)
+
+    def inspect(self, db_path: str) -> Any:
+        snapshot = self._adapter.inspect(db_path)
+        d = self._damage
+        table = self._adapter.states()
+        parked = {s for s in self._adapter.settled_states() if table.get(s)}
+        transitions, dropped = [], False
+        for job_id, before, after in snapshot.transitions:
+            if job_id == d.job_id and d.kind == "damage-state":
+                if after == DAMAGED_STATE and not dropped:
+                    dropped = True
+                    continue
+                if before == DAMAGED_STATE and after in parked:
+                    continue
+            transitions.append((job_id, before, after))
+        snapshot.transitions = transitions
+        if d.kind == "damage-memo":
+            changes = list(snapshot.memo_changes)
+            if (d.job_id, d.step, "updated") in changes:
+                changes.remove((d.job_id, d.step, "updated"))
+            snapshot.memo_changes = changes
+        return snapshot
+
+
+# -- the io faults need libfiu's preload in the process that forks the worker ------------------------
+def run_preloaded(shared: tuple[Any, ...], items: list[Any]) -> list[Any]:
+    """Run matrix work items in a lean process started by ``fiu-run -x`` (see :mod:`chaos.matrix.zygote`).
+
+    The forked workers inherit libfiu's POSIX wrappers; each enables its failure at its point and
+    the harness disables it with ``fiu-ctrl`` through the control fifos under the work directory.
+    """
+    if not items:
+        return []
+    reason = libfiu_missing()
+    if reason:
+        raise ValueError(reason)
+    workdir = shared[2]
+    source, target = os.path.join(workdir, "fiu-zygote.in"), os.path.join(workdir, "fiu-zygote.out")
+    try:
+        payload = pickle.dumps((shared, [items]))
+    except Exception as exc:
+        raise ValueError(f"the io faults run the adapter in a separate process, and it cannot be pickled ({exc})") from exc
+    with open(source, "wb") as f:
+        f.write(payload)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    command = ["fiu-run", "-x", "-f", os.path.join(workdir, "fiu-ctrl"), sys.executable, "-m", "chaos.matrix.zygote", source, target]
+    if subprocess.run(command, env=env).returncode != 0:
+        raise RuntimeError("the matrix process started under fiu-run failed; its error is printed above")
+    with open(target, "rb") as f:
+        return pickle.load(f)

@@ -1,0 +1,232 @@
+"""The doomed worker's side of a machine fault: it meets the fault, survives it, and drains.
+
+It runs in a process forked for one scenario (see :func:`chaos.hostfaults.faults.run_machine_fault`)
+and talks to the harness only through a :class:`Page` of shared memory: a full disk or a failing
+``write`` must not be able to silence it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import mmap
+import os
+import signal
+import sqlite3
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine import NO_PROGRESS, STORE_UNAVAILABLE
+
+from chaos.adapters.postgres import SET_WRITER, is_postgres
+from chaos.core.points import Killer, Point
+from chaos.core.scenario import (
+    EXIT_ERROR,
+    EXIT_NOT_REACHED,
+    doomed_iteration,
+    Run,
+    short_busy,
+    settle,
+)
+
+__all__ = ["EXIT_DRAINED", "EXIT_STUCK", "IO_FAILURES", "Page", "ScenarioDb", "SkewedClock", "doomed_worker", "drain", "working"]
+
+FAULT_ITERATIONS = 3  # iterations the worker runs while the fault is still there
+DISK_PAGES_LEFT = 0  # max_page_count is lowered to the current size plus this
+REMOVAL_WAIT_S_MAX = 30.0
+# libfiu failure points (its POSIX preload wraps these calls) and the errno each returns.
+IO_FAILURES: dict[str, tuple[tuple[str, int], ...]] = {
+    "io-eio": (("posix/io/rw/write", errno.EIO), ("posix/io/rw/pwrite", errno.EIO),
+               ("posix/io/sync/fsync", errno.EIO), ("posix/io/sync/fdatasync", errno.EIO)),
+    "io-enospc": (("posix/io/rw/write", errno.ENOSPC), ("posix/io/rw/pwrite", errno.ENOSPC)),
+}
+LIBFIU = "libfiu.so.0"
+EXIT_DRAINED = 0
+EXIT_STUCK = 5
+ERRORS = STORE_UNAVAILABLE  # what run_once answers when the database failed it
+
+
+class Page:
+    """Flags, counters and a note shared across fork, read and written without a system call.
+
+    Memory, not a file: it keeps working while the worker's ``write`` calls fail.
+    """
+
+    _HEAD = struct.Struct("iiiid")  # phase, removed, store errors, note length, clock offset
+    WAITING = 1
+    NOTE_BYTES_MAX = 60_000
+
+    def __init__(self) -> None:
+        self._m = mmap.mmap(-1, self._HEAD.size + self.NOTE_BYTES_MAX)
+
+    def _get(self) -> list[Any]:
+        return list(self._HEAD.unpack_from(self._m, 0))
+
+    def _set(self, index: int, value: Any) -> None:
+        head = self._get()
+        head[index] = value
+        self._HEAD.pack_into(self._m, 0, *head)
+
+    phase = property(lambda self: self._get()[0], lambda self, v: self._set(0, v))
+    removed = property(lambda self: self._get()[1], lambda self, v: self._set(1, v))
+    errors = property(lambda self: self._get()[2], lambda self, v: self._set(2, v))
+    offset_s = property(lambda self: self._get()[4], lambda self, v: self._set(4, float(v)))
+
+    def note(self, **values: Any) -> None:
+        data = json.dumps({**self.read(), **values}).encode()[: self.NOTE_BYTES_MAX]
+        self._m[self._HEAD.size : self._HEAD.size + len(data)] = data
+        self._set(3, len(data))
+
+    def read(self) -> dict[str, Any]:
+        length = self._get()[3]
+        return json.loads(self._m[self._HEAD.size : self._HEAD.size + length]) if length else {}
+
+
+class SkewedClock:
+    """The shared clock as one worker sees it: plus an offset only the harness changes."""
+
+    def __init__(self, base: Any, page: Page) -> None:
+        self.base = base
+        self.page = page
+
+    def now(self) -> float:
+        return self.base.now() + self.page.offset_s
+
+    def advance(self, seconds: float) -> None:
+        self.base.advance(seconds)
+
+    def sleep(self, seconds: float) -> None:
+        self.base.advance(max(0.0, seconds))
+
+
+def doomed_worker(run: Run, point: Point, only: Any, fault: str, page: Page) -> None:
+    """The worker that meets ``fault`` at ``point``: it must survive it and drain once it is removed.
+
+    Runs in the forked child and never returns. At the point it injects its own fault (disk-full,
+    io-*) and stops itself, so that the harness can act (take the lock, jump the clock, damage a
+    row); then it runs on :data:`FAULT_ITERATIONS` times with the fault present, notes what it
+    interrupted, waits for the harness to remove the fault, and drains the database.
+    """
+    code = EXIT_ERROR
+    try:
+        if fault == "clock-skew":
+            run.clock = run.world.clock = SkewedClock(run.clock, page)
+        iteration = doomed_iteration(run)
+        session = run.sessions[-1]
+        if fault == "lock-held":
+            short_busy(session)
+        lifted: list[Callable[[], None]] = []
+
+        def at_point() -> None:
+            if fault == "disk-full":
+                lifted.append(_fill_disk(session))
+            elif fault in IO_FAILURES:
+                _fail_io(fault)
+            os.kill(os.getpid(), signal.SIGSTOP)  # the harness acts, then lets it go on
+
+        with Killer(run.adapter.trace_paths(), point, at_point, only) as killer:
+            _count(page, iteration())
+        if not killer.reached:
+            os._exit(EXIT_NOT_REACHED)
+        for _ in range(FAULT_ITERATIONS):
+            _count(page, session.run_once())
+            session.send_outbox()
+        page.note(interruptions=sorted(working(run)))
+        page.phase = Page.WAITING
+        if fault == "lock-held" or fault in IO_FAILURES:
+            _wait_for(lambda: page.removed == 1)
+        for lift in lifted:
+            lift()
+        code = EXIT_DRAINED if drain(run, session) else EXIT_STUCK
+    except BaseException as exc:  # reported through the page: a write may be what is failing
+        page.note(error=f"{type(exc).__name__}: {exc}")
+        code = EXIT_ERROR
+    finally:
+        os._exit(code)
+
+
+def _count(page: Page, outcome: Any) -> None:
+    if outcome in ERRORS:
+        page.errors = page.errors + 1
+
+
+def _fill_disk(session: Any) -> Callable[[], None]:
+    """The disk is full at the database's current size; returns what frees it again."""
+    conn = getattr(getattr(session, "store", None), "conn", None)
+    if not isinstance(conn, sqlite3.Connection):
+        raise TypeError("the disk-full fault needs a session whose store has a sqlite3 connection (session.store.conn)")
+    limit = conn.execute("PRAGMA max_page_count").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {int(pages) + DISK_PAGES_LEFT}")  # integers we read
+    return lambda: conn.execute(f"PRAGMA max_page_count = {int(limit)}")
+
+
+def _fail_io(fault: str) -> None:
+    """Make this process's writes fail from now on, through libfiu's preloaded wrappers."""
+    if "fiu_posix_preload" not in os.environ.get("LD_PRELOAD", ""):
+        raise RuntimeError(f"the {fault} fault runs only in a process started by fiu-run -x (see run_preloaded)")
+    lib = ctypes.CDLL(LIBFIU)
+    for name, code in IO_FAILURES[fault]:
+        if lib.fiu_enable(name.encode(), 1, ctypes.c_void_p(code), 0) != 0:
+            raise RuntimeError(f"libfiu refused to enable {name}")
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + REMOVAL_WAIT_S_MAX
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the harness did not remove the fault within {REMOVAL_WAIT_S_MAX}s")
+        time.sleep(0.001)
+
+
+def working(run: Run) -> set[tuple[str, str]]:
+    """(job, step) of every job in a working state: each may be paid for once more."""
+    working = {w: step for step, (w, _) in run.adapter.step_states().items()}
+    snapshot = run.adapter.inspect(run.db)
+    return {(job_id, working[job.state]) for job_id, job in snapshot.jobs.items() if job.state in working}
+
+
+def drain(run: Run, session: Any) -> bool:
+    """Run ``session`` (and the sender) until every job settled, time passing every lease and backoff."""
+    _, _, settled = settle(session, lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock, gave_up=NO_PROGRESS | ERRORS)
+    return settled
+
+
+class ScenarioDb:
+    """A short connection of the harness's own to a scenario database: a SQLite file, or a
+    PostgreSQL URL (``postgresql://...``). Queries are written once, with SQLite's ``?``
+    placeholders, and run on either; each statement commits on its own (autocommit).
+
+    ``writer`` names who the audit triggers record for this connection's writes (the harness
+    writes as a person, :data:`chaos.adapters.reference.HUMAN_WRITER`).
+    """
+
+    def __init__(self, db: str, *, writer: str | None = None) -> None:
+        self.postgres = is_postgres(db)
+        if self.postgres:
+            import psycopg
+
+            self.conn: Any = psycopg.connect(db, autocommit=True)
+            if writer is not None:
+                self.conn.execute(SET_WRITER, (writer,))
+        else:
+            self.conn = sqlite3.connect(db, isolation_level=None, timeout=30)
+            if writer is not None:
+                self.conn.create_function("chaos_writer", 0, lambda: writer)
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """Run one statement; ``?`` marks a parameter on both backends (no query here has a literal
+        ``?`` or ``%``)."""
+        return self.conn.execute(sql.replace("?", "%s") if self.postgres else sql, params)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "ScenarioDb":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

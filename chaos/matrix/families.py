@@ -1,0 +1,52 @@
+"""The scenario families of the reference crash matrix, each teaching one lesson.
+
+Every family's doomed iteration is recorded and killed at each of its crash points. Together they
+reach the error paths as well as the happy path: retry with backoff, Retry-After, poison, review,
+a lease taken over, a job that kills every worker, a receiver that is down.
+"""
+
+from __future__ import annotations
+
+from chaos.core.scenario import Scenario
+from chaos.core.world import Fault
+
+__all__ = ["reference_scenarios"]
+
+LEASE_EXPIRY = "advance:121"
+
+
+def reference_scenarios() -> list[Scenario]:
+    """The families the reference matrix runs (any adapter of the reference workflow can use them)."""
+    return [
+        Scenario("clean", "A crash at any line of a job's run leaves one of two cases: the step re-runs, or its memo is found and it is skipped."),
+        Scenario("sender", "A crash between delivering and marking re-delivers the same key; the receiver applies it once.", setup=("run",), phase="sender"),
+        Scenario("sender-fail", "A failed delivery is retried later with backoff, never marked sent.", setup=("run",), phase="sender", faults=(Fault("connection", task="send"),)),
+        Scenario("resume", "A job whose worker died is taken over once its lease expires, and resumes at its step.", setup=("claim:w-dead", LEASE_EXPIRY)),
+        Scenario(
+            "give-up",
+            "A job that killed five workers in a row is parked in its failed state, so it cannot take a sixth down.",
+            setup=("claim:w-dead1", LEASE_EXPIRY, "claim:w-dead2", LEASE_EXPIRY, "claim:w-dead3", LEASE_EXPIRY,
+                   "claim:w-dead4", LEASE_EXPIRY, "claim:w-dead5", LEASE_EXPIRY),
+            expect=("<parked>",),
+        ),
+        Scenario("extract-timeout", "A timeout is retried after a full-jitter backoff.", faults=(Fault("timeout", task="extract"),)),
+        Scenario("extract-429", "A 429's Retry-After is honoured as the minimum delay.", faults=(Fault("rate_limit", task="extract", retry_after_s=60),)),
+        Scenario("extract-5xx", "A 5xx is retried; the failed call is the only waste.", faults=(Fault("server_error", task="extract"),)),
+        Scenario("fetch-connection", "A connection error in the first step retries from pending.", faults=(Fault("connection", task="fetch"),)),
+        Scenario("extract-400", "A poison input (400) is paid for once and parked in the failed state, never retried.", faults=(Fault("bad_request", task="extract", sticky=True),)),
+        Scenario("extract-parse", "An answer that does not parse is poison: one call, then the failed state.", faults=(Fault("parse", task="extract", sticky=True),)),
+        Scenario("verify-fail", "A review that cannot pass parks the job in needs_human, with no memo to skip it later.", faults=(Fault("verify_fail", task="verify", sticky=True),)),
+        Scenario(
+            "cancel-race",
+            "A person's cancel and a worker's claim race for a pending job: compare-and-swap on the state lets exactly one of them win.",
+            phase="human:cancel:doc-1",
+            expect=("cancelled",),
+            allowed=("<final>",),  # a cancel killed before its commit never happened: the worker finishes the job
+        ),
+        Scenario(
+            "lost-lease",
+            "A 180 s call against a 120 s lease stays safe: heartbeats keep the lease, and fencing stops a worker that lost it.",
+            faults=(Fault("slow", task="extract", duration_s=180),),
+            second_worker=True,
+        ),
+    ]

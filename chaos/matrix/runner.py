@@ -1,0 +1,518 @@
+"""The crash matrix: every point of every scenario family, killed, recovered and checked.
+
+>>> report = run_matrix(families=["sender"], mode="inprocess", faults=["crash"])
+>>> report.points > 0, report.violations
+(True, 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from chaos.adapters.reference import REFERENCE_TARGET, load_adapter
+from chaos.matrix.families import reference_scenarios
+from chaos.hostfaults.power import power_missing
+from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, run_preloaded, small_pages
+from chaos.core.points import Point
+from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, prepare, run_interleaving, run_pause, run_point
+
+__all__ = [
+    "MatrixReport",
+    "PointResult",
+    "run_matrix",
+    "replay_command",
+    "DEFAULT_SEED",
+    "DEFAULT_FAULTS",
+    "FAULTS",
+    "PAIRS_DEFAULT",
+    "adopt",
+    "interleave_pairs",
+    "run_chunk",
+    "scratch_dir",
+    "source_line",
+]
+
+DEFAULT_SEED = 0
+CHUNK_POINTS = 64
+# Machine faults (disk, io, lock, clock, damage) name several sub-kinds each; a sub-kind
+# (e.g. clock-skew) is accepted on its own too, as a replay command names it.
+FAULTS = ("crash", "pause", "interleave") + tuple(MACHINE_FAULTS)
+DEFAULT_FAULTS = ("crash", "pause")
+PAIRS_DEFAULT = 200
+# Fork from a lean worker process once the caller is this heavy (and the run is this long).
+LEAN_RSS_MB_MAX = 60
+LEAN_ITEMS_MIN = 48
+
+
+@dataclass
+class PointResult:
+    family: str
+    point: Point
+    source: str
+    outcome: Outcome
+    replay: str
+    second: Point | None = None
+    same_as: str = ""  # a pause point whose class ran at another point: that point's id
+
+    @property
+    def fault(self) -> str:
+        return self.outcome.fault
+
+    @property
+    def id(self) -> str:
+        suffix = f"+{self.second.id}" if self.second is not None else ""
+        return f"{self.family}::{self.point.id}{suffix}"
+
+
+@dataclass
+class MatrixReport:
+    target: str
+    mode: str
+    seed: int
+    results: list[PointResult] = field(default_factory=list)
+    baselines: dict[str, Outcome] = field(default_factory=dict)
+    lessons: dict[str, str] = field(default_factory=dict)
+    executable: dict[str, set[int]] = field(default_factory=dict)
+    seconds: float = 0.0
+    faults: tuple[str, ...] = DEFAULT_FAULTS
+    pairs_possible: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)  # family -> why it does not apply to this workflow
+
+    @property
+    def points(self) -> int:
+        return len(self.results)
+
+    @property
+    def violations(self) -> int:
+        return sum(1 for r in self.results if not r.outcome.held) + sum(1 for b in self.baselines.values() if not b.held)
+
+    @property
+    def wasted_calls(self) -> int:
+        return sum(r.outcome.wasted_calls for r in self.results)
+
+    def exercised(self) -> dict[str, set[int]]:
+        seen: dict[str, set[int]] = {}
+        for r in self.results:
+            if r.outcome.exit == "killed" or (r.fault in PAUSE_KINDS and r.outcome.exit == "paused" and not r.same_as):
+                seen.setdefault(r.point.file, set()).add(r.point.line)
+        return seen
+
+    def coverage(self) -> dict[str, Any]:
+        """Crash coverage: lines killed at least once / executable lines of the functions reached."""
+        exercised = self.exercised()
+        total = sum(len(lines) for lines in self.executable.values())
+        hit = sum(len(lines & exercised.get(f, set())) for f, lines in self.executable.items())
+        missed = {
+            _short(f): sorted(lines - exercised.get(f, set()))
+            for f, lines in sorted(self.executable.items())
+            if lines - exercised.get(f, set())
+        }
+        return {"lines": total, "exercised": hit, "percent": round(100.0 * hit / total, 1) if total else 100.0, "missed": missed}
+
+    def by_fault(self) -> dict[str, dict[str, int]]:
+        """Scenarios, held and violated, per fault kind; ``run``: how many of them ran (the others
+        are pause points that share a class with one that ran, see :func:`chaos.core.points.pause_classes`)."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.results:
+            row = out.setdefault(r.fault, {"scenarios": 0, "run": 0, "held": 0, "violated": 0, "wasted_calls": 0})
+            row["scenarios"] += 1
+            row["run"] += 0 if r.same_as else 1
+            row["held" if r.outcome.held else "violated"] += 1
+            row["wasted_calls"] += r.outcome.wasted_calls
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "mode": self.mode,
+            "seed": self.seed,
+            "points": self.points,
+            "faults": list(self.faults),
+            "by_fault": self.by_fault(),
+            "pairs_possible": self.pairs_possible,
+            "violations": self.violations,
+            "wasted_calls": self.wasted_calls,
+            "seconds": round(self.seconds, 3),
+            "coverage": self.coverage(),
+            "families": {
+                name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations],
+                       "skipped": self.skipped.get(name)}
+                for name, base in self.baselines.items()
+            },
+            "results": [
+                {
+                    "id": r.id,
+                    "fault": r.fault,
+                    "family": r.family,
+                    "file": _short(r.point.file),
+                    "line": r.point.line,
+                    "hit": r.point.hit,
+                    "function": r.point.function,
+                    "source": r.source,
+                    "exit": r.outcome.exit,
+                    "held": r.outcome.held,
+                    "violations": [{"invariant": v.invariant, "detail": v.detail} for v in r.outcome.violations],
+                    "wasted_calls": r.outcome.wasted_calls,
+                    "zombie_calls": r.outcome.zombie_calls,
+                    "blocked_s": round(r.outcome.blocked_s, 4),
+                    "same_as": r.same_as or None,
+                    "replay": r.replay,
+                    "seconds": round(r.outcome.seconds, 5),
+                    "lost_commits": r.outcome.lost_commits,  # taken by a power cut (chaos.hostfaults.power_faults)
+                }
+                for r in self.results
+            ],
+        }
+
+
+def replay_command(target: str, mode: str, seed: int, point_id: str, deep: bool = True, fault: str = "crash") -> str:
+    """The one command that re-runs exactly one scenario."""
+    kind = "pause" if fault in PAUSE_KINDS else fault
+    parts = ["python", "-m", "chaos", "matrix", "--target", target, "--mode", mode, "--seed", str(seed), "--faults", kind, "--point", point_id]
+    if not deep:
+        parts.append("--shallow")
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+# Families prepared in the parent, inherited by pool workers through fork.
+_SHARED: dict[str, Any] = {}
+
+
+Work = tuple[str, str, int, int]  # (fault, family, point index, second point index or -1)
+
+
+def run_chunk(items: list[Work]) -> list[tuple[Work, Outcome]]:
+    adapter, families, workdir, seed, mode, deep = (
+        _SHARED["adapter"], _SHARED["families"], _SHARED["workdir"], _SHARED["seed"], _SHARED["mode"], _SHARED["deep"],
+    )
+    out = []
+    scratch = tempfile.mkdtemp(dir=workdir)
+    for item in items:
+        fault, name, index, second = item
+        family: Family = families[name]
+        point = family.points[index]
+        if fault == "crash":
+            outcome = run_point(adapter, family, point, scratch, seed=seed, mode=mode, deep=deep)
+        elif fault in PAUSE_KINDS:
+            outcome = run_pause(adapter, family, point, scratch, seed=seed, expired=fault == PAUSE_KINDS[1], deep=deep)
+        elif fault in KIND_OF:
+            outcome = run_machine_fault(adapter, family, point, scratch, seed=seed, fault=fault, deep=deep)
+        else:
+            outcome = run_interleaving(adapter, family, point, family.points[second], scratch, seed=seed, deep=deep)
+        out.append((item, outcome))
+    return out
+
+
+def run_matrix(
+    target: str = REFERENCE_TARGET,
+    *,
+    mode: str = "fork",
+    seed: int = DEFAULT_SEED,
+    deep: bool = True,
+    families: Iterable[str] | None = None,
+    point: str | None = None,
+    sample: int | None = None,
+    jobs: int = 1,
+    scenarios: list[Scenario] | None = None,
+    workdir: str | None = None,
+    faults: Iterable[str] = ("crash",),
+    pairs: int = PAIRS_DEFAULT,
+    db: str | None = None,
+    replay_db: tuple[str, ...] | None = None,
+    exhaustive: bool = False,
+) -> MatrixReport:
+    """Run the matrix for ``target`` (``module:attr`` or an adapter object).
+
+    ``faults`` picks the fault kinds: ``crash`` (kill at each point), ``pause`` (freeze at each
+    point while another worker runs, its lease valid and expired), ``interleave`` (two-level
+    interleavings of two workers, a seeded sample of ``pairs`` pairs), and the faults of the
+    machine (``disk``, ``io``, ``lock``, ``clock``, ``damage``, or one of their sub-kinds, see
+    :mod:`chaos.hostfaults.faults`), which also add their own family. ``point`` (``family::id``)
+    runs one scenario; ``sample`` a seeded sample of N points; ``jobs`` > 1 spreads the work over
+    that many processes. ``db`` is the database server of an adapter whose scenario databases
+    are not files (``postgresql://...`` for ``chaos:postgres_adapter``); ``replay_db`` the
+    arguments replay commands name it by (default ``--db <db>``).
+
+    Pauses run once per pause class, the points with no visible operation between them (see
+    :func:`chaos.core.points.pause_classes`): every point gets a result, those of a class share the
+    outcome of its first point, named in ``same_as``. ``exhaustive`` pauses at every point, and
+    so does a ``sample`` (of points, each one run). Crashes always run at every point.
+    """
+    started = time.perf_counter()
+    faults = tuple(faults)
+    unknown = sorted(set(faults) - set(FAULTS) - set(KIND_OF))
+    if unknown:
+        raise ValueError(f"fault kinds {unknown} are not known; choose from: {', '.join(FAULTS)} (or a sub-kind: {', '.join(KIND_OF)})")
+    machine = [sub for f in faults for sub in expand(f)]
+    from chaos.hostfaults.faults import refuse_on_a_server
+
+    refuse_on_a_server(machine, db, target)  # disk and io act on SQLite files; lock, clock, damage run on PostgreSQL too
+    if any(KIND_OF[sub] == "io" for sub in machine) and libfiu_missing():
+        raise ValueError(libfiu_missing())
+    if any(KIND_OF[sub] == "power" for sub in machine) and power_missing():
+        raise ValueError(power_missing())
+    if "crash" in faults and mode not in ("fork", "inprocess"):
+        raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
+    adapter = load_adapter(target) if isinstance(target, str) else target
+    target_name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__name__}"
+    if db is not None:
+        if not hasattr(adapter, "use_database"):
+            raise ValueError(f"target {target_name!r} takes no --db: its scenario databases are files")
+        adapter.use_database(db)
+    replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
+    all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
+    if scenarios is None and machine:
+        all_scenarios = list(all_scenarios) + [s for s in machine_scenarios() if s.name not in {a.name for a in all_scenarios}]
+    wanted = set(families) if families is not None else None
+    only_family, _, only_point = (point or "").partition("::")
+    if point and not only_point:
+        raise ValueError(f"point {point!r} must look like FAMILY::POINT, e.g. clean::_worker.run_once:L120#1")
+    chosen = [s for s in all_scenarios if (wanted is None or s.name in wanted) and (not point or s.name == only_family)]
+    if not chosen:
+        names = ", ".join(s.name for s in all_scenarios)
+        raise ValueError(f"no scenario family matches {sorted(wanted or {only_family})}; families: {names}")
+    owned = workdir is None
+    workdir = workdir or scratch_dir()
+    try:
+        return _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=only_family,
+                    only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
+                    replay_extra=tuple(replay_extra), exhaustive=exhaustive)
+    finally:
+        if owned:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
+         only_family: str, only_point: str, sample: int | None, jobs: int, faults: tuple[str, ...], pairs: int, started: float,
+         replay_extra: tuple[str, ...] = (), exhaustive: bool = False) -> MatrixReport:
+    prepared: dict[str, Family] = {}
+    try:
+        return _run_prepared(adapter, target_name, chosen, workdir, prepared, mode=mode, seed=seed, deep=deep, point=point,
+                             only_family=only_family, only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs,
+                             started=started, replay_extra=replay_extra, exhaustive=exhaustive)
+    finally:
+        for family in prepared.values():
+            discard(adapter, family)  # an adapter's template database (PostgreSQL); files go with the workdir
+
+
+def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, prepared: dict[str, Family], *, mode: str,
+                  seed: int, deep: bool, point: str | None, only_family: str, only_point: str, sample: int | None, jobs: int,
+                  faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...],
+                  exhaustive: bool = False) -> MatrixReport:
+    report = MatrixReport(target_name, mode, seed, faults=faults)
+    work: list[Work] = []
+    # (class kind, family, first point of its class): the class's other points, which share its outcome.
+    members: dict[tuple[str, str, int], list[int]] = {}
+    one_per_class = not exhaustive and not point and sample is None  # a sample is of points, each run
+    rng = random.Random(seed)
+    machine_names = {s.name for s in machine_scenarios()}  # those families are for machine faults
+    families = _prepare_all(adapter, chosen, workdir, seed=seed, deep=deep, jobs=jobs, machine_names=machine_names)
+    for scenario, family in zip(chosen, families):
+        machine_only = scenario.name in machine_names
+        prepared[scenario.name] = family
+        report.baselines[scenario.name] = family.baseline
+        if family.skipped:
+            report.skipped[scenario.name] = family.skipped
+        report.lessons[scenario.name] = scenario.lesson
+        for f, lines in family.executable.items():
+            report.executable.setdefault(f, set()).update(lines)
+        singles = [i for i, p in enumerate(family.points) if not point or p.id == only_point]
+        for fault in faults:
+            if fault == "crash" and not machine_only:
+                # In-process mode runs ``finally`` blocks after the point, which may write: every point runs.
+                classes = family.crash_classes if one_per_class and mode == "fork" else []
+                work += [("crash", scenario.name, i, -1) for i in _firsts(scenario.name, "crash", singles, classes, members)]
+            elif fault == "pause" and not machine_only:
+                classes = family.classes if one_per_class else []
+                work += [(kind, scenario.name, i, -1) for i in _firsts(scenario.name, "pause", singles, classes, members)
+                         for kind in PAUSE_KINDS]
+            elif expand(fault):
+                at = [i for i in machine_points(family, source_line) if i in set(singles)]
+                work += [(sub, scenario.name, i, -1) for i in at for sub in expand(fault)]
+        if "interleave" in faults and not machine_only:
+            found, possible = interleave_pairs(family, point and only_point, pairs, rng)
+            report.pairs_possible += possible
+            work += [("interleave", scenario.name, i, j) for i, j in found]
+    if point and not work and all(f.completed for f in prepared.values()):
+        raise ValueError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
+    if sample is not None and sample < len(work):
+        work = sorted(random.Random(seed).sample(work, sample))
+    _SHARED.update(adapter=adapter, families=prepared, workdir=workdir, seed=seed, mode=mode, deep=deep)
+    preloaded = [w for w in work if KIND_OF.get(w[0]) == "io"]  # run under libfiu's preload
+    work = [w for w in work if KIND_OF.get(w[0]) != "io"]
+    chunks = [work[i : i + CHUNK_POINTS] for i in range(0, len(work), CHUNK_POINTS)]
+    done = _execute(chunks, jobs) + run_preloaded((adapter, prepared, workdir, seed, mode, deep), preloaded)
+    for (fault, name, index, second), outcome in done:
+        p = prepared[name].points[index]
+        q = prepared[name].points[second] if second >= 0 else None
+        result = PointResult(name, p, source_line(p.file, p.line), outcome, "", q)
+        result.replay = replay_command(target_name, mode, seed, result.id, deep, fault)
+        if replay_extra:
+            result.replay += " " + " ".join(shlex.quote(a) for a in replay_extra)
+        report.results.append(result)
+        if fault in PAUSE_KINDS or fault == "crash":
+            for other in members.get(("pause" if fault in PAUSE_KINDS else "crash", name, index), []):
+                o = prepared[name].points[other]
+                copy = dataclasses.replace(outcome, point=o.id, seconds=0.0, blocked_s=outcome.blocked_s)
+                same = PointResult(name, o, source_line(o.file, o.line), copy, "", None, same_as=result.id)
+                same.replay = replay_command(target_name, mode, seed, same.id, deep, fault) + (
+                    " " + " ".join(shlex.quote(a) for a in replay_extra) if replay_extra else "")
+                report.results.append(same)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _prepare_all(adapter: Any, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
+                 machine_names: set[str]) -> list[Family]:
+    """Prepare every family (its template, recording and baseline), ``jobs`` at a time, each in a
+    child of its own when there are several; in order."""
+
+    def one(scenario: Scenario) -> Family:
+        chosen_adapter = small_pages(adapter) if scenario.name in machine_names else adapter
+        return prepare(chosen_adapter, scenario, workdir, seed=seed, deep=deep)
+
+    if jobs <= 1 or len(chosen) <= 1:
+        return [one(scenario) for scenario in chosen]
+    from chaos.core.process import ChildFailed, Exit, fork
+
+    running: list[tuple[int, Any]] = []
+    done: dict[int, Family] = {}
+
+    def collect(index: int, child: Any) -> None:
+        ended = child.wait()
+        if ended.exit is not Exit.FINISHED:
+            raise RuntimeError(str(ChildFailed(f"preparing family {chosen[index].name!r}", ended)))
+        done[index] = ended.value
+
+    for index, scenario in enumerate(chosen):
+        while len(running) >= jobs:
+            collect(*running.pop(0))
+        running.append((index, fork(lambda scenario=scenario: one(scenario))))
+    while running:
+        collect(*running.pop(0))
+    return [done[i] for i in range(len(chosen))]
+
+
+def _firsts(family: str, kind: str, singles: list[int], classes: list[int],
+            members: dict[tuple[str, str, int], list[int]]) -> list[int]:
+    """The points to run: the first of each class among ``singles`` (every one without classes);
+    the others are noted in ``members`` to share their first point's outcome."""
+    if not classes:
+        return singles
+    for i in singles:
+        if classes[i] != i:
+            members.setdefault((kind, family, classes[i]), []).append(i)
+    return sorted({classes[i] for i in singles})
+
+
+def _execute(chunks: list[list[Work]], jobs: int) -> list[tuple[Work, Outcome]]:
+    """Run the chunks, in lean worker processes when that pays (see :mod:`chaos.matrix.zygote`).
+
+    Adapters that cannot be pickled (a closure, an open connection) run here instead, forking
+    from this process.
+    """
+    items = sum(len(chunk) for chunk in chunks)
+    lean = jobs > 1 or (items >= LEAN_ITEMS_MIN and _rss_mb() > LEAN_RSS_MB_MAX)
+    shared = (_SHARED["adapter"], _SHARED["families"], _SHARED["workdir"], _SHARED["seed"], _SHARED["mode"], _SHARED["deep"])
+    if lean:
+        try:
+            payload = pickle.dumps((shared, []))
+        except Exception:  # not picklable: fork from here
+            lean = False
+    if not lean:
+        return [item for chunk in chunks for item in run_chunk(chunk)]
+    del payload
+    workers = max(1, min(jobs, len(chunks)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    procs = []
+    for n in range(workers):
+        source = os.path.join(_SHARED["workdir"], f"zygote-{n}.in")
+        target = os.path.join(_SHARED["workdir"], f"zygote-{n}.out")
+        with open(source, "wb") as f:
+            pickle.dump((shared, chunks[n::workers]), f)
+        procs.append((subprocess.Popen([sys.executable, "-m", "chaos.matrix.zygote", source, target], env=env), target))
+    done: list[tuple[Work, Outcome]] = []
+    for proc, target in procs:
+        if proc.wait() != 0:
+            raise RuntimeError(f"a matrix worker process exited with status {proc.returncode}; its error is printed above")
+        with open(target, "rb") as f:
+            done.extend(pickle.load(f))
+    return done
+
+
+def adopt(adapter: Any, families: dict[str, Family], workdir: str, seed: int, mode: str, deep: bool) -> None:
+    _SHARED.update(adapter=adapter, families=families, workdir=workdir, seed=seed, mode=mode, deep=deep)
+
+
+def _rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def interleave_pairs(family: Family, only: str | None, budget: int, rng: random.Random,
+           firsts: Iterable[int] | None = None) -> tuple[list[tuple[int, int]], int]:
+    """Which (p, q) pairs of a family to interleave, and how many exist.
+
+    Two workers share nothing but the database, and a transaction is atomic to the other, so
+    freezing one anywhere between two of its transactions is, to the other, the same as freezing
+    it just before the next statement: the candidates are the points just before a statement
+    reaches the database while the worker holds no open transaction. Every candidate p gets an
+    equal share of the ``budget`` of q's (a seeded sample), so no p is left out. ``firsts``
+    restricts p (a fault plan's ``steps``); q is any candidate, as the second worker starts afresh.
+    """
+    if family.scenario.phase != "worker":
+        # B is a worker: its freeze points come from the family's recording only when A runs the
+        # same iteration (a frozen sender or person is covered by the pause matrix instead).
+        return [], 0
+    between = family.between or [True] * len(family.points)
+    seconds = [
+        i for i, p in enumerate(family.points) if between[i] and ".execute(" in source_line(p.file, p.line)
+    ]
+    allowed = set(firsts) if firsts is not None else None
+    candidates = seconds if allowed is None else [i for i in seconds if i in allowed]
+    if only:
+        first, _, second = only.partition("+")
+        ids = {p.id: i for i, p in enumerate(family.points)}
+        if first in ids and second in ids:
+            return [(ids[first], ids[second])], len(candidates) * len(seconds)
+        return [], len(candidates) * len(seconds)
+    possible = len(candidates) * len(seconds)
+    if possible <= budget:
+        return [(i, j) for i in candidates for j in seconds], possible
+    per_point = max(1, budget // max(1, len(candidates)))
+    chosen = [(i, j) for i in candidates for j in rng.sample(seconds, min(per_point, len(seconds)))]
+    return chosen[:budget] if len(chosen) > budget else chosen, possible
+
+
+def scratch_dir() -> str:
+    """A fresh directory for scenario databases: on tmpfs (/dev/shm) when there is one.
+
+    A process crash leaves a file in the same state on any file system (the page cache survives
+    the process), so tmpfs changes nothing that fork mode simulates, and spares every scenario
+    the fsyncs of a checkpoint. ``CRASHGATE_WORKDIR`` overrides the location.
+    """
+    base = os.environ.get("CRASHGATE_WORKDIR") or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    return tempfile.mkdtemp(prefix="crashgate-", dir=base)
+
+
+def source_line(path: str, line: int) -> str:
+    import linecache
+
+    return linecache.getline(path, line).strip()
+
+
+def _short(path: str) -> str:
+    cwd = os.getcwd()
+    return os.path.relpath(path, cwd) if path.startswith(cwd) else path

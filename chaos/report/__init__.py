@@ -1,0 +1,4 @@
+"""The HTML crash report (html).
+"""
+
+__all__ = ["html"]

@@ -1,0 +1,148 @@
+"""The shape of the code: honest ``__all__`` lists and no private name reached across modules.
+
+Read statically (``ast``), so that a check costs nothing and imports nothing. The rules:
+
+- every module of ``chaos/`` and ``engine/`` declares ``__all__``, and each name in it is defined;
+- a subpackage's ``__all__`` lists exactly its modules;
+- no module imports another module's private name (``from x import _y``) or reads one through a
+  module it imported (``x._y``);
+- a ``chaos`` module imports from another ``chaos`` module only names in that module's ``__all__``
+  (or its submodules), and from ``engine`` only through public modules (never ``engine._x``).
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("chaos", "engine")
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+def _declared_all(tree: ast.Module) -> list[str] | None:
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            return [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[union-attr]
+    return None
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    for node in tree.body:  # a package's lazy exports: ``_EXPORTS = {"Name": ".module"}``
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets):
+            names.update(ast.literal_eval(node.value))
+    return names
+
+
+def _target(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    if not MODULES[module].name == "__init__.py":
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str) -> list[tuple[str, str, int]]:
+    """(target module, name, line) for each ``from target import name`` and each ``target._name``."""
+    found, aliases = [], {}
+    for node in ast.walk(TREES[module]):
+        if isinstance(node, ast.ImportFrom):
+            target = _target(module, node)
+            for alias in node.names:
+                found.append((target, alias.name, node.lineno))
+                aliases[alias.asname or alias.name] = f"{target}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = alias.asname and alias.name or alias.name.split(".")[0]
+    for node in ast.walk(TREES[module]):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            base = aliases[node.value.id]
+            if base in MODULES and node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append((base, node.attr, node.lineno))
+    return [f for f in found if f[0].split(".")[0] in PACKAGES]
+
+
+def _package(module: str) -> str:
+    return module.rsplit(".", 1)[0] if MODULES[module].name != "__init__.py" else module
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_declares_an_honest_all(module):
+    declared = _declared_all(TREES[module])
+    assert declared is not None, f"{MODULES[module].relative_to(ROOT)} has no __all__"
+    missing = sorted(set(declared) - _defined(TREES[module]) - _submodules(module))
+    assert not missing, f"{module}.__all__ names what it does not define: {missing}"
+    assert len(declared) == len(set(declared)), f"{module}.__all__ names a name twice"
+
+
+def _submodules(module: str) -> set[str]:
+    if MODULES[module].name != "__init__.py":
+        return set()
+    prefix = module + "."
+    return {m[len(prefix):] for m in MODULES if m.startswith(prefix) and "." not in m[len(prefix):]}
+
+
+@pytest.mark.parametrize("package", sorted(m for m in MODULES if MODULES[m].name == "__init__.py" and m.count(".") == 1))
+def test_a_subpackage_lists_exactly_its_modules(package):
+    if package.split(".")[0] != "chaos":
+        pytest.skip("engine has no subpackages")
+    assert sorted(_declared_all(TREES[package]) or []) == sorted(_submodules(package))
+
+
+def test_no_module_imports_another_modules_private_name():
+    reached = [f"{MODULES[m].relative_to(ROOT)}:{line} {target}.{name}" for m in MODULES for target, name, line in _imports(m)
+               if name.startswith("_") and not name.startswith("__") and target in MODULES and target != m
+               and f"{target}.{name}" not in MODULES]
+    assert not reached, "private names reached across modules:\n" + "\n".join(reached)
+
+
+def test_chaos_imports_only_what_other_modules_export():
+    wrong = []
+    for module in (m for m in MODULES if m.startswith("chaos")):
+        for target, name, line in _imports(module):
+            where = f"{MODULES[module].relative_to(ROOT)}:{line}"
+            if target.startswith("engine") and any(part.startswith("_") for part in target.split(".")):
+                wrong.append(f"{where} imports {name} from the engine's private module {target}")
+            elif target in MODULES and target != module and f"{target}.{name}" not in MODULES \
+                    and name not in (_declared_all(TREES[target]) or []) and name != "*":
+                wrong.append(f"{where} imports {name}, which {target}.__all__ does not export")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_rules_catch_a_private_import(tmp_path):
+    """The checks above can fail: a module that reaches into a private name is reported."""
+    tree = ast.parse("from chaos.core.scenario import _hidden\nimport chaos.core.scenario as s\ns._other()\n")
+    TREES["chaos.probe_module"] = tree
+    MODULES["chaos.probe_module"] = tmp_path / "probe_module.py"
+    try:
+        names = {name for _, name, _ in _imports("chaos.probe_module")}
+        assert {"_hidden", "_other"} <= names
+    finally:
+        del TREES["chaos.probe_module"], MODULES["chaos.probe_module"]
