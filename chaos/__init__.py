@@ -17,7 +17,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what static checkers and IDEs see; at run time each name loads on first use
-    from chaos.adapters.reference import REFERENCE_TARGET, Adapter, ReferenceAdapter, Session, Snapshot, load_adapter
+    from chaos.adapter import REFERENCE_TARGET, Adapter, Session, Snapshot, load_adapter
+    from chaos.adapters.reference import ReferenceAdapter
     from chaos.matrix.families import reference_scenarios
     from chaos.core.invariants import INVARIANTS, Evidence, Violation
     from chaos.matrix.runner import MatrixReport, PointResult, replay_command, run_matrix
@@ -64,12 +65,12 @@ __all__ = [
 
 # name -> the private module that defines it.
 _EXPORTS = {
-    "Adapter": ".adapters.reference",
-    "REFERENCE_TARGET": ".adapters.reference",
+    "Adapter": ".adapter",
+    "REFERENCE_TARGET": ".adapter",
     "ReferenceAdapter": ".adapters.reference",
-    "Session": ".adapters.reference",
-    "Snapshot": ".adapters.reference",
-    "load_adapter": ".adapters.reference",
+    "Session": ".adapter",
+    "Snapshot": ".adapter",
+    "load_adapter": ".adapter",
     "reference_scenarios": ".matrix.families",
     "INVARIANTS": ".core.invariants",
     "Evidence": ".core.invariants",

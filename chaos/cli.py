@@ -17,14 +17,14 @@ from typing import Sequence
 from engine.arguments import OneLineParser, non_negative_int, positive_int
 from engine.terminal import printable, stdout_closed
 
-from chaos.adapters.reference import REFERENCE_TARGET
+from chaos.adapter import REFERENCE_TARGET
 from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, run_matrix
 from chaos.core.scenario import MODES
 
 __all__ = ["main", "COMMANDS", "format_report"]
 
 POSTGRES_TARGET = "chaos:postgres_adapter"
-COMMANDS = ("matrix", "explore", "demo", "soak")
+COMMANDS = ("matrix", "explore", "adapter", "demo", "soak")
 SOURCE_CHARS_MAX = 60
 
 
@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--profile", choices=("ci", "nightly"), default="ci", help="ci: about 4,000 steps, seed 0 (default); nightly: 125,000 steps")
     e.add_argument("--seed", type=int, help="seed of the exploration (default: 0 for ci, a fresh one for nightly; printed either way)")
     e.add_argument("--max-examples", type=positive_int, help="explore at most this many histories (default: the profile's)")
+    a = sub.add_parser("adapter", help="which optional capabilities an adapter offers, and what each missing one disables")
+    a.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
     from chaos.fleet import demo as _demo
     from chaos.fleet import soak as _soak  # the fleet commands: workers, sender and monkey as real processes
 
@@ -91,7 +93,33 @@ def _command(args: argparse.Namespace) -> int:
         return machine.run_cli(args)
     if args.command == "matrix":
         return _matrix(args)
+    if args.command == "adapter":
+        return _adapter(args)
     return 2
+
+
+def _disabled_by_missing_capabilities(target: str) -> list[str]:
+    """One line per optional capability the target lacks that switches a fault or check off."""
+    from chaos.adapter import load_adapter
+    from chaos.core.capabilities import capability_report
+
+    return [f"capability missing:{line[6:]}" for line in capability_report(load_adapter(target), missing_only=True)
+            if "this disables" in line or "error:" in line]
+
+
+def _adapter(args: argparse.Namespace) -> int:
+    from chaos.adapter import load_adapter
+    from chaos.core.capabilities import capability_report
+
+    try:
+        adapter = load_adapter(args.target)
+    except ValueError as exc:
+        print(f"error: {printable(exc)}", file=sys.stderr)
+        return 2
+    print(f"{args.target}: the required protocol is there (chaos.adapter.Adapter); optional capabilities:")
+    for line in capability_report(adapter):
+        print(line)
+    return 0
 
 
 def _matrix(args: argparse.Namespace) -> int:
@@ -133,6 +161,8 @@ def _matrix(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(report.to_json(), indent=2))
         else:
+            for line in _disabled_by_missing_capabilities(target):
+                print(line)
             print(format_report(report, verbose=args.verbose and not args.quiet))
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: the verdict still stands
         stdout_closed()

@@ -30,7 +30,7 @@ import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from chaos.adapters.reference import REFERENCE_TARGET, load_adapter
+from chaos.adapter import REFERENCE_TARGET, load_adapter
 from chaos.histories.state_machine import Histories, InvariantViolated, baseline_violations, machine_for
 from chaos.core.invariants import Violation
 from chaos.core.scenario import MODES

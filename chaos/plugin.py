@@ -282,7 +282,7 @@ class _State:
 
     def adapter(self, target: str) -> Any:
         if target not in self._adapters:
-            from chaos.adapters.reference import load_adapter
+            from chaos.adapter import load_adapter
 
             self._adapters[target] = load_adapter(target)
         return self._adapters[target]

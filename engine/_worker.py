@@ -265,10 +265,14 @@ class Worker:
         }
 
     # -- the loop -----------------------------------------------------------------------------
+    def claim(self) -> Claim | None:
+        """Claim the next due job (or take over an expired lease) and return the claim, or None."""
+        return self.store.claim(self.worker_id, now=self.clock.now(), lease_s=self.lease_s, starts=self._starts)
+
     def run_once(self) -> RunResult:
         """Claim one job and drive it as far as it goes; see the module docstring."""
         try:
-            claim = self.store.claim(self.worker_id, now=self.clock.now(), lease_s=self.lease_s, starts=self._starts)
+            claim = self.claim()
         except StoreBusy:
             return RunResult(Outcome.BUSY)
         except StoreFailed as exc:

@@ -23,7 +23,8 @@ from typing import Any
 
 from engine import PostgresStore
 
-from chaos.adapters.reference import HUMAN_WRITER, JobView, OutboxView, ReferenceAdapter, ReferenceSession, Snapshot
+from chaos.adapter import JobView, OutboxView, Snapshot
+from chaos.adapters.reference import HUMAN_WRITER, ReferenceAdapter, ReferenceSession
 from chaos.core.world import World
 
 __all__ = [

@@ -1,179 +1,36 @@
-"""The adapter protocol: how the harness drives an engine, and the reference engine's adapter.
+"""The reference engine's adapter: ``engine/`` running the reference workflow against the world.
 
-To gate your own engine, implement :class:`Adapter` (usually by subclassing
-:class:`ReferenceAdapter` and overriding what differs) and name it as ``module:attribute``:
+The contract it implements is :mod:`chaos.adapter`; its tables are declared once
+(:data:`REFERENCE_SCHEMA`, a :class:`~chaos.adapters.sql.SqlSchema`), which gives the audit
+triggers, the writer attribution (a claim hands out a larger ``lease_token``), the snapshot and
+the probe. To gate a workflow of your own on ``engine/``, subclass :class:`ReferenceAdapter` and
+override :meth:`~ReferenceAdapter.workflow` (and ``payload`` if your steps read other input):
 
     python -m chaos matrix --target mypkg.crash:adapter
-
-An adapter opens a database, submits, runs one worker iteration and one outbox-sender pass, names
-the state table and the code whose lines are crash points, and shows the harness what is in the
-database (:class:`Snapshot`), including every state change, recorded by an audit trigger the
-harness installs so that the check does not trust the engine's own code.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
 import sqlite3
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import engine
 from engine import IdempotencyConflict, SqliteStore, SqlStore, Worker, Workflow, reference_workflow, send_outbox
 
+from chaos.adapter import Snapshot
+from chaos.adapters.sql import HUMAN_WRITER, JobTable, MemoTable, OutboxTable, SqlProbe, SqlSchema
 from chaos.core.world import World
 
-__all__ = [
-    "Adapter",
-    "Session",
-    "Snapshot",
-    "ReferenceAdapter",
-    "load_adapter",
-    "REFERENCE_TARGET",
-    "HUMAN_WRITER",
-    "JobView",
-    "OutboxView",
-    "ReferenceSession",
-]
+__all__ = ["ReferenceAdapter", "ReferenceSession", "REFERENCE_SCHEMA", "HUMAN_WRITER"]
 
-REFERENCE_TARGET = "chaos:reference_adapter"
-
-# Installed on the database under test by the harness, not by the engine: every state change and
-# every change to a memo row is recorded as it commits, whatever the engine's code believes.
-AUDIT_SQL = (
-    "CREATE TABLE IF NOT EXISTS chaos_transition (seq INTEGER PRIMARY KEY, job_id TEXT, from_state TEXT, to_state TEXT)",
-    "CREATE TABLE IF NOT EXISTS chaos_memo_change (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, what TEXT)",
-    """CREATE TRIGGER IF NOT EXISTS chaos_job_insert AFTER INSERT ON job BEGIN
-        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (NEW.id, NULL, NEW.state); END""",
-    """CREATE TRIGGER IF NOT EXISTS chaos_job_state AFTER UPDATE OF state ON job
-        WHEN OLD.state IS NOT NEW.state BEGIN
-        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (NEW.id, OLD.state, NEW.state); END""",
-    """CREATE TRIGGER IF NOT EXISTS chaos_job_delete AFTER DELETE ON job BEGIN
-        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (OLD.id, OLD.state, NULL); END""",
-    """CREATE TRIGGER IF NOT EXISTS chaos_memo_update AFTER UPDATE ON step_result BEGIN
-        INSERT INTO chaos_memo_change (job_id, step, what) VALUES (OLD.job_id, OLD.step, 'updated'); END""",
-    """CREATE TRIGGER IF NOT EXISTS chaos_memo_delete AFTER DELETE ON step_result BEGIN
-        INSERT INTO chaos_memo_change (job_id, step, what) VALUES (OLD.job_id, OLD.step, 'deleted'); END""",
+# The reference engine's tables, as the harness reads them.
+REFERENCE_SCHEMA = SqlSchema(
+    JobTable(token="lease_token"),
+    MemoTable(),
+    OutboxTable(next_attempt_at="next_attempt_at"),
 )
-
-
-# Installed only on the harness's own scenario databases: every write that touches a job is
-# attributed to the connection that made it (the harness registers ``chaos_writer()`` on each
-# session's connection). That is how a write by a worker whose lease was taken over is seen.
-WRITER_AUDIT_SQL = (
-    "CREATE TABLE IF NOT EXISTS chaos_write (seq INTEGER PRIMARY KEY, job_id TEXT, kind TEXT, writer TEXT, detail TEXT)",
-    """CREATE TRIGGER IF NOT EXISTS chaos_w_claim AFTER UPDATE OF lease_token ON job
-        WHEN NEW.lease_token > OLD.lease_token BEGIN
-        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.id, 'claim', chaos_writer(), NEW.lease_token); END""",
-    """CREATE TRIGGER IF NOT EXISTS chaos_w_state AFTER UPDATE OF state ON job
-        WHEN OLD.state IS NOT NEW.state BEGIN
-        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.id, 'state', chaos_writer(), OLD.state || ' -> ' || NEW.state); END""",
-    """CREATE TRIGGER IF NOT EXISTS chaos_w_memo AFTER INSERT ON step_result BEGIN
-        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.job_id, 'memo', chaos_writer(), NEW.step); END""",
-    """CREATE TRIGGER IF NOT EXISTS chaos_w_outbox AFTER INSERT ON outbox BEGIN
-        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.job_id, 'outbox', chaos_writer(), NEW.kind); END""",
-)
-HUMAN_WRITER = "human"
-
-
-@dataclass(frozen=True)
-class JobView:
-    state: str
-    payload: str
-    lease_owner: str | None
-    lease_until: float | None
-    next_run_at: float | None
-    last_error: str | None = None  # what the engine says went wrong last (shown in failures)
-    result: str | None = None  # the job's result as stored (compared by same-outcome)
-
-
-@dataclass(frozen=True)
-class OutboxView:
-    id: int
-    job_id: str
-    kind: str
-    sent_at: float | None
-    next_attempt_at: float | None = None  # when the sender may try it (again)
-
-    @property
-    def key(self) -> str:
-        return f"{self.job_id}:{self.kind}"
-
-
-@dataclass
-class Snapshot:
-    """What the harness sees in the engine's database, read on a connection of its own."""
-
-    jobs: dict[str, JobView] = field(default_factory=dict)
-    transitions: list[tuple[str, str | None, str | None]] = field(default_factory=list)
-    memos: dict[tuple[str, str], str] = field(default_factory=dict)
-    memo_changes: list[tuple[str, str, str]] = field(default_factory=list)
-    outbox: list[OutboxView] = field(default_factory=list)
-    writes: list[tuple[str, str, str, str]] = field(default_factory=list)
-
-
-class Session(Protocol):
-    """One process's connection to the engine under test."""
-
-    def submit(self, job_id: str, payload: Any) -> None: ...
-
-    def run_once(self) -> str: ...
-
-    def send_outbox(self) -> int: ...
-
-    def close(self) -> None: ...
-
-
-class Adapter(Protocol):
-    """What the harness needs from an engine. See :class:`ReferenceAdapter` for the reference."""
-
-    name: str
-    lease_s: float
-    conflict_errors: tuple[type[BaseException], ...]
-
-    def states(self) -> Mapping[str, Sequence[str]]: ...
-
-    def settled_states(self) -> frozenset[str]: ...
-
-    def final_effects(self) -> Mapping[str, Sequence[str]]: ...
-
-    def step_states(self) -> Mapping[str, tuple[str, str]]: ...
-
-    def trace_paths(self) -> list[str]: ...
-
-    def targets(self) -> dict[str, Callable[..., Any]]: ...
-
-    def create(self, db_path: str) -> None: ...
-
-    def open(self, db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> Session: ...
-
-    def inspect(self, db_path: str) -> Snapshot: ...
-
-    def probe(self, db_path: str) -> Callable[[str, str, str, int, float], tuple[bool, bool]]: ...
-
-
-class Probe:
-    """Reads the engine's committed state on a connection of its own (one per process)."""
-
-    def __init__(self, db_path: str) -> None:
-        self.db_path = db_path
-        self._conns: dict[int, sqlite3.Connection] = {}
-
-    def __call__(self, job_id: str, step: str, worker_id: str, token: int, now: float) -> tuple[bool, bool]:
-        conn = self._conns.get(os.getpid())
-        if conn is None:
-            conn = self._conns[os.getpid()] = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
-        memo = conn.execute("SELECT 1 FROM step_result WHERE job_id = ? AND step = ?", (job_id, step)).fetchone()
-        lease = conn.execute("SELECT lease_owner, lease_until, lease_token FROM job WHERE id = ?", (job_id,)).fetchone()
-        valid = lease is not None and lease[0] == worker_id and lease[2] == token and (lease[1] or 0) > now
-        return memo is not None, bool(valid)
-
-    def close(self) -> None:
-        conn = self._conns.pop(os.getpid(), None)
-        if conn is not None:
-            conn.close()
 
 
 class ReferenceSession:
@@ -194,6 +51,14 @@ class ReferenceSession:
 
     def submit(self, job_id: str, payload: Any) -> None:
         self.store.submit(job_id, payload, now=self.clock.now())
+
+    def connection(self) -> Any:
+        """The store's connection (sqlite3 here, psycopg on PostgreSQL)."""
+        return self.store.conn
+
+    def claim_only(self) -> None:
+        """Claim the next job and return, holding its lease: a worker killed right after its claim."""
+        self.worker.claim()
 
     def _as_human(self, action: Callable[[], Any]) -> None:
         self.writer = HUMAN_WRITER
@@ -244,6 +109,7 @@ class ReferenceAdapter:
 
     name = "reference"
     lease_s = 120.0
+    session_type: type = ReferenceSession  # what open() returns: the harness reads its capabilities
     conflict_errors: tuple[type[BaseException], ...] = (IdempotencyConflict,)
     # What a person's action may answer instead of acting: refused (illegal now, no such job, a
     # damaged row to repair first) or "the database is busy, try again"; none of them changes
@@ -317,8 +183,7 @@ class ReferenceAdapter:
         scenario databases, the writer attribution, which needs ``chaos_writer()`` on every
         connection that writes)."""
         store = self.make_store(db_path)
-        for statement in AUDIT_SQL + (WRITER_AUDIT_SQL if attribute_writers else ()):
-            store.conn.execute(statement)
+        REFERENCE_SCHEMA.install(store.conn, attribute_writers=attribute_writers)
         store.close()
 
     def open(self, db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> ReferenceSession:
@@ -332,21 +197,7 @@ class ReferenceAdapter:
         conn = readers.get(key)
         if conn is None:
             conn = readers[key] = sqlite3.connect(db_path, timeout=30, check_same_thread=False)
-        # One read transaction: every table is read from the same committed state.
-        conn.execute("BEGIN")
-        try:
-            snap = Snapshot()
-            for r in conn.execute("SELECT id, state, payload, lease_owner, lease_until, next_run_at, last_error, result FROM job"):
-                snap.jobs[r[0]] = JobView(*r[1:])
-            snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
-            snap.memos = {(r[0], r[1]): r[2] for r in conn.execute("SELECT job_id, step, output FROM step_result")}
-            snap.memo_changes = [tuple(r) for r in conn.execute("SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq")]  # type: ignore[misc]
-            snap.outbox = [OutboxView(*r) for r in conn.execute("SELECT id, job_id, kind, sent_at, next_attempt_at FROM outbox ORDER BY id")]
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chaos_write'").fetchone():
-                snap.writes = [tuple(r) for r in conn.execute("SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq")]  # type: ignore[misc]
-            return snap
-        finally:
-            conn.execute("COMMIT")
+        return REFERENCE_SCHEMA.snapshot(conn)
 
     def release(self, db_path: str) -> None:
         """Close this process's inspection connection to ``db_path``."""
@@ -354,33 +205,6 @@ class ReferenceAdapter:
         if conn is not None:
             conn.close()
 
-    def probe(self, db_path: str) -> Probe:
+    def probe(self, db_path: str) -> SqlProbe:
         """At the moment of a paid call: is that step's memo committed; does the caller hold the lease?"""
-        return Probe(db_path)
-
-
-def load_adapter(spec: str) -> Any:
-    """Import ``module:attribute`` and return the adapter it names (calling a class or factory)."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"target {spec!r} must look like MODULE:ATTR, e.g. {REFERENCE_TARGET}")
-    if module_name.startswith("."):
-        raise ValueError(f"target {spec!r} names a relative module; name it from the top, e.g. mypackage.adapters:{attr}")
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except Exception as exc:  # whatever importing someone else's module raises, it is one line here
-        raise ValueError(f"cannot load target {spec!r}: {type(exc).__name__}: {exc}") from exc
-    if callable(target) and not hasattr(target, "inspect") or isinstance(target, type):
-        try:
-            adapter = target()
-        except (Exception, SystemExit) as exc:
-            raise ValueError(
-                f"target {spec!r} is not an adapter, and calling it failed ({type(exc).__name__}: {exc}); name an "
-                "adapter, or a class or function that takes no arguments and returns one (see chaos.Adapter)"
-            ) from exc
-    else:
-        adapter = target
-    for needed in ("states", "open", "inspect", "create", "trace_paths", "targets"):
-        if not hasattr(adapter, needed):
-            raise ValueError(f"target {spec!r} is not an adapter: it has no {needed!r} (see chaos.Adapter)")
-    return adapter
+        return REFERENCE_SCHEMA.probe(db_path)

@@ -14,11 +14,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from chaos.adapters.reference import Snapshot
+from chaos.adapter import Snapshot
 from chaos.core.world import Call, Delivery
 
 __all__ = [
     "Evidence",
+    "initial_states",
+    "submit_policy",
     "Violation",
     "INVARIANTS",
     "ALWAYS",
@@ -62,6 +64,7 @@ class Evidence:
     submitted: dict[str, str] = field(default_factory=dict)
     interruptions: Counter = field(default_factory=Counter)
     previous_memos: dict[tuple[str, str], str] | None = None
+    initial_states: frozenset[str] = frozenset({"pending"})  # the states a job may be created in
 
     @classmethod
     def gather(cls, adapter: Any, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
@@ -77,7 +80,27 @@ class Evidence:
             deliveries=world.deliveries(),
             submitted=submitted,
             interruptions=interruptions,
+            initial_states=initial_states(adapter),
         )
+
+
+def submit_policy(adapter: Any) -> str:
+    """What ``adapter``'s engine does with an existing id and another payload: its
+    ``submit_conflict`` ("raises", the default, or "first-wins")."""
+    policy = getattr(adapter, "submit_conflict", "raises")
+    if policy not in ("raises", "first-wins"):
+        raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: submit_conflict is {policy!r}; use 'raises' or 'first-wins'")
+    return policy
+
+
+def initial_states(adapter: Any) -> frozenset[str]:
+    """The states a job of ``adapter`` may be created in: its ``initial_states()``, else
+    ``pending`` where its table has one (the reference's), else the table's first state."""
+    declared = getattr(adapter, "initial_states", None)
+    if callable(declared):
+        return frozenset(declared())
+    table = adapter.states()
+    return frozenset({"pending"}) if "pending" in table or not table else frozenset(list(table)[:1])
 
 
 def legal_transitions(ev: Evidence) -> list[Violation]:
@@ -93,8 +116,9 @@ def legal_transitions(ev: Evidence) -> list[Violation]:
         if after is None:
             out.append(Violation("legal-transitions", f"job {job_id!r} row was deleted (last state {before!r})"))
         elif before is None:
-            if after != "pending":
-                out.append(Violation("legal-transitions", f"job {job_id!r} was created in state {after!r}, not 'pending'"))
+            if after not in ev.initial_states:
+                first = ", ".join(repr(s) for s in sorted(ev.initial_states))
+                out.append(Violation("legal-transitions", f"job {job_id!r} was created in state {after!r}, not {first}"))
         elif before not in ev.table or after not in ev.table:
             unknown = before if before not in ev.table else after
             out.append(Violation("legal-transitions", f"job {job_id!r}: state {unknown!r} is not in the table"))
@@ -312,14 +336,16 @@ AT_REST: dict[str, Callable[[Evidence], list[Violation]]] = {
 }
 
 
-def idempotent_submit(session: Any, inspect: Callable[[], Snapshot], submitted: dict[str, str], conflict_errors: tuple[type[BaseException], ...]) -> list[Violation]:
+def idempotent_submit(session: Any, inspect: Callable[[], Snapshot], submitted: dict[str, str],
+                      conflict_errors: tuple[type[BaseException], ...], policy: str = "raises") -> list[Violation]:
     """Submitting an id that exists creates nothing new (same payload) or is refused (different
     payload).
 
     Protects against duplicated work when an upstream caller retries a submit it believes failed.
     Held by using the caller's job id as the idempotency key. This check is active: it submits
     every known id again, once with the same payload and once with a different one, and compares
-    the database before and after.
+    the database before and after. ``policy`` is the engine's answer to a different payload:
+    ``"raises"`` (one of ``conflict_errors``) or ``"first-wins"`` (accepted, and nothing changes).
     """
     import json
 
@@ -329,6 +355,9 @@ def idempotent_submit(session: Any, inspect: Callable[[], Snapshot], submitted: 
     before = inspect()
     for job_id, payload_json in sorted(submitted.items()):
         session.submit(job_id, json.loads(payload_json))
+        if policy == "first-wins":
+            session.submit(job_id, {"conflicting": payload_json})  # must change nothing: compared below
+            continue
         try:
             session.submit(job_id, {"conflicting": payload_json})
         except conflict_errors:

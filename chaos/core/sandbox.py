@@ -28,7 +28,7 @@ from typing import Any
 
 from engine import NO_PROGRESS, FakeClock
 
-from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, wasted_calls
+from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, submit_policy, wasted_calls
 from chaos.core.world import Call, Fault, World
 
 __all__ = ["Sandbox", "T0"]
@@ -57,7 +57,7 @@ class Sandbox:
         self.seed = seed
         self.clock = FakeClock(clock_at)
         self.started_at = clock_at
-        self.world = World(directory, self.clock, lease_s=adapter.lease_s)
+        self.world = World.for_adapter(directory, self.clock, adapter)
         self.world.probe = adapter.probe(self.db)
         adapter.create(self.db)
         self.submitted: dict[str, str] = {}
@@ -203,7 +203,8 @@ class Sandbox:
         violations = check(self.evidence(), at_rest=at_rest)
         if at_rest and self.submitted:
             inspect = lambda: self.adapter.inspect(self.db)  # noqa: E731
-            violations += idempotent_submit(self.session("w-check"), inspect, self.submitted, self.adapter.conflict_errors)
+            violations += idempotent_submit(self.session("w-check"), inspect, self.submitted, getattr(self.adapter, "conflict_errors", ()),
+                                            submit_policy(self.adapter))
         return violations
 
     def close(self) -> None:

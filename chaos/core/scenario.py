@@ -20,6 +20,7 @@ catalog at rest, including that the crash did not change the outcome (``same-out
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -42,6 +43,7 @@ from chaos.core.invariants import (
     idempotent_submit,
     raised,
     same_outcome,
+    submit_policy,
     wasted_calls,
     zombie_calls,
 )
@@ -80,6 +82,9 @@ __all__ = [
     "short_busy",
     "steps_in_flight",
     "store_conn",
+    "attribute_writes",
+    "for_adapter",
+    "task_names",
 ]
 
 MODES = ("fork", "inprocess")
@@ -137,12 +142,36 @@ class Scenario:
     expect: tuple[str, ...] | None = None
     allowed: tuple[str, ...] = ()
 
+    def needs(self) -> tuple[str, ...]:
+        """The session methods this family calls beyond the required ones (capabilities of
+        :mod:`chaos.adapter`): ``claim_only`` for a ``claim:`` setup, the action of a person's phase."""
+        needed = ["claim_only"] if any(a.startswith("claim") for a in self.setup) else []
+        if self.phase.startswith("human:"):
+            needed.append(self.phase.split(":")[1])
+        return tuple(needed)
+
     def expected_states(self, adapter: Any) -> frozenset[str]:
         """The states every job must end in without any fault."""
         if self.expect is not None:
             return resolve_states(self.expect, adapter)
         open_ended = self.phase.startswith("human:") or any(f.sticky or f.kind == "verify_fail" for f in self.faults)
         return resolve_states(("<settled>",) if open_ended else ("<final>",), adapter)
+
+
+def task_names(adapter: Any) -> dict[str, str]:
+    """The adapter's ``tasks()``: the reference's task names (``fetch``, ``extract``, ``verify``,
+    ``send``) mapped to its own, so that the reference families' faults reach its steps."""
+    tasks = getattr(adapter, "tasks", None)
+    return dict(tasks()) if callable(tasks) else {}
+
+
+def for_adapter(scenario: Scenario, adapter: Any) -> Scenario:
+    """``scenario`` with its faults' tasks renamed by the adapter's :func:`task_names`."""
+    names = task_names(adapter)
+    if not names or not scenario.faults:
+        return scenario
+    faults = tuple(dataclasses.replace(f, task=names.get(f.task, f.task)) if f.task is not None else f for f in scenario.faults)
+    return dataclasses.replace(scenario, faults=faults)
 
 
 def resolve_states(names: tuple[str, ...], adapter: Any) -> frozenset[str]:
@@ -204,7 +233,7 @@ class Outcome:
     last_errors: dict[str, str | None] = field(default_factory=dict)  # job -> its last_error
     effects: dict[str, str] = field(default_factory=dict)  # applied effect key -> its payload
     error: str = ""  # the last lines of a traceback, when the code under test raised
-    faults_fired: list[str] = field(default_factory=list)  # the kinds of the world's faults that paid calls met
+    faults_fired: list[str] = field(default_factory=list)  # the kinds of the world's faults that steps met
     lost_commits: list[str] = field(default_factory=list)  # acknowledged, then taken by a power cut (chaos.hostfaults.power_faults)
 
     def __post_init__(self) -> None:
@@ -244,7 +273,7 @@ class Run:
         self.drop = drop
         self.owner_pid = os.getpid()  # only this process drops ``db``, never a forked child closing its copy
         self.clock = SharedClock(clock_at)
-        self.world = World(directory, self.clock, lease_s=adapter.lease_s)
+        self.world = World.for_adapter(directory, self.clock, adapter)
         self.world.probe = adapter.probe(self.db)
         self.seed = seed
         self.scenario = scenario
@@ -259,6 +288,7 @@ class Run:
             raise RuntimeError("a scenario's sessions open in a forked child only (chaos.core.process.fork)")
         rng = random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}")
         session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
+        attribute_writes(session, worker_id)
         self.sessions.append(session)
         if self.on_session is not None:
             self.on_session(session)
@@ -322,9 +352,13 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
     template_db = getattr(adapter, "template_db", None)
     run = Run(adapter, template, T0, seed, scenario, template_db(template) if template_db is not None else None)
 
-    def setup() -> dict[str, str]:
+    def setup() -> tuple[dict[str, str], list[str]]:
         _create(adapter, run.db)
         session = run.session("w-setup")
+        missing = [name for name in scenario.needs() if not callable(getattr(session, name, None))]
+        if missing:
+            run.close()
+            return {}, missing
         submitted = {}
         for job_id in scenario.jobs:
             payload = payload_for(adapter, job_id)
@@ -333,7 +367,7 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
         for action in scenario.setup:
             setup_action(run, session, action)
         run.close()
-        return submitted
+        return submitted, []
 
     family = Family(scenario, template, T0, {}, [], {}, Outcome("baseline", Exit.CLEAN),
                     template_db=run.db if template_db is not None else "")
@@ -343,7 +377,11 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
         family.baseline = Outcome("baseline", Exit.ERROR, error=ended.error,
                                   violations=[raised(f"the setup of family {scenario.name!r}", ended.error or str(ended.exit))])
         return family
-    family.submitted = ended.value
+    family.submitted, missing = ended.value
+    if missing:
+        family.skipped = (f"the adapter's session has no {', '.join(m + '()' for m in missing)}: a capability this family "
+                          "needs (see chaos.adapter.CAPABILITIES)")
+        return family
     family.clock_after_setup = run.clock.now()
     recording = record(adapter, family, workdir, seed=seed, deep=deep)
     family.executable, family.baseline = recording.executable, recording.baseline
@@ -378,9 +416,7 @@ def setup_action(run: Run, session: Any, action: str) -> None:
         run.clock.advance(float(arg))
     elif verb == "claim":
         doomed = run.session(arg or "w-dead")
-        doomed.worker.store.claim(
-            doomed.worker.worker_id, now=run.clock.now(), lease_s=run.adapter.lease_s, starts=doomed.worker._starts
-        )
+        doomed.claim_only()  # the session capability every "claim:" family requires (see Scenario.needs)
         doomed.close()
     else:
         raise ValueError(f"setup action {action!r}: use run, send, advance:<s> or claim:<worker>")
@@ -506,12 +542,13 @@ def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool 
 def _not_applicable(scenario: Scenario, baseline: Outcome) -> str:
     """Why a family does not apply to the workflow under test: a fault armed for a paid call's
     task that no call of the baseline met (the workflow makes no such call), or ""."""
-    model_faults = [f for f in scenario.faults if f.task not in (None, "fetch", "send")]
+    model_faults = [f for f in scenario.faults if f.task not in (None, "send")]  # the sender's faults are not ledgered
     unmet = [f for f in model_faults if f.kind not in baseline.faults_fired]
     if not unmet:
         return ""
     shown = ", ".join(f"{f.kind} on task {f.task!r}" for f in unmet)
-    return f"its fault ({shown}) never fired without a crash: the workflow makes no such paid call"
+    return (f"its fault ({shown}) never fired without a crash: the workflow makes no such call (map the reference's "
+            "task names to yours with the adapter's tasks(), see chaos.adapter.CAPABILITIES)")
 
 
 def _payload_hint(adapter: Any, family: Family) -> str:
@@ -525,9 +562,18 @@ def _payload_hint(adapter: Any, family: Family) -> str:
 
 
 def store_conn(session: Any) -> Any:
-    """The database connection under a session, where it can be found (the reference shape)."""
-    store = getattr(getattr(session, "worker", None), "store", None) or getattr(session, "store", None)
-    return getattr(store, "conn", None)
+    """The database connection under a session: its ``connection()`` capability, or None."""
+    connection = getattr(session, "connection", None)
+    return connection() if callable(connection) else None
+
+
+def attribute_writes(session: Any, worker_id: str) -> None:
+    """Name the writer of every write on the session's SQLite connection (``chaos_writer()``, read
+    by the writer-attribution triggers): the session's ``writer`` where it has one (a person's
+    action writes as ``"human"``), else the worker's id."""
+    conn = store_conn(session)
+    if isinstance(conn, sqlite3.Connection):
+        conn.create_function("chaos_writer", 0, lambda: getattr(session, "writer", worker_id))
 
 
 def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
@@ -676,9 +722,7 @@ def _drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Vi
     """
     run.world.disarm()
     run.world.during_slow = None
-    for fault in run.scenario.faults:
-        if fault.sticky:
-            run.world.arm(fault)
+    arm_sticky(run)
     if advance:
         run.clock.advance(run.adapter.lease_s + 1)
 
@@ -690,7 +734,7 @@ def _drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Vi
         return run.adapter.inspect(run.db)
 
     session, crashes, _ = settle(run.session("w-recover"), inspect, run.adapter.settled_states(), run.clock, restart=restart)
-    resubmitted = idempotent_submit(session, inspect, run.submitted, run.adapter.conflict_errors)
+    resubmitted = idempotent_submit(session, inspect, run.submitted, getattr(run.adapter, "conflict_errors", ()), submit_policy(run.adapter))
     run.close()
     return crashes, resubmitted
 
@@ -739,7 +783,7 @@ def _checked(run: Run, submitted: dict[str, str], interruptions: Counter, point_
         applied=sum(1 for d in evidence.deliveries if d.applied),
         deliveries=len(evidence.deliveries),
         results={j: v.result for j, v in jobs.items()},
-        faults_fired=sorted({c.fault for c in evidence.calls if c.fault}),
+        faults_fired=sorted({kind for _, _, kind in run.world.faults_met()}),
         last_errors={j: v.last_error for j, v in jobs.items()},
         effects={d.key: d.payload for d in evidence.deliveries if d.applied},
     )
@@ -779,6 +823,14 @@ def short_busy(session: Any) -> Any:
     return session
 
 
+def arm_sticky(run: Run) -> None:
+    """Arm the scenario's sticky faults in this process's world: a poison input fails the same
+    way for every worker that calls with it, not only for the doomed one."""
+    for fault in run.scenario.faults:
+        if fault.sticky:
+            run.world.arm(fault)
+
+
 def other_worker(run: Run, name: str) -> tuple[float, list[Violation]]:
     """Another worker, in a child of its own, runs as far as it can (steps and outbox) while one
     is frozen.
@@ -788,6 +840,7 @@ def other_worker(run: Run, name: str) -> tuple[float, list[Violation]]:
     """
 
     def body() -> tuple[float, list[Violation]]:
+        arm_sticky(run)
         session = short_busy(run.session(name))
         blocked_s = 0.0
         try:
@@ -848,6 +901,11 @@ def run_pause(adapter: Any, family: Family, point: Point, workdir: str, *, seed:
     return outcome
 
 
+def _worker_b(run: Run) -> Callable[[], Any]:
+    arm_sticky(run)
+    return short_busy(run.session("w-b")).run_once
+
+
 def run_interleaving(adapter: Any, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
     """Two-level interleaving on one job: A frozen at ``first``; time passes A's lease; B runs
     until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check."""
@@ -864,7 +922,7 @@ def run_interleaving(adapter: Any, family: Family, first: Point, second: Point, 
         if a_ended.exit is Exit.STOPPED:
             interruptions = steps_in_flight(run)
             run.clock.advance(adapter.lease_s + 1)
-            b, b_ended = _frozen_at(run, second, deep, lambda: short_busy(run.session("w-b")).run_once)
+            b, b_ended = _frozen_at(run, second, deep, lambda: _worker_b(run))
             children.append(b)
             problems += _resumed(a, "worker A")
             if b_ended.exit is Exit.STOPPED:

@@ -23,7 +23,7 @@ import json
 import os
 import sqlite3
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from engine import (
     BadRequest,
@@ -35,7 +35,7 @@ from engine import (
 )
 from engine import generated_document, local_answer
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS"]
+__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS", "raise_fault"]
 
 FAULT_KINDS = (
     "timeout",
@@ -52,6 +52,35 @@ FAULT_KINDS = (
 # fault gone, rightly ends elsewhere.
 OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail"})
 USD_PER_1K_CHARS = 0.002
+MESSAGES = {"timeout": "model call timed out", "connection": "connection reset by peer",
+            "server_error": "503 Service Unavailable", "bad_request": "400 Bad Request"}
+
+
+class _RateLimitedError(ConnectionError):
+    """A 429 as Python's own ConnectionError, with the server's Retry-After in ``retry_after_s``."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+# The errors a fault raises, by kind: the reference engine's types (what engine/ classifies) ...
+ENGINE_ERRORS: dict[str, Callable[..., BaseException]] = {
+    "timeout": StepTimeout,
+    "connection": ConnectionFailed,
+    "rate_limit": lambda message, retry_after_s=None: RateLimited(message, retry_after_s=retry_after_s),
+    "server_error": lambda message: ServerError(message, 503),
+    "bad_request": BadRequest,
+}
+# ... or Python's own, for an engine that classifies TimeoutError and ConnectionError as retryable
+# and anything else (a ValueError for a 400) as poison: ``fault_errors = PYTHON_ERRORS``.
+PYTHON_ERRORS: dict[str, Callable[..., BaseException]] = {
+    "timeout": TimeoutError,
+    "connection": ConnectionError,
+    "rate_limit": _RateLimitedError,
+    "server_error": ConnectionError,
+    "bad_request": ValueError,
+}
 SLOW_CALL_S_DEFAULT = 180.0
 
 LEDGER_SCHEMA = (
@@ -123,8 +152,10 @@ Probe = Callable[[str, str, str, int, float], "tuple[bool, bool]"]
 class World:
     """The outside world of one scenario, recorded in ``<directory>/world.db``."""
 
-    def __init__(self, directory: str, clock: Any, *, lease_s: float = 120.0) -> None:
+    def __init__(self, directory: str, clock: Any, *, lease_s: float = 120.0,
+                 errors: Mapping[str, Callable[[str], BaseException]] | None = None) -> None:
         self.directory = directory
+        self.errors = dict(ENGINE_ERRORS if errors is None else errors)
         self.ledger_path = os.path.join(directory, "world.db")
         self.clock = clock
         self.lease_s = lease_s
@@ -136,6 +167,11 @@ class World:
         self.model = _Model(self)
         self.documents = _Documents(self)
         self.sender = _Receiver(self)
+
+    @classmethod
+    def for_adapter(cls, directory: str, clock: Any, adapter: Any) -> "World":
+        """The world of a run of ``adapter``: its lease, and its ``fault_errors`` if it maps them."""
+        return cls(directory, clock, lease_s=adapter.lease_s, errors=getattr(adapter, "fault_errors", None))
 
     # -- the ledger ----------------------------------------------------------------------------
     @property
@@ -210,10 +246,11 @@ class World:
         if fault is not None:
             self.record_fault(ctx, task, fault)
         now = self.clock.now()
-        memo_committed, lease_valid = self.probe(ctx.job_id, ctx.step, ctx.worker_id, ctx.token, now)
+        token = getattr(ctx, "token", None)  # an engine without fencing tokens has none
+        memo_committed, lease_valid = self.probe(ctx.job_id, ctx.step, ctx.worker_id, token, now)
         self.conn.execute(
             RECORD_CALL,
-            (ctx.job_id, ctx.step, task, ctx.worker_id, ctx.token, now, memo_committed, lease_valid, fault and fault.kind),
+            (ctx.job_id, ctx.step, task, ctx.worker_id, token, now, memo_committed, lease_valid, fault and fault.kind),
         )
 
     def deliver(self, key: str, kind: str, payload: Any) -> None:
@@ -239,6 +276,7 @@ class World:
         slice_s = self.lease_s / 8
         spent = 0.0
         hook = self.during_slow
+        heartbeat = getattr(ctx, "heartbeat", None) or (lambda: None)  # an engine without heartbeats lets the lease run out
         while spent < duration_s:
             step_s = min(slice_s, duration_s - spent)
             self.clock.advance(step_s)
@@ -247,21 +285,18 @@ class World:
                 self.during_slow = None
                 run_second, hook = hook, None
                 run_second()
-            ctx.heartbeat()
+            heartbeat()
 
 
-def raise_fault(fault: Fault, task: str) -> None:
-    """Raise the typed error a failing dependency would produce for ``fault``."""
-    if fault.kind == "timeout":
-        raise StepTimeout(f"{task}: model call timed out")
-    if fault.kind == "connection":
-        raise ConnectionFailed(f"{task}: connection reset by peer")
+def raise_fault(fault: Fault, task: str, errors: Mapping[str, Callable[[str], BaseException]] | None = None) -> None:
+    """Raise the error a failing dependency would produce for ``fault``, typed by ``errors``
+    (fault kind -> a factory taking the message; :data:`ENGINE_ERRORS` by default)."""
+    make = (ENGINE_ERRORS if errors is None else errors).get(fault.kind)
+    if make is None:
+        return  # parse, verify_fail and slow answer (or take their time) instead of raising
     if fault.kind == "rate_limit":
-        raise RateLimited(f"{task}: 429 Too Many Requests", retry_after_s=fault.retry_after_s)
-    if fault.kind == "server_error":
-        raise ServerError(f"{task}: 503 Service Unavailable", 503)
-    if fault.kind == "bad_request":
-        raise BadRequest(f"{task}: 400 Bad Request")
+        raise make(f"{task}: 429 Too Many Requests", fault.retry_after_s)  # type: ignore[call-arg]
+    raise make(f"{task}: {MESSAGES[fault.kind]}")
 
 
 class _Model:
@@ -276,7 +311,7 @@ class _Model:
         world.record_call(ctx, task, fault)
         cost = round(len(prompt) / 1000 * USD_PER_1K_CHARS, 8)
         if fault is not None:
-            raise_fault(fault, task)
+            raise_fault(fault, task, world.errors)
             if fault.kind == "slow":
                 world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
             elif fault.kind == "parse":
@@ -296,7 +331,7 @@ class _Documents:
         fault = self.world.take_fault("fetch")
         if fault is not None:
             self.world.record_fault(ctx, "fetch", fault)
-            raise_fault(fault, "fetch")
+            raise_fault(fault, "fetch", self.world.errors)
             if fault.kind == "slow":
                 self.world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
         return generated_document(source)
@@ -311,5 +346,5 @@ class _Receiver:
     def send(self, key: str, kind: str, payload: Any) -> None:
         fault = self.world.take_fault("send")
         if fault is not None:
-            raise_fault(fault, "send")
+            raise_fault(fault, "send", self.world.errors)
         self.world.deliver(key, kind, payload)

@@ -301,7 +301,7 @@ class Fleet:
         run.seconds = time.monotonic() - self.t0
         return run
 
-    def _power_cycle(self, run: FleetRun, poller: "_Poller") -> None:
+    def _power_cycle(self, run: FleetRun, poller: "ProgressPoller") -> None:
         """The power goes: every process dies at once, then the file system is cut and restored
         (self.power), and every process starts again on what survived."""
         assert self.power is not None, "a power cycle needs the power hook"

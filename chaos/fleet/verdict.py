@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from chaos.core.invariants import AT_REST, Evidence, Violation, check, idempotent_submit, wasted_calls, zombie_calls
+from chaos.core.invariants import AT_REST, Evidence, Violation, check, idempotent_submit, initial_states, wasted_calls, zombie_calls
 from chaos.fleet.receiver import deliveries, receiver_figures
 from chaos.fleet.services import CallLedger
 from chaos.core.world import Call
@@ -102,6 +102,7 @@ def judge(adapter: Any, db: str, *, calls_path: str, receiver_path: str, submitt
         deliveries=deliveries(receiver_path),
         submitted=submitted,
         interruptions=interruptions,
+        initial_states=initial_states(adapter),
     )
     violations = check(ev, at_rest=True)
     violations += _resubmit(adapter, db, submitted, seed)

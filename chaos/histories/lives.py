@@ -40,7 +40,7 @@ from engine import NO_PROGRESS, FakeClock
 
 from chaos.core.points import Killer, Point, Recorder
 from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
-from chaos.core.scenario import Abandon, store_conn
+from chaos.core.scenario import Abandon, attribute_writes, store_conn
 from chaos.core.world import Fault, World
 
 __all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised"]
@@ -85,6 +85,7 @@ class Env:
         if session is None:
             rng = random.Random(f"{self.tag}:{worker_id}:{self.lives[worker_id]}")
             session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
+            attribute_writes(session, worker_id)
             if self.busy_timeout_s is not None and hasattr(session, "set_busy_timeout"):
                 session.set_busy_timeout(self.busy_timeout_s)
             if self.page_limit is not None:
@@ -239,7 +240,7 @@ def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
             shutil.copyfile(path, os.path.join(directory, name))
     db = copy_db(main.db, main.template, directory) if copy_db is not None else os.path.join(directory, "engine.db")
     clock = FakeClock(main.clock.now())
-    world = World(directory, clock, lease_s=adapter.lease_s)
+    world = World.for_adapter(directory, clock, adapter)
     world.probe = adapter.probe(db)
     for fault in main.world.pending_faults():
         world.arm(fault)

@@ -32,12 +32,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from engine import STORE_UNAVAILABLE
 
-from chaos.adapters.reference import REFERENCE_TARGET, Snapshot, load_adapter
+from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from chaos.core.clock import SharedClock
-from chaos.histories.lives import SECOND, Env, Frozen, Raised, abandon_frozen, kill, live, pause, record, resume
+from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
 from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine,
                       Pause, Resume, Run, Send, Submit, events)
-from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit
+from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, submit_policy
 from chaos.hostfaults.faults import HeldLock, small_pages
 from chaos.matrix.runner import scratch_dir
 from chaos.core.process import run_in_child
@@ -103,7 +103,7 @@ class Histories(RuleBasedStateMachine):
         directory = tempfile.mkdtemp(prefix="history-", dir=_scratch_root())
         db = _create(a, directory)
         clock = SharedClock(T0)  # a forked worker's time passes for everyone
-        world = World(directory, clock, lease_s=a.lease_s)
+        world = World.for_adapter(directory, clock, a)
         world.probe = a.probe(db)
         self.env = Env(a, directory, clock, world, "main", db=db)
         self.env.template = _TEMPLATES.get((os.getpid(), id(a))) if _server_side(a) else None
@@ -146,6 +146,7 @@ class Histories(RuleBasedStateMachine):
             submitted=dict(self.submitted),
             interruptions=Counter(self.interruptions),
             previous_memos=self.memos,
+            initial_states=initial_states(self.adapter),
         )
 
     def _fail(self, violations: list[Violation], when: str | None = None) -> None:
@@ -233,7 +234,7 @@ class Histories(RuleBasedStateMachine):
             if self._inspect() != before:
                 self._fail([Violation("idempotent-submit", f"submitting {job!r} was refused ({exc}) but changed the database")])
             return f"refused, the database unavailable ({exc})"
-        except self.adapter.conflict_errors as exc:
+        except getattr(self.adapter, "conflict_errors", ()) as exc:
             problems = []
             if known is None or known == body_json:
                 why = "it is new" if known is None else "it repeats the stored payload"
@@ -472,7 +473,8 @@ class Histories(RuleBasedStateMachine):
         self.world.disarm()
         self.world.during_slow = None
         self.clock.advance(self.adapter.lease_s + 1)
-        submitted, inspect, settled, conflicts = dict(self.submitted), self._inspect, self.settled, self.adapter.conflict_errors
+        submitted, inspect, settled, conflicts = dict(self.submitted), self._inspect, self.settled, getattr(self.adapter, "conflict_errors", ())
+        policy = submit_policy(self.adapter)
 
         def drain(env: Env) -> tuple[list[Violation], list[Violation]]:
             def restart(session: Any, n: int) -> Any:
@@ -480,7 +482,7 @@ class Histories(RuleBasedStateMachine):
                 return env.session(RECOVER)
 
             session, crashed, _ = settle(env.session(RECOVER), inspect, settled, self.clock, restart=restart)
-            return crashed, idempotent_submit(session, inspect, submitted, conflicts)
+            return crashed, idempotent_submit(session, inspect, submitted, conflicts, policy)
 
         crashed, resubmitted = live(self.env, RECOVER, drain)
         snapshot = self._inspect()
@@ -611,7 +613,7 @@ def _alone(adapter: Any, job_id: str, payload_json: str) -> tuple[str, Any, dict
     try:
         db = _create(adapter, directory)
         clock = SharedClock(T0)
-        world = World(directory, clock, lease_s=adapter.lease_s)
+        world = World.for_adapter(directory, clock, adapter)
         world.probe = adapter.probe(db)
         env = Env(adapter, directory, clock, world, "alone", db=db)
 

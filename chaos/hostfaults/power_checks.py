@@ -15,7 +15,7 @@ sent marks gone. Then:
   its effect is sent again under the same key and applied once, and the whole invariant catalog
   must still hold with that allowance.
 
->>> from chaos.adapters.reference import JobView, Snapshot
+>>> from chaos.adapter import JobView, Snapshot
 >>> before, after = Snapshot(), Snapshot()
 >>> before.jobs["doc-1"] = JobView("extracted", "{}", None, None, 0.0)
 >>> after.jobs["doc-1"] = JobView("extracting", "{}", "w-1", 120.0, 0.0)

@@ -20,12 +20,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from chaos.adapters.reference import REFERENCE_TARGET, load_adapter
+from chaos.adapter import REFERENCE_TARGET, load_adapter
 from chaos.matrix.families import reference_scenarios
 from chaos.hostfaults.power import power_missing
 from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, run_preloaded, small_pages
 from chaos.core.points import Point
-from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, prepare, run_interleaving, run_pause, run_point
+from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, for_adapter, prepare, run_interleaving, run_pause, run_point
 
 __all__ = [
     "MatrixReport",
@@ -272,6 +272,7 @@ def run_matrix(
         adapter.use_database(db)
     replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
+    all_scenarios = [for_adapter(s, adapter) for s in all_scenarios]
     if scenarios is None and machine:
         all_scenarios = list(all_scenarios) + [s for s in machine_scenarios() if s.name not in {a.name for a in all_scenarios}]
     wanted = set(families) if families is not None else None

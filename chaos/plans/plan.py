@@ -304,7 +304,7 @@ def machine_fault_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
     >>> kinds, subs = machine_fault_names()
     >>> kinds
-    ('disk', 'io', 'lock', 'clock', 'damage')
+    ('disk', 'io', 'lock', 'clock', 'damage', 'power')
     >>> subs[:2]
     ('disk-full', 'io-eio')
     """

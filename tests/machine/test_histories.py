@@ -16,7 +16,7 @@ import pytest
 import engine
 from chaos import ReferenceAdapter
 from chaos.histories.events import Advance, Arm, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Submit
-from chaos.adapters.reference import load_adapter
+from chaos.adapter import load_adapter
 from chaos.histories.state_machine import InvariantViolated, machine_for
 from chaos.machine import PROFILES, explore, replay_command, state_machine_test
 from hypothesis import Phase, settings

@@ -14,7 +14,7 @@ import pytest
 from chaos import ReferenceAdapter, run_matrix
 from chaos.core.points import crash_classes
 
-from .user_workflows import MemoryNotes, NotesAdapter
+from .user_workflows import MemoryNotes, QuickNotes
 from .variants import SkipMemoLookup, SplitMemo
 
 
@@ -27,7 +27,7 @@ def _ending(result):
     ("adapter", "families"),
     [
         (ReferenceAdapter(), ["sender", "give-up", "cancel-race", "extract-429", "fetch-connection"]),
-        (NotesAdapter(), None),
+        (QuickNotes(), None),
         (MemoryNotes(), None),
         (SplitMemo(), ["clean"]),
         (SkipMemoLookup(), ["clean"]),

@@ -11,7 +11,7 @@ import sys
 
 from chaos import run_matrix
 
-from .user_workflows import InspectRaisesOnce, MemoryNotes, NotesAdapter, ReadmeNotes, SecondAttemptNotes
+from .user_workflows import InspectRaisesOnce, MemoryNotes, QuickNotes, ReadmeNotes, SecondAttemptNotes, UnmappedNotes
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,7 +21,7 @@ def _invariants(report):
 
 
 def test_the_correct_notes_workflow_completes_its_baseline_and_holds_everywhere():
-    report = run_matrix(NotesAdapter(), faults=["crash", "pause"])
+    report = run_matrix(QuickNotes(), faults=["crash", "pause"])
     assert report.baselines["notes"].final_states == {"note-1": "notify_done"}
     assert report.baselines["notes"].effects, "the baseline delivered the email"
     assert report.points > 100
@@ -71,7 +71,7 @@ def test_the_matrix_command_exits_1_and_puts_the_baseline_failure_first():
 def test_families_whose_faults_the_workflow_never_meets_are_skipped_not_passed():
     from chaos import reference_scenarios
 
-    report = run_matrix(NotesAdapter(), scenarios=reference_scenarios(), families=["extract-400", "verify-fail"], faults=["crash"])
+    report = run_matrix(UnmappedNotes(), scenarios=reference_scenarios(), families=["extract-400", "verify-fail"], faults=["crash"])
     assert set(report.skipped) == {"extract-400", "verify-fail"}
     assert "never fired" in report.skipped["extract-400"]
     assert report.points == 0

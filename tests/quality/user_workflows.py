@@ -4,6 +4,7 @@ bugs such users write: the harness must fail each buggy one and pass the correct
 ``notes``: summarise -> classify -> notify (an email effect), on a payload ``{"text": ...}``.
 
 - :class:`NotesAdapter`: correct; every input of a step comes from the payload or the memo rows.
+  :class:`QuickNotes` is the same with one family of its own, :class:`UnmappedNotes` without ``tasks()``.
 - :class:`MemoryNotes`: ``summarise`` also puts its summary in a module-level dict, and
   ``classify`` reads it from there. In one process that works; after a restart the dict is empty
   and the job fails in ``failed_classify``. Only a recovery in a fresh process shows it.
@@ -54,7 +55,7 @@ def notes_workflow(model: Any, *, remember: bool = False, attempt_matters: bool 
 
 
 class NotesAdapter(ReferenceAdapter):
-    """The correct notes workflow, gated with a page of code."""
+    """The correct notes workflow, gated with every reference family (its lines are counted)."""
 
     name = "notes"
 
@@ -64,8 +65,15 @@ class NotesAdapter(ReferenceAdapter):
     def payload(self, job_id: str) -> dict[str, str]:
         return {"text": f"note {job_id}: the pump in hall 3 is leaking again"}
 
+    def tasks(self) -> dict[str, str]:
+        return {"fetch": "summarise", "extract": "summarise", "verify": "classify"}
+
     def trace_paths(self) -> list[str]:
         return super().trace_paths() + [os.path.join(HERE, "user_workflows.py")]
+
+
+class QuickNotes(NotesAdapter):
+    """The notes workflow with one family of its own, for the planted bugs below."""
 
     def scenarios(self) -> list[Any]:
         from chaos import Scenario
@@ -73,14 +81,20 @@ class NotesAdapter(ReferenceAdapter):
         return [Scenario("notes", "A crash anywhere in a note's run changes its cost, never its outcome.", jobs=("note-1",))]
 
 
-class MemoryNotes(NotesAdapter):
+class UnmappedNotes(QuickNotes):
+    """Without ``tasks()``: the reference families' faults name tasks the workflow lacks."""
+
+    tasks = None  # type: ignore[assignment]
+
+
+class MemoryNotes(QuickNotes):
     name = "notes-memory"
 
     def workflow(self, world: Any) -> Workflow:
         return notes_workflow(world.model, remember=True)
 
 
-class SecondAttemptNotes(NotesAdapter):
+class SecondAttemptNotes(QuickNotes):
     name = "notes-second-attempt"
 
     def workflow(self, world: Any) -> Workflow:

@@ -1,0 +1,298 @@
+"""The adapter contract: what the harness needs from an engine, and what it can use if offered.
+
+An adapter is how the harness drives an engine it did not write. The **required** part is small
+(:class:`Adapter` and the :class:`Session` it opens): create a database, open a session that
+submits, runs one iteration of the engine's loop and one outbox pass, say what the states are and
+which code's lines are crash points, and show what is in the database (:class:`Snapshot`).
+Everything else is an **optional capability** (:data:`CAPABILITIES`): each is a method or an
+attribute with a documented default, and each one missing switches off a named fault or check,
+which :func:`capabilities` reports in one line each (``python -m chaos adapter --target X``).
+
+Engines on SQLite declare their tables instead of writing SQL: :class:`~chaos.adapters.sql.SqlSchema`
+installs the audit triggers and reads the :class:`Snapshot`, and
+:class:`~chaos.adapters.sql.SqliteAdapter` is a base class that needs only the engine's pieces.
+``examples/minimal_engine/`` gates an engine of its own in under 60 lines that way.
+
+The world a session's steps talk to (``world.model``, ``world.documents``, ``world.sender``) is
+given to :meth:`Adapter.open`. A paid call is ``world.model.complete(ctx, task, prompt)``, whose
+``ctx`` names the call: ``ctx.job_id``, ``ctx.step``, ``ctx.worker_id`` and, where the engine has
+them, ``ctx.token`` (the lease's fencing token) and ``ctx.heartbeat()`` (renew the lease; a slow
+call calls it as the engine's heartbeat would). It answers any task, deterministically.
+
+>>> from chaos.adapter import capabilities, load_adapter
+>>> reference = load_adapter("chaos:reference_adapter")
+>>> [s.name for s in capabilities(reference) if s.disabled]  # every fault and check can run
+[]
+>>> print(next(s for s in capabilities(reference) if s.name == "payload").line())
+  no   payload: default: {'source': job_id}; offer payload(job_id) -> the payload to submit
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect as _inspect_module
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+from chaos.core.world import ENGINE_ERRORS, PYTHON_ERRORS
+
+__all__ = [
+    "Adapter",
+    "CAPABILITIES",
+    "Capability",
+    "CapabilityStatus",
+    "ENGINE_ERRORS",
+    "JobView",
+    "OutboxView",
+    "PYTHON_ERRORS",
+    "REFERENCE_TARGET",
+    "Session",
+    "Snapshot",
+    "capabilities",
+    "describe_capabilities",
+    "load_adapter",
+    "session_capabilities",
+]
+
+REFERENCE_TARGET = "chaos:reference_adapter"
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job as the harness sees it. ``lease_owner`` is None when no worker holds the job."""
+
+    state: str
+    payload: str
+    lease_owner: str | None
+    lease_until: float | None
+    next_run_at: float | None
+    last_error: str | None = None  # what the engine says went wrong last (shown in failures)
+    result: str | None = None  # the job's result as stored (compared by same-outcome)
+
+
+@dataclass(frozen=True)
+class OutboxView:
+    """One outbox row. Its effect is delivered under :attr:`key`: ``effect_key`` where the engine
+    sends its own, else ``<job_id>:<kind>``."""
+
+    id: int
+    job_id: str
+    kind: str
+    sent_at: float | None
+    next_attempt_at: float | None = None  # when the sender may try it (again)
+    effect_key: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.effect_key if self.effect_key is not None else f"{self.job_id}:{self.kind}"
+
+
+@dataclass
+class Snapshot:
+    """What the harness sees in the engine's database, read on a connection of its own.
+
+    ``transitions`` (job, from, to) and ``memo_changes`` (job, step, what) come from audit
+    triggers the harness installs (``None`` as ``from``: the job was created); ``writes`` (job,
+    kind, writer, detail) from the writer attribution, where the adapter offers it.
+    """
+
+    jobs: dict[str, JobView] = field(default_factory=dict)
+    transitions: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    memos: dict[tuple[str, str], str] = field(default_factory=dict)
+    memo_changes: list[tuple[str, str, str]] = field(default_factory=list)
+    outbox: list[OutboxView] = field(default_factory=list)
+    writes: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+
+@runtime_checkable
+class Session(Protocol):
+    """One process's connection to the engine under test (opened in a forked child).
+
+    ``run_once`` runs one iteration of the engine's loop and says what it did: ``"idle"`` when
+    nothing was due and ``"busy"`` when the database stayed locked (both: no progress), any other
+    word otherwise. ``send_outbox`` runs one outbox pass and returns how many rows it sent.
+    """
+
+    def submit(self, job_id: str, payload: Any) -> None: ...
+
+    def run_once(self) -> str: ...
+
+    def send_outbox(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """What the harness needs from an engine (the required part; see :data:`CAPABILITIES`).
+
+    ``states()`` is the state table (state -> the states it may move to); ``step_states()`` maps
+    each step to its (working, done) states; ``settled_states()`` are the states a job may rest
+    in; ``final_effects()`` maps each final state to the effect kinds a job there has delivered.
+    ``trace_paths()`` are the directories or files whose lines are crash points, ``targets()``
+    the functions an iteration enters (``{"worker": ..., "sender": ...}``).
+    """
+
+    name: str
+    lease_s: float
+
+    def states(self) -> Mapping[str, Sequence[str]]: ...
+
+    def settled_states(self) -> frozenset[str]: ...
+
+    def final_effects(self) -> Mapping[str, Sequence[str]]: ...
+
+    def step_states(self) -> Mapping[str, tuple[str, str]]: ...
+
+    def trace_paths(self) -> list[str]: ...
+
+    def targets(self) -> dict[str, Callable[..., Any]]: ...
+
+    def create(self, db_path: str) -> None: ...
+
+    def open(self, db_path: str, world: Any, *, worker_id: str, clock: Any, rng: random.Random) -> Session: ...
+
+    def inspect(self, db_path: str) -> Snapshot: ...
+
+
+@dataclass(frozen=True)
+class Capability:
+    """An optional part of the contract: where it lives, its default, what lacking it disables."""
+
+    name: str
+    where: str  # "adapter" or "session"
+    offers: str  # what to define
+    default: str  # what the harness does without it
+    disables: str  # the faults or checks that cannot run without it ("" = nothing, a default serves)
+
+
+CAPABILITIES: tuple[Capability, ...] = (
+    Capability("payload", "adapter", "payload(job_id) -> the payload to submit", "{'source': job_id}", ""),
+    Capability("conflict_errors", "adapter", "conflict_errors: the exceptions submit raises for an id with another payload",
+               "none", "idempotent-submit's refusal check (every refusal is reported as an error; or declare submit_conflict)"),
+    Capability("submit_conflict", "adapter", "submit_conflict = 'raises' or 'first-wins': submit of an existing id with another payload",
+               "'raises' (one of conflict_errors)", ""),
+    Capability("initial_states", "adapter", "initial_states() -> the states a job may be created in",
+               "'pending' if the table has it, else the table's first state", ""),
+    Capability("tasks", "adapter", "tasks() -> {reference task: your task}, e.g. {'extract': 'summarise'}",
+               "the reference's task names (a family whose fault names a task your workflow lacks is reported skipped)", ""),
+    Capability("fault_errors", "adapter", "fault_errors: {fault kind: exception factory}, e.g. PYTHON_ERRORS",
+               "the reference engine's error types (ENGINE_ERRORS: engine.StepTimeout, ...)", ""),
+    Capability("probe", "adapter", "probe(db) -> fn(job, step, worker, token, now) -> (memo committed, lease valid)",
+               "calls are not classified", "no-spend-after-memo"),
+    Capability("writer_attribution", "adapter", "create(db, *, attribute_writers=True) installs the writer triggers",
+               "writes are not attributed", "fenced-writes"),
+    Capability("connection", "session", "connection() -> the session's sqlite3.Connection",
+               "every line is its own crash and pause class; no write lock is observed",
+               "crash and pause classes, the host's disk-full and held-lock faults"),
+    Capability("claim_only", "session", "claim_only(): claim the next job and return, as a worker killed right after its claim",
+               "", "the resume and give-up families"),
+    Capability("human_actions", "session", "requeue(job), resolve(job, action), cancel(job)",
+               "", "the cancel-race family and the histories' human actions"),
+    Capability("busy_timeout", "session", "set_busy_timeout(seconds)",
+               "the engine's own busy timeout", ""),
+    Capability("scenarios", "adapter", "scenarios() -> your own families (chaos.Scenario)", "the reference families", ""),
+)
+
+
+@dataclass(frozen=True)
+class CapabilityStatus:
+    capability: Capability
+    present: bool | None  # None: a session capability not checked (no session was opened)
+
+    @property
+    def name(self) -> str:
+        return self.capability.name
+
+    @property
+    def disabled(self) -> str:
+        """The faults or checks that cannot run because it is missing ("" if none, or if present)."""
+        return self.capability.disables if self.present is False else ""
+
+    def line(self) -> str:
+        c = self.capability
+        if self.present:
+            return f"  yes  {c.name}"
+        if self.present is None:
+            return f"  ?    {c.name}: a session capability, known once a session opens (python -m chaos adapter)"
+        effect = f"this disables {c.disables}" if c.disables else f"default: {c.default}"
+        return f"  no   {c.name}: {effect}; offer {c.offers}"
+
+
+def _adapter_has(adapter: Any, name: str) -> bool:
+    if name == "writer_attribution":
+        create = getattr(adapter, "create", None)
+        return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
+    if name == "conflict_errors":  # needed only where a different payload must be refused
+        return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
+    if name in ("fault_errors", "submit_conflict"):
+        return getattr(adapter, name, None) is not None
+    return callable(getattr(adapter, name, None))
+
+
+SESSION_METHODS = {"connection": ("connection",), "claim_only": ("claim_only",),
+                   "human_actions": ("requeue", "resolve", "cancel"), "busy_timeout": ("set_busy_timeout",)}
+
+
+def session_capabilities(session: Any) -> dict[str, bool]:
+    """Which session capabilities ``session`` has (a capability of several methods needs them all)."""
+    return {name: all(callable(getattr(session, m, None)) for m in methods) for name, methods in SESSION_METHODS.items()}
+
+
+def capabilities(adapter: Any, session: Any = None, *, session_has: Mapping[str, bool] | None = None) -> list[CapabilityStatus]:
+    """Each optional capability, whether ``adapter`` (and ``session``, if given) offers it.
+
+    Session capabilities come from ``session_has`` (as :func:`session_capabilities` gives them for
+    a session opened elsewhere), else from ``session``, else from the adapter's ``session_type``
+    where it names one (``open`` returns instances of it), else they are reported as unknown.
+    """
+    probe_session = session if session is not None else getattr(adapter, "session_type", None)
+    has = dict(session_has) if session_has is not None else session_capabilities(probe_session) if probe_session is not None else {}
+    out = []
+    for c in CAPABILITIES:
+        present: bool | None
+        present = _adapter_has(adapter, c.name) if c.where == "adapter" else has.get(c.name)
+        out.append(CapabilityStatus(c, present))
+    return out
+
+
+def describe_capabilities(adapter: Any, session: Any = None, *, session_has: Mapping[str, bool] | None = None,
+                          missing_only: bool = False) -> list[str]:
+    """One line per capability (or per missing one): offered, or what its absence disables."""
+    return [s.line() for s in capabilities(adapter, session, session_has=session_has) if not (missing_only and s.present)]
+
+
+REQUIRED = ("states", "settled_states", "final_effects", "step_states", "trace_paths", "targets", "create", "open", "inspect")
+
+
+def load_adapter(spec: str) -> Any:
+    """Import ``module:attribute`` and return the adapter it names (calling a class or factory).
+
+    Raises ValueError, naming the target and the fix, for a spec that does not load or an object
+    that lacks a required method.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"target {spec!r} must look like MODULE:ATTR, e.g. {REFERENCE_TARGET}")
+    if module_name.startswith("."):
+        raise ValueError(f"target {spec!r} names a relative module; name it from the top, e.g. mypackage.adapters:{attr}")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except Exception as exc:  # whatever importing someone else's module raises, it is one line here
+        raise ValueError(f"cannot load target {spec!r}: {type(exc).__name__}: {exc}") from exc
+    if callable(target) and not hasattr(target, "inspect") or isinstance(target, type):
+        try:
+            adapter = target()
+        except (Exception, SystemExit) as exc:
+            raise ValueError(
+                f"target {spec!r} is not an adapter, and calling it failed ({type(exc).__name__}: {exc}); name an "
+                "adapter, or a class or function that takes no arguments and returns one (see chaos.adapter.Adapter)"
+            ) from exc
+    else:
+        adapter = target
+    missing = [name for name in REQUIRED if not callable(getattr(adapter, name, None))]
+    missing += [name for name in ("name", "lease_s") if not hasattr(adapter, name)]
+    if missing:
+        raise ValueError(f"target {spec!r} is not an adapter: it has no {', '.join(map(repr, missing))} (see chaos.adapter.Adapter)")
+    return adapter

@@ -1,0 +1,287 @@
+"""Declarative helpers for engines on SQLite: name the tables and columns, get the audit and the snapshot.
+
+An engine that keeps its jobs, memo rows and outbox in SQL tables need not write a line of the
+harness's SQL. Declare where things are (:class:`JobTable`, :class:`MemoTable`,
+:class:`OutboxTable`, together a :class:`SqlSchema`) and the schema gives:
+
+- the audit triggers (every state change, every change to a memo row, recorded as it commits,
+  whatever the engine's code believes) and, for the harness's own scenario databases, the writer
+  attribution (which worker made each claim, state change, memo row and outbox row);
+- the :class:`~chaos.adapter.Snapshot` read on a connection of the harness's own;
+- the probe a paid call is classified with (is the step's memo committed; does the caller hold
+  the lease, by owner and expiry, and by token where the engine has one).
+
+:class:`SqliteAdapter` puts that together with a declared state table: a subclass names its
+``schema``, its states (``table``, ``steps``, ``final``, ``parked``) and writes ``create_schema``
+and ``open``. A lease token is optional (a claim is then seen as a change of ``lease_owner``);
+so are ``next_run_at``, ``last_error``, ``result`` and the outbox's own effect key.
+
+>>> schema = SqlSchema(JobTable(name="task"), MemoTable(name="memo"), outbox=None)
+>>> [s.split()[5] for s in schema.audit_sql(attribute_writers=True) if s.startswith("CREATE TRIGGER")]
+['chaos_job_insert', 'chaos_job_state', 'chaos_job_delete', 'chaos_memo_update', 'chaos_memo_delete', 'chaos_w_claim', 'chaos_w_state', 'chaos_w_memo']
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from chaos.adapter import JobView, OutboxView, Snapshot
+
+__all__ = ["JobTable", "MemoTable", "OutboxTable", "SqlSchema", "SqlProbe", "SqliteAdapter", "HUMAN_WRITER"]
+
+HUMAN_WRITER = "human"  # the writer a person's action is attributed to (never a fenced-writes finding)
+
+
+def _ident(name: str) -> str:
+    if not name.replace("_", "a").isalnum() or name[0].isdigit():
+        raise ValueError(f"table or column name {name!r} is not a plain SQL identifier (letters, digits, _)")
+    return f'"{name}"'
+
+
+def _col(name: str | None) -> str:
+    return "NULL" if name is None else _ident(name)
+
+
+@dataclass(frozen=True)
+class JobTable:
+    """Where the jobs are. ``token``: the lease's fencing token, if the engine has one (None: no token)."""
+
+    name: str = "job"
+    id: str = "id"
+    state: str = "state"
+    payload: str = "payload"
+    lease_owner: str = "lease_owner"
+    lease_until: str | None = "lease_until"
+    token: str | None = None
+    next_run_at: str | None = "next_run_at"
+    last_error: str | None = "last_error"
+    result: str | None = "result"
+
+
+@dataclass(frozen=True)
+class MemoTable:
+    """Where a finished step's output is kept, one row per (job, step)."""
+
+    name: str = "step_result"
+    job_id: str = "job_id"
+    step: str = "step"
+    output: str = "output"
+
+
+@dataclass(frozen=True)
+class OutboxTable:
+    """Where effects wait to be sent. ``key``: a column holding the effect's idempotency key, if
+    the engine sends its own (None: the harness expects ``<job_id>:<kind>``)."""
+
+    name: str = "outbox"
+    id: str = "id"
+    job_id: str = "job_id"
+    kind: str = "kind"
+    sent_at: str = "sent_at"
+    next_attempt_at: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class SqlSchema:
+    """An engine's tables as the harness reads them (no memo table or outbox: give None)."""
+
+    job: JobTable = field(default_factory=JobTable)
+    memo: MemoTable | None = field(default_factory=MemoTable)
+    outbox: OutboxTable | None = field(default_factory=OutboxTable)
+
+    def audit_sql(self, *, attribute_writers: bool = False) -> list[str]:
+        """The harness's audit tables and triggers (writer attribution needs ``chaos_writer()``
+        registered on every connection that writes: the harness does it for a session that
+        offers ``connection()``)."""
+        j, m, o = self.job, self.memo, self.outbox
+        jt, jid, js = _ident(j.name), _ident(j.id), _ident(j.state)
+        out = [
+            "CREATE TABLE IF NOT EXISTS chaos_transition (seq INTEGER PRIMARY KEY, job_id TEXT, from_state TEXT, to_state TEXT)",
+            "CREATE TABLE IF NOT EXISTS chaos_memo_change (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, what TEXT)",
+            f"""CREATE TRIGGER IF NOT EXISTS chaos_job_insert AFTER INSERT ON {jt} BEGIN
+        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (NEW.{jid}, NULL, NEW.{js}); END""",
+            f"""CREATE TRIGGER IF NOT EXISTS chaos_job_state AFTER UPDATE OF {js} ON {jt}
+        WHEN OLD.{js} IS NOT NEW.{js} BEGIN
+        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (NEW.{jid}, OLD.{js}, NEW.{js}); END""",
+            f"""CREATE TRIGGER IF NOT EXISTS chaos_job_delete AFTER DELETE ON {jt} BEGIN
+        INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (OLD.{jid}, OLD.{js}, NULL); END""",
+        ]
+        if m is not None:
+            mt, mj, ms = _ident(m.name), _ident(m.job_id), _ident(m.step)
+            out += [
+                f"""CREATE TRIGGER IF NOT EXISTS chaos_memo_update AFTER UPDATE ON {mt} BEGIN
+        INSERT INTO chaos_memo_change (job_id, step, what) VALUES (OLD.{mj}, OLD.{ms}, 'updated'); END""",
+                f"""CREATE TRIGGER IF NOT EXISTS chaos_memo_delete AFTER DELETE ON {mt} BEGIN
+        INSERT INTO chaos_memo_change (job_id, step, what) VALUES (OLD.{mj}, OLD.{ms}, 'deleted'); END""",
+            ]
+        if not attribute_writers:
+            return out
+        out.append("CREATE TABLE IF NOT EXISTS chaos_write (seq INTEGER PRIMARY KEY, job_id TEXT, kind TEXT, writer TEXT, detail TEXT)")
+        if j.token is not None:  # a claim hands out a larger token
+            tok = _ident(j.token)
+            out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_claim AFTER UPDATE OF {tok} ON {jt}
+        WHEN NEW.{tok} > OLD.{tok} BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{jid}, 'claim', chaos_writer(), NEW.{tok}); END""")
+        else:  # no token: a claim is the lease passing to a new owner
+            own = _ident(j.lease_owner)
+            out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_claim AFTER UPDATE OF {own} ON {jt}
+        WHEN NEW.{own} IS NOT NULL AND NEW.{own} IS NOT OLD.{own} BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{jid}, 'claim', chaos_writer(), NEW.{own}); END""")
+        out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_state AFTER UPDATE OF {js} ON {jt}
+        WHEN OLD.{js} IS NOT NEW.{js} BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{jid}, 'state', chaos_writer(), OLD.{js} || ' -> ' || NEW.{js}); END""")
+        if m is not None:
+            out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_memo AFTER INSERT ON {_ident(m.name)} BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{_ident(m.job_id)}, 'memo', chaos_writer(), NEW.{_ident(m.step)}); END""")
+        if o is not None:
+            out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_outbox AFTER INSERT ON {_ident(o.name)} BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{_ident(o.job_id)}, 'outbox', chaos_writer(), NEW.{_ident(o.kind)}); END""")
+        return out
+
+    def install(self, conn: sqlite3.Connection, *, attribute_writers: bool = False) -> None:
+        for statement in self.audit_sql(attribute_writers=attribute_writers):
+            conn.execute(statement)
+        conn.commit()
+
+    def snapshot(self, conn: sqlite3.Connection) -> Snapshot:
+        """Everything the invariants read, in one read transaction on ``conn`` (the harness's own)."""
+        j, m, o = self.job, self.memo, self.outbox
+        conn.execute("BEGIN")
+        try:
+            snap = Snapshot()
+            columns = ", ".join(_col(c) for c in (j.id, j.state, j.payload, j.lease_owner, j.lease_until, j.next_run_at, j.last_error, j.result))
+            for r in conn.execute(f"SELECT {columns} FROM {_ident(j.name)}"):
+                snap.jobs[r[0]] = JobView(*r[1:])
+            snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
+            if m is not None:
+                snap.memos = {(r[0], r[1]): r[2] for r in conn.execute(
+                    f"SELECT {_ident(m.job_id)}, {_ident(m.step)}, {_ident(m.output)} FROM {_ident(m.name)}")}
+            snap.memo_changes = [tuple(r) for r in conn.execute("SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq")]  # type: ignore[misc]
+            if o is not None:
+                columns = ", ".join(_col(c) for c in (o.id, o.job_id, o.kind, o.sent_at, o.next_attempt_at, o.key))
+                snap.outbox = [OutboxView(*r) for r in conn.execute(f"SELECT {columns} FROM {_ident(o.name)} ORDER BY {_ident(o.id)}")]
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chaos_write'").fetchone():
+                snap.writes = [tuple(r) for r in conn.execute("SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq")]  # type: ignore[misc]
+            return snap
+        finally:
+            conn.execute("COMMIT")
+
+    def probe(self, db_path: str) -> "SqlProbe":
+        return SqlProbe(self, db_path)
+
+
+class SqlProbe:
+    """At the moment of a paid call, on a connection of its own (one per process): is that step's
+    memo committed; does the caller hold the lease (owner, unexpired, and its token if any)?"""
+
+    def __init__(self, schema: SqlSchema, db_path: str) -> None:
+        self.db_path = db_path
+        j, m = schema.job, schema.memo
+        self._memo = None if m is None else (
+            f"SELECT 1 FROM {_ident(m.name)} WHERE {_ident(m.job_id)} = ? AND {_ident(m.step)} = ?")
+        self._lease = f"SELECT {_col(j.lease_owner)}, {_col(j.lease_until)}, {_col(j.token)} FROM {_ident(j.name)} WHERE {_ident(j.id)} = ?"
+        self._has_token = j.token is not None
+        self._conns: dict[int, sqlite3.Connection] = {}
+
+    def __call__(self, job_id: str, step: str, worker_id: str, token: Any, now: float) -> tuple[bool, bool]:
+        conn = self._conns.get(os.getpid())
+        if conn is None:
+            conn = self._conns[os.getpid()] = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
+        memo = self._memo is not None and conn.execute(self._memo, (job_id, step)).fetchone() is not None
+        lease = conn.execute(self._lease, (job_id,)).fetchone()
+        valid = (lease is not None and lease[0] == worker_id and (lease[1] is None or lease[1] > now)
+                 and (not self._has_token or lease[2] == token))
+        return memo, bool(valid)
+
+    def close(self) -> None:
+        conn = self._conns.pop(os.getpid(), None)
+        if conn is not None:
+            conn.close()
+
+
+class SqliteAdapter:
+    """A base for an engine on SQLite: declare the schema and the states, write ``create_schema``
+    and ``open``; creating, inspecting and probing come from the declaration.
+
+    States: ``table`` (state -> the states it may move to), ``steps`` ((step, working, done) per
+    step, in order), ``final`` (final state -> the effect kinds a job there has delivered),
+    ``parked`` (settled states that are not final: failed, cancelled, waiting for a person),
+    ``initial`` (the states a job is created in).
+    """
+
+    name = "sqlite-engine"
+    lease_s = 30.0
+    schema: SqlSchema = SqlSchema()
+    table: Mapping[str, Sequence[str]] = {}
+    steps: Sequence[tuple[str, str, str]] = ()
+    final: Mapping[str, Sequence[str]] = {}
+    parked: Sequence[str] = ()
+    initial: Sequence[str] = ()
+    conflict_errors: tuple[type[BaseException], ...] = ()
+
+    # -- what the subclass writes ------------------------------------------------------------------
+    def create_schema(self, conn: sqlite3.Connection) -> None:
+        """Create the engine's own tables on ``conn`` (often: open the engine once and close it)."""
+        raise NotImplementedError("create the engine's tables here")
+
+    def open(self, db_path: str, world: Any, *, worker_id: str, clock: Any, rng: Any) -> Any:
+        raise NotImplementedError("return a session: submit, run_once, send_outbox, close (see chaos.adapter.Session)")
+
+    def targets(self) -> dict[str, Callable[..., Any]]:
+        raise NotImplementedError("name the functions an iteration enters: {'worker': ..., 'sender': ...}")
+
+    # -- from the declaration ------------------------------------------------------------------------
+    def states(self) -> Mapping[str, Sequence[str]]:
+        return self.table
+
+    def step_states(self) -> Mapping[str, tuple[str, str]]:
+        return {step: (working, done) for step, working, done in self.steps}
+
+    def settled_states(self) -> frozenset[str]:
+        return frozenset(self.final) | frozenset(self.parked)
+
+    def final_effects(self) -> Mapping[str, Sequence[str]]:
+        return self.final
+
+    def initial_states(self) -> frozenset[str]:
+        return frozenset(self.initial) if self.initial else frozenset(list(self.table)[:1])
+
+    def trace_paths(self) -> list[str]:
+        """The files of the functions :meth:`targets` names."""
+        return sorted({os.path.abspath(inspect.getfile(fn)) for fn in self.targets().values()})
+
+    def create(self, db_path: str, *, attribute_writers: bool = False) -> None:
+        conn = sqlite3.connect(db_path)
+        try:
+            self.create_schema(conn)
+            conn.commit()
+            self.schema.install(conn, attribute_writers=attribute_writers)
+        finally:
+            conn.close()
+
+    def inspect(self, db_path: str) -> Snapshot:
+        """Read on a connection of the harness's own, kept per process and file until :meth:`release`."""
+        readers = self.__dict__.setdefault("_readers", {})
+        key = (os.getpid(), db_path)
+        conn = readers.get(key)
+        if conn is None:
+            conn = readers[key] = sqlite3.connect(db_path, timeout=30, check_same_thread=False, isolation_level=None)
+        return self.schema.snapshot(conn)
+
+    def release(self, db_path: str) -> None:
+        conn = self.__dict__.get("_readers", {}).pop((os.getpid(), db_path), None)
+        if conn is not None:
+            conn.close()
+
+    def probe(self, db_path: str) -> SqlProbe:
+        return self.schema.probe(db_path)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_readers", None)  # connections stay in the process that opened them
+        return state

@@ -1,0 +1,63 @@
+"""What an adapter's sessions can do, found by opening one: in a child, on a scratch database.
+
+The adapter-level capabilities of :mod:`chaos.adapter` are read from the adapter itself; a
+session's (its ``connection()``, ``claim_only()``, human actions, busy timeout) only from a
+session, and the harness's process never opens one: :func:`open_and_ask` creates a database and
+opens a session in a forked child, and reports which methods it has.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from chaos.adapter import describe_capabilities, session_capabilities
+from chaos.core.clock import SharedClock
+from chaos.core.process import Exit, fork
+from chaos.core.world import World
+
+__all__ = ["open_and_ask", "capability_report"]
+
+
+def open_and_ask(adapter: Any) -> dict[str, bool] | str:
+    """The session capabilities of ``adapter`` (a session opened in a child on a scratch
+    database), or the error that creating the database or opening the session raised."""
+    directory = tempfile.mkdtemp(prefix="crashgate-adapter-")
+
+    def body() -> dict[str, bool]:
+        import inspect
+
+        db = os.path.join(directory, "engine.db")
+        if "attribute_writers" in inspect.signature(adapter.create).parameters:
+            adapter.create(db, attribute_writers=True)
+        else:
+            adapter.create(db)
+        clock = SharedClock(0.0)
+        world = World.for_adapter(directory, clock, adapter)
+        import random
+
+        session = adapter.open(db, world, worker_id="w-check", clock=clock, rng=random.Random(0))
+        try:
+            return session_capabilities(session)
+        finally:
+            session.close()
+            world.close()
+
+    try:
+        ended = fork(body).wait()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    if ended.exit is Exit.FINISHED:
+        return ended.value
+    return ended.error or str(ended.exit)
+
+
+def capability_report(adapter: Any, *, missing_only: bool = False) -> list[str]:
+    """One line per capability of ``adapter`` (or per missing one), sessions included."""
+    has = open_and_ask(adapter)
+    if isinstance(has, str):
+        return [f"  error: opening a session failed: {has.strip().splitlines()[-1] if has.strip() else has}"] + \
+            describe_capabilities(adapter, missing_only=missing_only)
+    return describe_capabilities(adapter, session_has=has, missing_only=missing_only)

@@ -1,0 +1,154 @@
+"""The declared adapter contract (``chaos.adapter``), proven on code that is not the reference engine.
+
+- ``examples/minimal_engine/``: tinyflow, an engine of its own in the design's minimal form (no
+  fencing token, no heartbeat), gated by an adapter of at most 60 lines built on
+  ``chaos.adapters.sql.SqliteAdapter``. The gate must report its two real weaknesses, each where
+  the example's README says, and nothing else.
+- ``quality.user_workflows.NotesAdapter``: a workflow on ``engine/`` with its own step names and
+  payload, gated by an adapter of at most 20 lines: every reference family completes its baseline.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from chaos import run_matrix
+from chaos.adapter import capabilities, load_adapter
+from chaos.adapters.sql import JobTable, SqlSchema
+
+from .user_workflows import NotesAdapter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "minimal_engine")
+ADAPTER_LINES_MAX = 60
+ENGINE_LINES_MAX = 175  # "about 150": the three tables, the claim, the steps, the sender
+NOTES_ADAPTER_LINES_MAX = 20
+
+
+@pytest.fixture
+def tinyflow(monkeypatch):
+    """The example's adapter, importable here and in the matrix's worker processes."""
+    monkeypatch.syspath_prepend(EXAMPLE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([EXAMPLE, ROOT, os.environ.get("PYTHONPATH", "")]))
+    return load_adapter("crash:adapter")
+
+
+def _code_lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+def test_the_adapters_are_a_page_of_code():
+    with open(os.path.join(EXAMPLE, "crash.py")) as f:
+        adapter_lines = _code_lines(f.read())
+    with open(os.path.join(EXAMPLE, "tinyflow.py")) as f:
+        engine_lines = _code_lines(f.read())
+    notes_lines = _code_lines(inspect.getsource(NotesAdapter))
+    assert adapter_lines <= ADAPTER_LINES_MAX, f"the tinyflow adapter has {adapter_lines} lines"
+    assert engine_lines <= ENGINE_LINES_MAX, f"tinyflow has {engine_lines} lines"
+    assert notes_lines <= NOTES_ADAPTER_LINES_MAX, f"the notes adapter has {notes_lines} lines"
+
+
+def test_the_gate_reports_tinyflows_two_weaknesses_and_nothing_else(tinyflow):
+    report = run_matrix(tinyflow, faults=["crash", "pause", "interleave"], pairs=12, jobs=2)
+    found = collections.defaultdict(set)  # invariant -> {(fault, family)}
+    for result in report.results:
+        for violation in result.outcome.violations:
+            found[violation.invariant].add((result.fault, result.family))
+    assert set(found) == {"bounded-spend", "fenced-writes"}, dict(found)
+    assert {family for _, family in found["bounded-spend"]} == {"lost-lease"}  # a call slower than the lease
+    assert {fault for fault, _ in found["fenced-writes"]} == {"interleave"}  # only a second pause shows it
+    failing = {name for name, base in report.baselines.items() if base.violations}
+    assert failing == {"lost-lease"}, failing
+    assert {v.invariant for v in report.baselines["lost-lease"].violations} == {"bounded-spend"}
+    assert set(report.skipped) == {"fetch-connection", "cancel-race"}, report.skipped
+    assert "cancel()" in report.skipped["cancel-race"]
+    assert report.violations > 0
+
+
+def _readme_commands() -> list[str]:
+    with open(os.path.join(EXAMPLE, "README.md")) as f:
+        text = f.read()
+    return re.findall(r"^\s*(PYTHONPATH=\. python -m chaos .+)$", text, flags=re.M)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_the_readmes_commands_show_what_it_says(index):
+    command = _readme_commands()[index]
+    argv = re.sub(r"\s+#\s.*$", "", command.split("python -m chaos ", 1)[1])  # a trailing comment, not a point's #n
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([EXAMPLE, ROOT]))
+    args = [a.strip("'") for a in re.findall(r"'[^']*'|\S+", argv)]
+    done = subprocess.run([sys.executable, "-m", "chaos", *args], cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    if args[0] == "adapter":
+        assert done.returncode == 0, out
+        assert "no   human_actions: this disables the cancel-race family" in out
+    elif "lost-lease" in args:
+        assert done.returncode == 1, out
+        assert "bounded-spend in family 'lost-lease' without any crash" in out
+    elif "--point" in args:
+        assert done.returncode == 1, out
+        assert re.search(r"fenced-writes .*\n  seen: worker 'w-doomed' wrote .* after 'w-b' had taken it over", out), out
+    else:
+        assert done.returncode == 1, out
+        assert "fenced-writes" in out and "bounded-spend" in out
+
+
+def test_the_readme_lists_four_commands():
+    assert len(_readme_commands()) == 4
+
+
+def test_an_adapter_names_what_its_missing_capabilities_disable(tinyflow):
+    lines = {s.name: s for s in capabilities(tinyflow)}
+    assert lines["human_actions"].present is False and "cancel-race" in lines["human_actions"].disabled
+    assert lines["connection"].present and lines["claim_only"].present and lines["writer_attribution"].present
+
+
+def test_a_workflow_on_the_engine_with_its_own_steps_completes_every_family():
+    report = run_matrix(NotesAdapter(), faults=["crash"], jobs=2)
+    assert not [name for name, base in report.baselines.items() if base.violations], report.baselines
+    assert not report.skipped, report.skipped
+    assert report.violations == 0 and report.points > 100
+
+
+def test_a_schema_without_a_token_attributes_a_claim_to_the_new_lease_owner(tmp_path):
+    """The writer attribution of an engine without tokens: a write by the worker that lost the job
+    is recorded against the claim that took it, which is what fenced-writes reads."""
+    conn = sqlite3.connect(tmp_path / "e.db", isolation_level=None)
+    conn.execute("CREATE TABLE job (id TEXT PRIMARY KEY, state TEXT, payload TEXT, lease_owner TEXT, lease_until REAL,"
+                 " next_run_at REAL, last_error TEXT, result TEXT)")
+    conn.execute("CREATE TABLE step_result (job_id TEXT, step TEXT, output TEXT)")
+    conn.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY, job_id TEXT, kind TEXT, sent_at REAL)")
+    schema = SqlSchema(JobTable(token=None))
+    schema.install(conn, attribute_writers=True)
+    writer = ["w1"]
+    conn.create_function("chaos_writer", 0, lambda: writer[0])
+    conn.execute("INSERT INTO job (id, state, payload) VALUES ('j', 'queued', '{}')")
+    conn.execute("UPDATE job SET lease_owner = 'w1', lease_until = 30 WHERE id = 'j'")
+    writer[0] = "w2"
+    conn.execute("UPDATE job SET lease_owner = 'w2', lease_until = 90 WHERE id = 'j'")
+    writer[0] = "w1"
+    conn.execute("UPDATE job SET state = 'drafting' WHERE id = 'j'")
+    snapshot = schema.snapshot(conn)
+    assert snapshot.writes == [("j", "claim", "w1", "w1"), ("j", "claim", "w2", "w2"), ("j", "state", "w1", "queued -> drafting")]
+    assert snapshot.transitions == [("j", None, "queued"), ("j", "queued", "drafting")]
+    from chaos.core.invariants import fenced_writes
+
+    class Ev:  # the one field fenced_writes reads
+        pass
+
+    ev = Ev()
+    ev.snapshot = snapshot
+    assert [v.invariant for v in fenced_writes(ev)] == ["fenced-writes"]
+
+
+def test_a_schema_refuses_a_name_that_is_not_an_identifier():
+    with pytest.raises(ValueError, match="'job; DROP TABLE x' is not a plain SQL identifier"):
+        SqlSchema(JobTable(name="job; DROP TABLE x")).audit_sql()
