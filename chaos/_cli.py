@@ -24,7 +24,7 @@ from ._scenario import MODES
 __all__ = ["main", "COMMANDS", "format_report"]
 
 POSTGRES_TARGET = "chaos:postgres_adapter"
-COMMANDS = ("matrix", "explore", "demo", "soak")
+COMMANDS = ("matrix", "explore", "demo", "soak", "plans")
 SOURCE_CHARS_MAX = 60
 
 
@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
                                        description=_demo.DESCRIPTION))
     _soak.add_arguments(sub.add_parser("soak", help="a long kill-and-restart run on sqlite or postgresql, then every invariant",
                                        description=_soak.DESCRIPTION))
+    from . import _plan_files  # `plans init`: copy the shipped fault plans into a project
+
+    _plan_files.add_arguments(sub)
     return parser
 
 
@@ -89,6 +92,10 @@ def _command(args: argparse.Namespace) -> int:
         return machine.run_cli(args)
     if args.command == "matrix":
         return _matrix(args)
+    if args.command == "plans":
+        from . import _plan_files
+
+        return _plan_files.run(args)
     return 2
 
 
