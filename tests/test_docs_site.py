@@ -64,3 +64,28 @@ def test_the_generated_reference_pages_show_every_plugin_option_and_invariant(si
         assert f'id="{name}"' in invariants, f"no section for invariant {name} in the rendered page"
     cli = _dom(site / "reference" / "chaos-cli" / "index.html", tmp_path / "profile")
     assert "python -m chaos plans init" in cli
+
+
+def _hook():
+    """The build hook that fills the reference pages, loaded from its file as MkDocs loads it."""
+    spec = importlib.util.spec_from_file_location("docs_reference_hook", ROOT / "docs" / "hooks" / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_schema_page_fails_the_build_when_the_loader_allows_a_key_the_docs_do_not_describe(monkeypatch):
+    hook = _hook()
+    assert "`call_gap_min`" in hook.fault_plan_schema()
+    described = {table: dict(keys) for table, keys in hook.PLAN_DESCRIPTIONS.items()}
+    del described["expect"]["call_gap_min"]
+    monkeypatch.setattr(hook, "PLAN_DESCRIPTIONS", described)
+    with pytest.raises(RuntimeError, match="call_gap_min"):
+        hook.fault_plan_schema()
+
+
+def test_a_page_asking_for_an_unknown_generated_section_fails_the_build():
+    hook = _hook()
+    with pytest.raises(RuntimeError, match="unknown generated section 'nonsense'"):
+        hook.on_page_markdown("# A page\n\n<!-- generated: nonsense -->\n", None, None, None)
+    assert hook.on_page_markdown("# A page\n", None, None, None) == "# A page\n"

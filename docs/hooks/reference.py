@@ -264,7 +264,8 @@ def _members(cls: type) -> list[str]:
             continue
         doc = inspect.getdoc(member)
         summary = f" — {_cell(_markdown(doc).splitlines()[0])}" if doc else ""
-        rows.append(f"- `{name}{inspect.signature(member)}`{summary}")
+        signature = str(inspect.signature(member)).replace("'", "")  # postponed annotations read as plain names
+        rows.append(f"- `{name}{signature}`{summary}")
     return rows
 
 
@@ -277,7 +278,7 @@ def adapter_protocol() -> str:
     for cls in (chaos.Adapter, chaos.Session):
         lines = [f"## `chaos.{cls.__name__}`", "", _markdown(cls.__doc__ or ""), ""]
         for name, annotation in getattr(cls, "__annotations__", {}).items():
-            lines.append(f"- `{name}: {annotation}` (attribute)")
+            lines.append(f"- `{name}: {str(annotation).strip(chr(39))}` (attribute)")
         lines.extend(_members(cls))
         parts.append("\n".join(lines) + "\n")
     protocol = {n for cls in (chaos.Adapter, chaos.Session) for n in vars(cls)}
