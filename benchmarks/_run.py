@@ -22,6 +22,7 @@ from ._isolated import IsolatedFailure, IsolatedSession, call_isolated
 from ._limit import cas_commits_per_s
 from ._measure import Row, Sizes, median, ratio, skipped, temp_dir
 from ._scaling import ScalingDb
+from ._startup import startup_rows
 
 __all__ = ["collect", "Report", "SYNC_LEVELS"]
 
@@ -73,6 +74,8 @@ def collect(sizes: Sizes, *, peers: bool = True, progress: Callable[[str], None]
     rows += [Row(**row) for row in backend_throughput_rows(sizes.quick)]
     say("power cuts: what each durability setting loses (root and loop devices, else skipped)")
     rows += [Row(**row) for row in power_rows(sizes.quick)]
+    say("pytest start-up: an empty project with and without the crashgate plugin")
+    rows += startup_rows(sizes)
     say("harness")
     harness, message = harness_rows(sizes.quick)
     rows += harness

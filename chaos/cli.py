@@ -24,7 +24,7 @@ from chaos.core.scenario import MODES
 __all__ = ["main", "COMMANDS", "format_report"]
 
 POSTGRES_TARGET = "chaos:postgres_adapter"
-COMMANDS = ("matrix", "explore", "adapter", "demo", "soak")
+COMMANDS = ("matrix", "explore", "adapter", "demo", "soak", "plans")
 SOURCE_CHARS_MAX = 60
 
 
@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
                                        description=_demo.DESCRIPTION))
     _soak.add_arguments(sub.add_parser("soak", help="a long kill-and-restart run on sqlite or postgresql, then every invariant",
                                        description=_soak.DESCRIPTION))
+    from chaos.plans import files as plan_files  # `plans init`: copy the shipped fault plans into a project
+
+    plan_files.add_arguments(sub)
     return parser
 
 
@@ -95,6 +98,10 @@ def _command(args: argparse.Namespace) -> int:
         return _matrix(args)
     if args.command == "adapter":
         return _adapter(args)
+    if args.command == "plans":
+        from chaos.plans import files
+
+        return files.run(args)
     return 2
 
 

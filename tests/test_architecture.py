@@ -146,3 +146,13 @@ def test_the_rules_catch_a_private_import(tmp_path):
         assert {"_hidden", "_other"} <= names
     finally:
         del TREES["chaos.probe_module"], MODULES["chaos.probe_module"]
+
+
+def test_the_wheel_ships_every_package():
+    """pyproject.toml lists packages by name: a new subpackage must be listed, or the wheel lacks it."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    packages = {m for m in MODULES if MODULES[m].name == "__init__.py"}
+    assert packages - listed == set(), f"packages missing from [tool.setuptools] packages: {sorted(packages - listed)}"

@@ -31,7 +31,9 @@ ENGINE_ARGS = {
 CHAOS_ARGS = {
     "matrix": ["--family", "sender", "--faults", "crash", "--sample", "2", "--mode", "inprocess"],
     "explore": ["--max-examples", "2"],
+    "adapter": [],
     "demo": ["--jobs", "4", "--kill-every", "0", "--kills-min", "0", "--plain"],
+    "plans": ["init", "{tmp}/fault_plans"],  # into the test's folder, never the checkout's own plans
     "soak": ["--jobs", "4", "--kill-every", "0", "--timeout", "60"],
 }
 
@@ -86,4 +88,5 @@ def test_an_engine_command_survives_a_closed_stdout(command, engine_db, tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("command", CHAOS_COMMANDS)
 def test_a_chaos_command_survives_a_closed_stdout(command, tmp_path):
-    assert_quiet(run_with_stdout_closed([sys.executable, "-m", "chaos", command, *CHAOS_ARGS[command]], ROOT))
+    args = [arg.format(tmp=tmp_path) for arg in CHAOS_ARGS[command]]
+    assert_quiet(run_with_stdout_closed([sys.executable, "-m", "chaos", command, *args], ROOT))

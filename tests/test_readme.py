@@ -1,22 +1,28 @@
-"""The README documents everything a user can type: every CLI command, plugin option and fault plan.
+"""The docs show everything a user can type: every CLI command, plugin option and fault plan.
 
 Each name is its own test, so a failure says exactly what is missing and where to add it. The
-lists come from the code (``engine._cli.COMMANDS``, ``chaos.cli.COMMANDS``, ``chaos.plugin.OPTIONS``)
-and from the files in ``fault_plans/``, never from a copy kept here.
+lists come from the code (the commands in each CLI's own ``--help``, ``chaos.plugin.OPTIONS``)
+and from the files in ``fault_plans/``, never from a copy kept here. The README stays short: at
+most 200 lines, the Quickstart's two commands, links into the docs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib
 import importlib.util
+import io
 import os
 import re
+import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
+DOCS = os.path.join(ROOT, "docs")
+README_LINES_MAX = 200
 QUICKSTART_INSTALL = "pip install -e '.[test]' && python -m chaos demo"
 QUICKSTART_TESTS = "python -m pytest -n auto"
 
@@ -26,8 +32,32 @@ def _readme() -> str:
         return f.read()
 
 
+def _docs() -> str:
+    """Every hand-written page of the docs (the generated reference sections are not in them)."""
+    texts = []
+    for path in sorted(glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True)):
+        with open(path, encoding="utf-8") as f:
+            texts.append(f.read())
+    return "\n".join(texts)
+
+
+def _generated(name: str) -> str:
+    """A generated reference section, as the site's build hook makes it."""
+    sys.path.insert(0, os.path.join(DOCS, "hooks"))
+    try:
+        return importlib.import_module("reference").generate(name)
+    finally:
+        sys.path.remove(os.path.join(DOCS, "hooks"))
+
+
 def _commands(module: str) -> list[str]:
-    return list(importlib.import_module(module).COMMANDS)
+    """The subcommands in the usage line of the CLI's own --help."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        importlib.import_module(module).main(["--help"])
+    found = re.search(r"\{([a-z,-]+)\}", out.getvalue())
+    assert found is not None, out.getvalue()
+    return found.group(1).split(",")
 
 
 def _plugin_options() -> list[object] | None:
@@ -41,16 +71,16 @@ def _fault_plans() -> list[str]:
     return sorted(os.path.basename(path) for path in glob.glob(os.path.join(ROOT, "fault_plans", "*.toml")))
 
 
-@pytest.mark.parametrize("command", _commands("engine._cli"))
-def test_every_engine_command_is_in_the_readme(command):
-    if not re.search(rf"python -m engine\s+{re.escape(command)}\b", _readme()):
-        pytest.fail(f"README.md never shows `python -m engine {command}`; add it to the engine's command-line section", pytrace=False)
+@pytest.mark.parametrize("command", _commands("engine.__main__"))
+def test_every_engine_command_is_shown_in_the_docs(command):
+    if not re.search(rf"python -m engine\s+{re.escape(command)}\b", _docs()):
+        pytest.fail(f"no page of docs/ shows `python -m engine {command}`; add it to docs/how-to/use-the-engine.md", pytrace=False)
 
 
-@pytest.mark.parametrize("command", _commands("chaos.cli"))
-def test_every_chaos_command_is_in_the_readme(command):
-    if not re.search(rf"python -m chaos\s+{re.escape(command)}\b", _readme()):
-        pytest.fail(f"README.md never shows `python -m chaos {command}`; add a section or a line that shows it", pytrace=False)
+@pytest.mark.parametrize("command", _commands("chaos.__main__"))
+def test_every_chaos_command_is_shown_in_the_docs(command):
+    if not re.search(rf"python -m chaos\s+{re.escape(command)}\b", _docs()):
+        pytest.fail(f"no page of docs/ shows `python -m chaos {command}`; add a how-to section or a line that shows it", pytrace=False)
 
 
 _OPTIONS = _plugin_options()
@@ -61,21 +91,21 @@ _OPTIONS = _plugin_options()
     _OPTIONS if _OPTIONS else [pytest.param(None, marks=pytest.mark.skip(reason="chaos.plugin does not exist yet: no plugin options to check"))],
     ids=lambda o: getattr(o, "flag", "no-plugin"),
 )
-def test_every_plugin_option_is_in_the_readme_as_flag_environment_variable_and_ini_key(option):
-    text = _readme()
+def test_every_plugin_option_is_in_the_reference_as_flag_environment_variable_and_ini_key(option):
+    text = _generated("plugin-options")
     missing = [f"{what} {name}" for what, name in (("flag", option.flag), ("environment variable", option.env), ("ini key", option.ini))
                if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
     if missing:
-        pytest.fail(f"README.md does not mention the plugin option's {', '.join(missing)}; document it with the other options", pytrace=False)
+        pytest.fail(f"the plugin-options reference does not show the option's {', '.join(missing)}; see docs/hooks/reference.py", pytrace=False)
 
 
 @pytest.mark.parametrize(
     "plan",
     _fault_plans() or [pytest.param(None, marks=pytest.mark.skip(reason="no fault_plans/*.toml in this checkout"))],
 )
-def test_every_fault_plan_is_in_the_readme(plan):
-    if plan not in _readme():
-        pytest.fail(f"README.md does not mention fault_plans/{plan}; say what it protects against", pytrace=False)
+def test_every_fault_plan_is_in_the_docs(plan):
+    if plan not in _docs():
+        pytest.fail(f"no page of docs/ mentions fault_plans/{plan}; say what it protects against in docs/how-to/write-a-fault-plan.md", pytrace=False)
 
 
 def test_the_quickstart_is_exactly_two_commands_install_and_demo_then_the_tests():
@@ -84,3 +114,16 @@ def test_the_quickstart_is_exactly_two_commands_install_and_demo_then_the_tests(
     assert block is not None, "the Quickstart has no ```bash block"
     commands = [line.split("#", 1)[0].strip() for line in block.group(1).splitlines() if line.strip()]
     assert commands == [QUICKSTART_INSTALL, QUICKSTART_TESTS]
+
+
+def test_the_readme_has_at_most_200_lines():
+    with open(README, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert len(lines) <= README_LINES_MAX, f"README.md has {len(lines)} lines; move the long parts into docs/ and link them"
+
+
+def test_the_readme_links_into_the_docs_for_each_way_in():
+    text = _readme()
+    for page in ("docs/how-to/gate-in-ci.md", "docs/how-to/write-an-adapter.md", "docs/reference/invariants.md"):
+        assert f"]({page})" in text, f"README.md does not link {page}"
+        assert os.path.exists(os.path.join(ROOT, page)), page

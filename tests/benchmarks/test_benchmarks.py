@@ -87,6 +87,18 @@ def test_crashgate_rows_report_overhead_per_step_and_about_five_commits_per_job(
         assert 5.0 <= row["commits_per_job"] < 6.0, (key, row["commits_per_job"])
 
 
+def test_the_plugin_start_up_cost_is_a_same_run_ratio_of_collecting_an_empty_project(quick_json):
+    with_plugin = quick_json["startup.collect.with_plugin"]
+    without = quick_json["startup.collect.without_plugin"]
+    assert with_plugin["unit"] == without["unit"] == "ms"
+    assert with_plugin["value"] > 0 and without["value"] > 0
+    row = quick_json["ratio.startup.plugin"]
+    assert row["unit"] == "x"
+    # A plugin that imported the harness at start-up would cost several times an empty collection's
+    # imports; this bound is loose because the quick run is one noisy pair on a shared machine.
+    assert 0.5 < row["value"] < 2.0, row
+
+
 def test_the_table_is_printed_with_the_harness_line_when_chaos_bench_is_missing():
     done = _run_quick("--no-peers")
     assert done.returncode == 0, done.stderr

@@ -152,3 +152,17 @@ def test_a_schema_without_a_token_attributes_a_claim_to_the_new_lease_owner(tmp_
 def test_a_schema_refuses_a_name_that_is_not_an_identifier():
     with pytest.raises(ValueError, match="'job; DROP TABLE x' is not a plain SQL identifier"):
         SqlSchema(JobTable(name="job; DROP TABLE x")).audit_sql()
+
+
+def test_the_how_tos_walkthrough_quotes_the_adapter_verbatim():
+    """docs/how-to/write-an-adapter.md walks through crash.py in three excerpts: each is the file's text."""
+    with open(os.path.join(ROOT, "docs", "how-to", "write-an-adapter.md")) as f:
+        page = f.read()
+    with open(os.path.join(EXAMPLE, "crash.py")) as f:
+        source = f.read()
+    excerpts = re.findall(r"<!-- docs-test: skip: an excerpt of examples/minimal_engine/crash.py[^>]*-->\n```python\n(.*?)^```",
+                          page, flags=re.S | re.M)
+    assert len(excerpts) == 3
+    for excerpt in excerpts:
+        assert excerpt in source, excerpt[:200]
+    assert sum(len(e.splitlines()) for e in excerpts) >= len([l for l in source.splitlines() if l.startswith(("class", "    "))]) - 2

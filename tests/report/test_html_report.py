@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from browser import chromium as _chromium, run_chromium as _run_chromium
 from chaos.report.html import render_html, summarize, terminal_lines
 
 HOSTILE = "<script>alert('x')</script>"
@@ -82,24 +82,6 @@ def test_each_fault_kind_is_counted_beside_the_crashes_and_a_line_is_coloured_ac
     assert 'title="crash 1, pause-live 1, pause-expired 1"' in row
     assert '<span class="fault pause-expired">pause-expired</span>' in row and "other worker blocked 0.051s" in row
     assert "while another takes over its expired lease" in row and "1 paid call(s) without a valid lease" in row
-
-
-def _chromium() -> str | None:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; .ci/run installs it (Debian: apt-get install chromium)")
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium); CI runs this test")
-    return found
-
-
-def _run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [
-        binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", *args,
-    ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
 
 
 def _run_with_report(pytester, monkeypatch, plans, project):

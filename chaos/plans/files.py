@@ -1,0 +1,115 @@
+"""``python -m chaos plans init [DIR]``: copy the shipped fault plans into a project.
+
+The plans in the repository's top-level ``fault_plans/`` are installed with the package as
+``chaos/fault_plans/*.toml`` (a build mapping in ``pyproject.toml``: the repository keeps one copy,
+which its own tests collect). From a checkout that was not installed, the top-level folder is used.
+
+>>> import tempfile, os
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     target = os.path.join(tmp, "fault_plans")
+...     first = copy_plans(target)
+...     try:
+...         copy_plans(target)
+...     except PlansExist:
+...         print("refused: the plans are there already")
+refused: the plans are there already
+>>> first == sorted(p.name for p in shipped_plans())
+True
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+__all__ = ["add_arguments", "run", "shipped_plans", "copy_plans", "PlansExist", "PLAN_DIR"]
+
+PLAN_DIR = "fault_plans"  # the plugin collects *.toml only from folders of this name
+PLANS_MAX = 1_000  # a sanity bound on the files copied by one command
+
+DESCRIPTION = (
+    "Copy the fault plans that ship with crashgate into DIR (default ./fault_plans), where pytest's "
+    "crashgate plugin collects them: each states its lesson and runs against the chaos_target adapter "
+    "(the reference engine unless set). Existing files are never overwritten unless --force is given."
+)
+
+
+class PlansExist(FileExistsError):
+    """Some of the plans are already in the folder; nothing was copied."""
+
+
+def _chaos_dir() -> Path:
+    # The package's own folder, wherever the module defining this function lives inside it.
+    spec = importlib.util.find_spec("chaos")
+    assert spec is not None and spec.origin is not None, "the chaos package has no location"
+    return Path(spec.origin).parent
+
+
+def shipped_plans() -> list[Path]:
+    """The shipped plans: ``chaos/fault_plans/`` when installed, else the checkout's ``fault_plans/``."""
+    package = _chaos_dir()
+    for folder in (package / PLAN_DIR, package.parent / PLAN_DIR):
+        plans = sorted(folder.glob("*.toml"))
+        if plans:
+            assert len(plans) <= PLANS_MAX, f"{len(plans)} plans in {folder}: more than {PLANS_MAX}"
+            return plans
+    return []
+
+
+def copy_plans(directory: str | os.PathLike[str], *, force: bool = False) -> list[str]:
+    """Copy every shipped plan into ``directory`` (created if needed); return the names copied.
+
+    Raises :class:`PlansExist` (copying nothing) if any plan is there already and ``force`` is
+    false, and :class:`ValueError` for a folder the plugin would not collect.
+    """
+    target = Path(directory)
+    if target.name != PLAN_DIR:
+        raise ValueError(
+            f"{str(target)!r} is not a folder named {PLAN_DIR}: the crashgate plugin collects plans only from "
+            f"folders named {PLAN_DIR}; pass e.g. {str(target / PLAN_DIR)!r}"
+        )
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{str(target)!r} exists and is not a folder; pass a folder named {PLAN_DIR}")
+    plans = shipped_plans()
+    if not plans:
+        raise ValueError(f"no shipped plans found next to {_chaos_dir()}; reinstall crashgate")
+    existing = [p.name for p in plans if (target / p.name).exists()]
+    if existing and not force:
+        raise PlansExist(
+            f"{len(existing)} plan(s) already in {str(target)!r}: {', '.join(existing)}; nothing was copied. "
+            "Pass --force to overwrite them, or choose another folder"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    for plan in plans:
+        shutil.copyfile(plan, target / plan.name)
+    copied = [p.name for p in plans]
+    assert all((target / name).is_file() for name in copied), "a copied plan is missing"
+    return copied
+
+
+def add_arguments(sub: argparse._SubParsersAction) -> None:
+    """Add ``plans init`` to the ``python -m chaos`` subcommands."""
+    plans = sub.add_parser("plans", help="copy the shipped fault plans into your project", description=DESCRIPTION)
+    actions = plans.add_subparsers(dest="plans_command", required=True, metavar="init")
+    init = actions.add_parser("init", help="copy the shipped plans into DIR", description=DESCRIPTION)
+    init.add_argument("directory", nargs="?", default=PLAN_DIR, metavar="DIR",
+                      help=f"where to put them, a folder named {PLAN_DIR} (default ./{PLAN_DIR})")
+    init.add_argument("--force", action="store_true", help="overwrite plans that are already there")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``plans init``: 0 when copied, 2 (one line on stderr) on bad input or existing files."""
+    assert args.plans_command == "init", args.plans_command
+    try:
+        copied = copy_plans(args.directory, force=args.force)
+    except (ValueError, PlansExist, OSError) as exc:
+        print(f"error: plans init: {exc}", file=sys.stderr)
+        return 2
+    for name in copied:
+        print(os.path.join(args.directory, name))
+    print(f"{len(copied)} fault plans in {args.directory}; run them with: python -m pytest {args.directory}")
+    return 0

@@ -1,0 +1,91 @@
+"""The docs site builds with ``mkdocs build --strict`` and shows, in a real browser, what the code says.
+
+Goal: a warning (a broken link, a missing page, a generated section that failed) fails the build,
+and the generated reference pages really hold every plugin option and every invariant. Method:
+build the site into a temporary folder with ``--strict``, then open the index and two reference
+pages in headless Chromium (``--dump-dom``, after Material's scripts ran) and assert on the DOM.
+Without mkdocs or Chromium the test skips, saying what to install; under ``CI=true`` it fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from browser import chromium, run_chromium
+from pg_fixtures import require
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    missing = [name for name in ("mkdocs", "material") if importlib.util.find_spec(name) is None]
+    require(f"{' and '.join(missing)} not installed (pip install -e '.[docs]')" if missing else None)
+    out = tmp_path_factory.mktemp("site")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHGATE_")}
+    env["NO_MKDOCS_2_WARNING"] = "1"  # Material's notice about its successor, printed on every build
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out), "--config-file", str(ROOT / "mkdocs.yml")],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    assert build.returncode == 0, f"mkdocs build --strict failed:\n{build.stdout[-3000:]}\n{build.stderr[-5000:]}"
+    return out
+
+
+def _dom(page: Path, profile: Path) -> str:
+    assert page.is_file(), f"the build made no {page}"
+    return run_chromium(chromium(), profile, "--dump-dom", page.as_uri()).stdout
+
+
+def test_the_site_builds_strict_and_its_index_shows_the_three_ways_in(site, tmp_path):
+    dom = _dom(site / "index.html", tmp_path / "profile")
+    assert "Three ways in" in dom
+    for way in ("Gate my workflow in CI.", "Gate my own engine.", "Learn the invariants."):
+        assert way in dom, way
+    for section in ("Tutorial", "How-to guides", "Reference", "Explanation"):  # the navigation Material rendered
+        assert section in dom, section
+
+
+def test_the_generated_reference_pages_show_every_plugin_option_and_invariant(site, tmp_path):
+    import chaos
+    from chaos.plugin import OPTIONS
+
+    options = _dom(site / "reference" / "plugin-options" / "index.html", tmp_path / "profile")
+    for option in OPTIONS:
+        for name in (option.flag, option.env, option.ini):
+            assert name in options, f"{name} missing from the rendered plugin-options page"
+    invariants = _dom(site / "reference" / "invariants" / "index.html", tmp_path / "profile")
+    for name in chaos.INVARIANTS:
+        assert f'id="{name}"' in invariants, f"no section for invariant {name} in the rendered page"
+    cli = _dom(site / "reference" / "chaos-cli" / "index.html", tmp_path / "profile")
+    assert "python -m chaos plans init" in cli
+
+
+def _hook():
+    """The build hook that fills the reference pages, loaded from its file as MkDocs loads it."""
+    spec = importlib.util.spec_from_file_location("docs_reference_hook", ROOT / "docs" / "hooks" / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_schema_page_fails_the_build_when_the_loader_allows_a_key_the_docs_do_not_describe(monkeypatch):
+    hook = _hook()
+    assert "`call_gap_min`" in hook.fault_plan_schema()
+    described = {table: dict(keys) for table, keys in hook.PLAN_DESCRIPTIONS.items()}
+    del described["expect"]["call_gap_min"]
+    monkeypatch.setattr(hook, "PLAN_DESCRIPTIONS", described)
+    with pytest.raises(RuntimeError, match="call_gap_min"):
+        hook.fault_plan_schema()
+
+
+def test_a_page_asking_for_an_unknown_generated_section_fails_the_build():
+    hook = _hook()
+    with pytest.raises(RuntimeError, match="unknown generated section 'nonsense'"):
+        hook.on_page_markdown("# A page\n\n<!-- generated: nonsense -->\n", None, None, None)
+    assert hook.on_page_markdown("# A page\n", None, None, None) == "# A page\n"

@@ -1,0 +1,53 @@
+"""``python -m chaos plans init [DIR]`` copies the shipped plans, and never overwrites one unasked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted(p.name for p in (ROOT / "fault_plans").glob("*.toml"))
+
+
+def _init(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.run([sys.executable, "-m", "chaos", "plans", "init", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_init_copies_every_shipped_plan_into_fault_plans(tmp_path):
+    done = _init(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "fault_plans").iterdir()) == SHIPPED
+    assert (tmp_path / "fault_plans" / "poison.toml").read_bytes() == (ROOT / "fault_plans" / "poison.toml").read_bytes()
+    assert done.stdout.rstrip().endswith(f"{len(SHIPPED)} fault plans in fault_plans; run them with: python -m pytest fault_plans")
+
+
+def test_init_refuses_to_overwrite_a_plan_and_copies_nothing_unless_forced(tmp_path):
+    plans = tmp_path / "tests" / "fault_plans"
+    plans.mkdir(parents=True)
+    (plans / "poison.toml").write_text("# my own version\n")
+    refused = _init(tmp_path, "tests/fault_plans")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: plans init: 1 plan(s) already in 'tests/fault_plans': poison.toml; nothing was copied.")
+    assert "--force" in refused.stderr
+    assert [p.name for p in plans.iterdir()] == ["poison.toml"]
+    assert (plans / "poison.toml").read_text() == "# my own version\n"
+
+    forced = _init(tmp_path, "tests/fault_plans", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert sorted(p.name for p in plans.iterdir()) == SHIPPED
+    assert (plans / "poison.toml").read_text() != "# my own version\n"
+
+
+def test_init_refuses_a_folder_the_plugin_would_not_collect_and_a_file_in_the_way(tmp_path):
+    wrong = _init(tmp_path, "plans")
+    assert wrong.returncode == 2
+    assert "is not a folder named fault_plans" in wrong.stderr and "'plans/fault_plans'" in wrong.stderr
+    assert not (tmp_path / "plans").exists()
+    (tmp_path / "fault_plans").write_text("not a folder")
+    blocked = _init(tmp_path)
+    assert blocked.returncode == 2
+    assert "exists and is not a folder" in blocked.stderr

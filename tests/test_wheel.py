@@ -1,0 +1,89 @@
+"""The wheel a user installs: only the library, the fault plans inside it, and a console script.
+
+Goal: what ``pip install crashgate`` puts into site-packages works on its own, outside the checkout.
+Method: build the wheel from the checkout (``pip wheel --no-deps``), list its top-level names,
+install it into a fresh virtual environment (with the system's site-packages, so that pytest,
+Hypothesis and the rest need no download, and ``--force-reinstall`` so that the wheel's copy is
+the one imported, never an editable install of a checkout), then, in a directory outside the
+checkout and with no PYTHONPATH, run ``crashgate demo`` and a shipped plan copied there by
+``crashgate plans init``, through pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 300
+
+
+def _run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+    out = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"{' '.join(command)} exited {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
+    wheels = list(out.glob("crashgate-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def _clean_env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP") and not k.startswith("CRASHGATE_")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(venv)
+    return env
+
+
+def test_the_wheel_holds_only_engine_and_chaos_with_the_fault_plans_as_package_data(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top = sorted({name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")})
+    assert top == ["chaos", "engine"], f"the wheel's top-level packages: {top} (benchmarks/ is development tooling and must not ship)"
+    shipped = sorted(name.rsplit("/", 1)[1] for name in names if name.startswith("chaos/fault_plans/") and name.endswith(".toml"))
+    assert shipped == sorted(p.name for p in (ROOT / "fault_plans").glob("*.toml"))
+    entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[console_scripts]\ncrashgate = " in text
+    assert "[pytest11]\ncrashgate = chaos.plugin" in text
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_runs_the_demo_and_a_copied_plan_outside_the_checkout(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
+    python = venv / "bin" / "python"
+    env = _clean_env(venv)
+    _run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], cwd=tmp_path, env=env)
+    project = tmp_path / "project"
+    project.mkdir()
+
+    where = _run([str(python), "-c", "import chaos, engine; print(chaos.__file__); print(engine.__file__)"], cwd=project, env=env).stdout.split()
+    for path in where:
+        assert Path(path).resolve().is_relative_to(venv.resolve()), f"imported {path}, not the wheel installed in {venv}"
+    assert not any(Path(p).resolve().is_relative_to(ROOT) for p in where)
+
+    crashgate = str(venv / "bin" / "crashgate")
+    demo = _run([crashgate, "demo", "--jobs", "20", "--kill-every", "0.3", "--kills-min", "1", "--lease", "1", "--plain"], cwd=project, env=env)
+    assert "OK:" in demo.stdout, demo.stdout[-2000:]
+
+    init = _run([crashgate, "plans", "init"], cwd=project, env=env)
+    assert "fault_plans/double_submit.toml" in init.stdout
+    again = subprocess.run([crashgate, "plans", "init"], cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert again.returncode == 2 and "--force" in again.stderr
+
+    plans = _run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "fault_plans/double_submit.toml", "fault_plans/rate_limit.toml"],
+                 cwd=project, env=env)
+    summary = plans.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ passed in [\d.]+s", summary), plans.stdout[-2000:]
