@@ -29,6 +29,7 @@ __all__ = [
     "storable_text",
     "finite_number",
     "dumps",
+    "loads",
     "payload_json",
     "JOB_ID_CHARS_MAX",
     "PAYLOAD_BYTES_MAX",
@@ -46,7 +47,10 @@ NODES_MAX = 10_000_000
 TYPES_HELP = "pass dicts with string keys, lists, str, int, finite float, bool or None"
 # One encoder for every canonical dump: json.dumps with options builds a new encoder per call,
 # and a step completion dumps its output on every step.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=True)
+# One decoder for every read: json.loads strips whitespace around the value with two regular
+# expression matches before it decodes, and the engine's own texts have none.
+_DECODER = json.JSONDecoder()
 
 
 def check_job_id(job_id: Any) -> str:
@@ -116,11 +120,41 @@ def dumps(value: Any, *, what: str = "value") -> str:
     give back unchanged (a set, a datetime, NaN, a non-string key, a lone surrogate), or nesting
     deeper than :data:`NESTING_DEPTH_MAX`.
     """
+    # The common case costs one C-level encode and a walk over the containers only: the encoder
+    # itself refuses NaN, infinity and types JSON cannot hold, and with ensure_ascii it writes
+    # every character outside ASCII as an escape, so a text without "\\ud" holds no surrogate.
+    # Anything else (a failed encode, a possible surrogate, a key the encoder would have turned
+    # into a string, deep nesting) takes the full walk, which names what is wrong and where.
+    try:
+        text = _CANONICAL.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is not None and "\\ud" not in text and _plain_containers(value):
+        return text
     _check_json(value, what)
+    if text is not None:
+        return text  # the walk found nothing wrong: the "\\ud" was an escaped backslash, or a pair
     try:
         return _CANONICAL.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{what} is not JSON-serialisable ({exc}); {TYPES_HELP}") from exc
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)``: the same value, or the same error; faster for a text that is only a value.
+
+    >>> loads('{"a":[1.5,null]}'), loads(' [1] ')
+    ({'a': [1.5, None]}, [1])
+    """
+    if type(text) is str:
+        try:
+            value, end = _DECODER.raw_decode(text)
+        except ValueError:
+            pass  # json.loads below raises the error (or strips leading whitespace and decodes)
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)
 
 
 def payload_json(job_id: str, payload: Any) -> str:
@@ -171,6 +205,37 @@ def _check_json(value: Any, what: str) -> None:
         else:
             stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(node))
     raise InvalidInput(f"{what} holds more than {NODES_MAX} values; store it elsewhere and pass a reference")
+
+
+def _plain_containers(value: Any) -> bool:
+    """Whether ``value`` passes what :func:`_check_json` checks beyond the encoder: string keys
+    only, no container at depth :data:`NESTING_DEPTH_MAX`, fewer than :data:`NODES_MAX` values.
+
+    False sends the value to the full walk, so a False here may be cautious (a key of a ``str``
+    subclass), never a True.
+    """
+    if not isinstance(value, (dict, list, tuple)):
+        return True
+    nodes = 1
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    for _ in range(NODES_MAX):
+        if not stack:
+            return True
+        node, depth = stack.pop()
+        if depth >= NESTING_DEPTH_MAX:
+            return False
+        nodes += len(node)
+        if nodes >= NODES_MAX:
+            return False
+        if isinstance(node, dict):
+            for key in node:
+                if type(key) is not str:
+                    return False
+            node = node.values()
+        for item in node:
+            if isinstance(item, (dict, list, tuple)):
+                stack.append((item, depth + 1))
+    return False
 
 
 def _check_string(text: str, what: str, where: str) -> None:

@@ -14,11 +14,10 @@ whose lease was taken over changes zero rows.
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar, Iterable, Mapping
 
 from ._errors import IdempotencyConflict, UnknownJob
-from ._inputs import finite_number, storable_text
+from ._inputs import finite_number, loads, storable_text
 from ._sql import Dialect, Statements
 from ._store import PAYLOAD_FIX, Claim, Completion, Job, Memo, OutboxRow, check_job_id, clip_error, load_memo, load_payload, load_stored, payload_json
 
@@ -222,7 +221,7 @@ class SqlStore:
     # -- the outbox ---------------------------------------------------------------------------------
     def due_outbox(self, *, now: float, limit: int) -> list[OutboxRow]:
         rows = self._read(self.sql.SELECT_DUE_OUTBOX, {"now": now, "limit": limit})
-        return [OutboxRow(row_id, job_id, kind, json.loads(payload), attempts) for row_id, job_id, kind, payload, attempts in rows]
+        return [OutboxRow(row_id, job_id, kind, loads(payload), attempts) for row_id, job_id, kind, payload, attempts in rows]
 
     def mark_sent(self, ids: list[int], *, now: float) -> int:
         if not ids:
