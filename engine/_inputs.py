@@ -120,20 +120,18 @@ def dumps(value: Any, *, what: str = "value") -> str:
     give back unchanged (a set, a datetime, NaN, a non-string key, a lone surrogate), or nesting
     deeper than :data:`NESTING_DEPTH_MAX`.
     """
-    # The common case costs one C-level encode and a walk over the containers only: the encoder
-    # itself refuses NaN, infinity and types JSON cannot hold, and with ensure_ascii it writes
-    # every character outside ASCII as an escape, so a text without "\\ud" holds no surrogate.
-    # Anything else (a failed encode, a possible surrogate, a key the encoder would have turned
-    # into a string, deep nesting) takes the full walk, which names what is wrong and where.
+    # The common case costs one encode and one decode, both in C: the encoder itself refuses NaN,
+    # infinity and types JSON cannot hold, and :func:`_gives_back` checks the rest on the text.
+    # Anything it cannot vouch for takes the full walk, which names what is wrong and where.
     try:
         text = _CANONICAL.encode(value)
     except (TypeError, ValueError, RecursionError):
         text = None
-    if text is not None and "\\ud" not in text and _plain_containers(value):
+    if text is not None and _gives_back(text, value):
         return text
     _check_json(value, what)
     if text is not None:
-        return text  # the walk found nothing wrong: the "\\ud" was an escaped backslash, or a pair
+        return text  # the walk found nothing wrong (a tuple, say, or a character beyond U+FFFF)
     try:
         return _CANONICAL.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -207,35 +205,19 @@ def _check_json(value: Any, what: str) -> None:
     raise InvalidInput(f"{what} holds more than {NODES_MAX} values; store it elsewhere and pass a reference")
 
 
-def _plain_containers(value: Any) -> bool:
-    """Whether ``value`` passes what :func:`_check_json` checks beyond the encoder: string keys
-    only, no container at depth :data:`NESTING_DEPTH_MAX`, fewer than :data:`NODES_MAX` values.
-
-    False sends the value to the full walk, so a False here may be cautious (a key of a ``str``
-    subclass), never a True.
+def _gives_back(text: str, value: Any) -> bool:
+    """Whether ``text``, the encoding of ``value``, passes what :func:`_check_json` checks beyond
+    the encoder. False sends the value to the full walk, so a False may be cautious, never a True.
     """
-    if not isinstance(value, (dict, list, tuple)):
-        return True
-    nodes = 1
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    for _ in range(NODES_MAX):
-        if not stack:
-            return True
-        node, depth = stack.pop()
-        if depth >= NESTING_DEPTH_MAX:
-            return False
-        nodes += len(node)
-        if nodes >= NODES_MAX:
-            return False
-        if isinstance(node, dict):
-            for key in node:
-                if type(key) is not str:
-                    return False
-            node = node.values()
-        for item in node:
-            if isinstance(item, (dict, list, tuple)):
-                stack.append((item, depth + 1))
-    return False
+    return (
+        # With ensure_ascii every character outside ASCII is an escape: no "\ud", no surrogate.
+        "\\ud" not in text
+        # Every value takes at least one character, and every container a bracket.
+        and len(text) < NODES_MAX
+        and text.count("[") + text.count("{") < NESTING_DEPTH_MAX
+        # A key the encoder turned into a string (1 -> "1") does not compare equal.
+        and _DECODER.raw_decode(text)[0] == value
+    )
 
 
 def _check_string(text: str, what: str, where: str) -> None:
