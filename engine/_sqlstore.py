@@ -258,8 +258,10 @@ class SqlStore:
 class _WriteTransaction:
     """``with store._write() as conn``: begin, then commit, or roll back on any exception.
 
-    A plain class rather than a ``@contextmanager`` generator: every step completion passes
-    through here, and a generator-based context manager costs several times more per use.
+    ``conn`` is one cursor of the store's connection, made for this transaction: its statements
+    run one after the other, and ``connection.execute`` would make a new cursor for each. A plain
+    class rather than a ``@contextmanager`` generator: every step completion passes through here,
+    and a generator-based context manager costs several times more per use.
     """
 
     __slots__ = ("_store",)
@@ -276,7 +278,7 @@ class _WriteTransaction:
             if error is None:
                 raise
             raise error from exc
-        return store.conn
+        return store.conn.cursor()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         store = self._store
