@@ -14,11 +14,10 @@ whose lease was taken over changes zero rows.
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar, Iterable, Mapping
 
 from ._errors import IdempotencyConflict, UnknownJob
-from ._inputs import finite_number, storable_text
+from ._inputs import finite_number, loads, storable_text
 from ._sql import Dialect, Statements
 from ._store import PAYLOAD_FIX, Claim, Completion, Job, Memo, OutboxRow, check_job_id, clip_error, load_memo, load_payload, load_stored, payload_json
 
@@ -222,7 +221,7 @@ class SqlStore:
     # -- the outbox ---------------------------------------------------------------------------------
     def due_outbox(self, *, now: float, limit: int) -> list[OutboxRow]:
         rows = self._read(self.sql.SELECT_DUE_OUTBOX, {"now": now, "limit": limit})
-        return [OutboxRow(row_id, job_id, kind, json.loads(payload), attempts) for row_id, job_id, kind, payload, attempts in rows]
+        return [OutboxRow(row_id, job_id, kind, loads(payload), attempts) for row_id, job_id, kind, payload, attempts in rows]
 
     def mark_sent(self, ids: list[int], *, now: float) -> int:
         if not ids:
@@ -259,8 +258,10 @@ class SqlStore:
 class _WriteTransaction:
     """``with store._write() as conn``: begin, then commit, or roll back on any exception.
 
-    A plain class rather than a ``@contextmanager`` generator: every step completion passes
-    through here, and a generator-based context manager costs several times more per use.
+    ``conn`` is one cursor of the store's connection, made for this transaction: its statements
+    run one after the other, and ``connection.execute`` would make a new cursor for each. A plain
+    class rather than a ``@contextmanager`` generator: every step completion passes through here,
+    and a generator-based context manager costs several times more per use.
     """
 
     __slots__ = ("_store",)
@@ -277,7 +278,7 @@ class _WriteTransaction:
             if error is None:
                 raise
             raise error from exc
-        return store.conn
+        return store.conn.cursor()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         store = self._store

@@ -16,12 +16,11 @@ engine._errors.InvalidInput: job id '' must be a non-empty string (it is the ide
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Protocol
 
 from ._errors import DamagedRow
-from ._inputs import JOB_ID_CHARS_MAX, PAYLOAD_BYTES_MAX, check_job_id, dumps, payload_json
+from ._inputs import JOB_ID_CHARS_MAX, PAYLOAD_BYTES_MAX, check_job_id, dumps, loads, payload_json
 
 __all__ = [
     "Store", "Job", "Claim", "Completion", "Memo", "OutboxRow", "SCHEMA_VERSION", "APPLICATION_ID", "JOB_ID_CHARS_MAX",
@@ -182,7 +181,7 @@ def clip_error(error: str | None) -> str | None:
 def load_stored(text: str, job_id: str, what: str, fix: str) -> Any:
     """Parse JSON the engine wrote itself; anything else is a damaged row (DamagedRow)."""
     try:
-        return json.loads(text)
+        return loads(text)
     except ValueError as exc:
         raise DamagedRow(job_id, what, str(exc), fix) from None
 

@@ -19,7 +19,6 @@ re-runs (one wasted call); after it, the memo is found and the step is skipped.
 
 from __future__ import annotations
 
-import json
 import queue
 import random
 import threading
@@ -30,7 +29,7 @@ from typing import Any, Callable
 
 from ._clock import Clock, SystemClock
 from ._errors import DamagedRow, InvalidInput, LeaseLost, StepTimeout, StoreBusy, StoreFailed, ValidationFailed
-from ._inputs import check_text, finite_number
+from ._inputs import check_text, finite_number, loads
 from ._lease import LEASE_S_DEFAULT, LeasePolicy
 from ._outcome import NO_PROGRESS, Outcome
 from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
@@ -80,7 +79,7 @@ class _ClaimMemos:
             self._read = None
             self._texts = None if inputs else {}
             return inputs
-        return {name: json.loads(text) for name, text in self._texts.items()}
+        return {name: loads(text) for name, text in self._texts.items()}
 
     def committed(self, step: str, output_json: str) -> None:
         if self._texts is not None:
@@ -88,6 +87,37 @@ class _ClaimMemos:
 
     def forget(self) -> None:
         self._texts = self._read = None
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Where a step leads and what its checks call it, worked out once per worker.
+
+    A completion needs the step's states, the step after it and the names its input checks use
+    in an error; they are fixed by the workflow, so they are not derived again on every step.
+    The state table is still checked on every move (:meth:`Workflow.check`).
+    """
+
+    working: str
+    done: str
+    next_working: str | None  # the working state of the step after this one; None after the last
+    final: bool  # ``done`` is the workflow's final state: the completion releases the job
+    timeout_s: float
+    cost_what: str  # how an error names the step's cost, its output
+    output_what: str
+
+    @classmethod
+    def of(cls, workflow: Workflow, step: Step, lease: LeasePolicy) -> "_Route":
+        nxt = workflow.next_step(step.done_state)
+        return cls(
+            working=step.working_state,
+            done=step.done_state,
+            next_working=None if nxt is None else nxt.working_state,
+            final=step.done_state == workflow.final_state,
+            timeout_s=lease.step_timeout_s(step.timeout_s),
+            cost_what=f"cost_usd of step {step.name!r}",
+            output_what=f"output of step {step.name!r}",
+        )
 
 
 class _StepThread:
@@ -263,6 +293,7 @@ class Worker:
             state: workflow.next_step(state).working_state  # type: ignore[union-attr]
             for state in workflow.ready_states
         }
+        self._routes = {step.name: _Route.of(workflow, step, self.lease) for step in workflow.steps}
 
     # -- the loop -----------------------------------------------------------------------------
     def claim(self) -> Claim | None:
@@ -336,9 +367,8 @@ class Worker:
             committed = self._commit(claim, step, StepOutput(memo.output, memo.cost_usd), write_memo=False, memos=memos)
             return committed[0], committed[1], False
         payload = load_payload(claim.job_id, claim.payload_json)
-        now = self.clock.now()
-        timeout = self.lease.step_timeout_s(step.timeout_s)
-        ctx = self.context_class(self, claim, step, payload, memos.load(self.store, claim.job_id), deadline=now + timeout)
+        timeout = self._routes[step.name].timeout_s
+        ctx = self.context_class(self, claim, step, payload, memos.load(self.store, claim.job_id), deadline=self.clock.now() + timeout)
         try:
             raw = self._call(step, ctx, timeout)
         except LeaseLost:
@@ -387,11 +417,13 @@ class Worker:
             ctx.heartbeat()
         raise AssertionError(f"step {step.name!r}: waited {WAITS_MAX} times without reaching its timeout")
 
-    @staticmethod
-    def _encode(step: Step, output: StepOutput) -> tuple[str, dict[str, str]]:
+    def _encode(self, step: Step, output: StepOutput) -> tuple[str, dict[str, str]]:
         """The JSON of a step's output and effects; :class:`InvalidInput` if they cannot be stored."""
-        finite_number(f"cost_usd of step {step.name!r}", output.cost_usd, minimum=0.0)
-        output_json = dumps(output.output, what=f"output of step {step.name!r}")
+        route = self._routes[step.name]
+        finite_number(route.cost_what, output.cost_usd, minimum=0.0)
+        output_json = dumps(output.output, what=route.output_what)
+        if not output.effects:
+            return output_json, {}
         effects = {kind: dumps(p, what=f"effect {kind!r} of step {step.name!r}") for kind, p in output.effects.items()}
         return output_json, effects
 
@@ -405,32 +437,33 @@ class Worker:
         memos: _ClaimMemos,
         encoded: tuple[str, dict[str, str]] | None = None,
     ) -> tuple[Outcome, Claim | None]:
-        undeclared = set(output.effects) - set(step.effects) if output.effects else ()
-        if undeclared:  # a bug in the workflow's code, not in this job: it is raised, not parked
-            raise InvalidInput(
-                f"step {step.name!r} emitted effects {sorted(undeclared)} it does not declare; "
-                f"add them to Step(effects=...) (declared: {list(step.effects)})"
-            )
+        if output.effects:
+            undeclared = set(output.effects) - set(step.effects)
+            if undeclared:  # a bug in the workflow's code, not in this job: it is raised, not parked
+                raise InvalidInput(
+                    f"step {step.name!r} emitted effects {sorted(undeclared)} it does not declare; "
+                    f"add them to Step(effects=...) (declared: {list(step.effects)})"
+                )
         output_json, effects = encoded if encoded is not None else self._encode(step, output)
-        now = self.clock.now()
-        nxt = self.workflow.next_step(step.done_state)
-        self.workflow.check(step.working_state, step.done_state)
+        route = self._routes[step.name]
+        nxt = route.next_working
+        self.workflow.check(route.working, route.done)
         if nxt is not None:
-            self.workflow.check(step.done_state, nxt.working_state)
-        final = step.done_state == self.workflow.final_state
+            self.workflow.check(route.done, nxt)
+        now = self.clock.now()
         lease_until = self.lease.renewed(claimed_until=claim.lease_until, now=now)
         completion = Completion(
             step=step.name,
-            from_state=step.working_state,
-            done_state=step.done_state,
+            from_state=route.working,
+            done_state=route.done,
             output_json=output_json,
             now=now,
             lease_until=lease_until,
             cost_usd=float(output.cost_usd),
             effects=effects,
-            next_state=None if nxt is None else nxt.working_state,
-            release_at=None if final else now,
-            result_json=output_json if final else None,
+            next_state=nxt,
+            release_at=None if route.final else now,
+            result_json=output_json if route.final else None,
             write_memo=write_memo,
         )
         with self._db_lock:
@@ -439,9 +472,9 @@ class Worker:
             return Outcome.LEASE_LOST, None
         memos.committed(step.name, output_json)
         if nxt is None:
-            return (Outcome.DONE if final else Outcome.ADVANCED), None
+            return (Outcome.DONE if route.final else Outcome.ADVANCED), None
         # Built directly: dataclasses.replace is several times slower, and this runs on every step.
-        return Outcome.ADVANCED, Claim(claim.job_id, nxt.working_state, claim.payload_json, 0, claim.token, lease_until)
+        return Outcome.ADVANCED, Claim(claim.job_id, nxt, claim.payload_json, 0, claim.token, lease_until)
 
     # -- leaving a step without a result ---------------------------------------------------------
     def _failed(self, claim: Claim, step: Step, exc: BaseException) -> Outcome:
