@@ -11,27 +11,26 @@ import argparse
 import json
 import os
 import sys
-from collections import Counter
-from typing import Sequence
+from typing import Iterable, Sequence
 
+import engine
 from engine.arguments import OneLineParser, non_negative_int, positive_int
 from engine.terminal import printable, stdout_closed
 
 from chaos.adapter import REFERENCE_TARGET
 from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, run_matrix
+from chaos.core.findings import KnownKey, findings, headlines, known_keys
 from chaos.core.scenario import MODES
 
-__all__ = ["main", "COMMANDS", "format_report"]
+__all__ = ["main", "COMMANDS", "format_report", "annotations"]
 
 POSTGRES_TARGET = "chaos:postgres_adapter"
-COMMANDS = ("matrix", "explore", "adapter", "demo", "soak", "plans")
+COMMANDS = ("matrix", "baseline", "explore", "adapter", "demo", "soak", "plans")
 SOURCE_CHARS_MAX = 60
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m chaos", description="Crash-test a durable workflow engine.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("matrix", help="kill a worker at every crash point and check the invariants")
+def _matrix_arguments(m: argparse.ArgumentParser) -> None:
+    """The options of a matrix run (``matrix`` and ``baseline``)."""
     m.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
     m.add_argument("--mode", choices=MODES, default="fork", help="fork: real SIGKILL in a child (default); inprocess: faster, weaker")
     m.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of every RNG in the run (default 0)")
@@ -55,6 +54,17 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--db", help="postgresql://... URL of a server whose user may create databases (implies --backend postgresql)")
     m.add_argument("--verbose", action="store_true", help="print a line per point before the findings and the summary")
     m.add_argument("--quiet", action="store_true", help="print only findings and the summary (the default; kept for old scripts)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="python -m chaos", description="Crash-test a durable workflow engine.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("matrix", help="kill a worker at every crash point and check the invariants")
+    _matrix_arguments(m)
+    m.add_argument("--baseline", metavar="FILE",
+                   help="a file of known findings (python -m chaos baseline): only findings not in it fail the run")
+    _matrix_arguments(sub.add_parser(
+        "baseline", help="run the matrix and print its findings as JSON: a file of known findings for matrix --baseline"))
     # Random histories (chaos.machine, which imports Hypothesis only when the command runs).
     e = sub.add_parser("explore", help="random histories of runs, kills, clock jumps and faults; a failure is shrunk and replayable")
     e.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
@@ -94,7 +104,7 @@ def _command(args: argparse.Namespace) -> int:
         from chaos import machine
 
         return machine.run_cli(args)
-    if args.command == "matrix":
+    if args.command in ("matrix", "baseline"):
         return _matrix(args)
     if args.command == "adapter":
         return _adapter(args)
@@ -164,16 +174,99 @@ def _matrix(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"error: {printable(exc)}", file=sys.stderr)
             return 2
+    known_file = getattr(args, "baseline", None)
     try:
+        known = _read_known(known_file) if known_file else set()
+    except ValueError as exc:
+        print(f"error: {printable(exc)}", file=sys.stderr)
+        return 2
+    found = known_keys(report)
+    try:
+        if args.command == "baseline":
+            print(json.dumps(_known_json(report, found), indent=2))
+            return 0
         if args.json:
             print(json.dumps(report.to_json(), indent=2))
         else:
             for line in _disabled_by_missing_capabilities(target):
                 print(line)
-            print(format_report(report, verbose=args.verbose and not args.quiet))
+            print(format_report(report, verbose=args.verbose and not args.quiet, known=known))
+            if known_file:
+                print(f"{len(found & known)} known findings (in {known_file}) left out, {len(found - known)} new")
+            gone = sorted(known - found)
+            if gone:
+                print(f"known findings no longer seen ({len(gone)}), to drop from {known_file}:")
+                for family, fault, invariant, cause in gone[:KNOWN_SHOWN_MAX]:
+                    print(f"  {invariant} in family {family!r}{f' [{fault}]' if fault else ' without any fault'}: {cause}")
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            for line in annotations(report, known):
+                print(line)
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: the verdict still stands
         stdout_closed()
+    if known_file:
+        return 1 if found - known else 0
     return 1 if report.violations else 0
+
+
+KNOWN_SHOWN_MAX = 20
+KNOWN_FORMAT = 1
+
+
+def _known_json(report: MatrixReport, found: set[KnownKey]) -> dict:
+    return {"crashgate_baseline": KNOWN_FORMAT, "target": report.target,
+            "findings": [{"family": f, "fault": k, "invariant": i, "cause": c} for f, k, i, c in sorted(found)]}
+
+
+def _read_known(path: str) -> set[KnownKey]:
+    """The findings of a file written by ``python -m chaos baseline``; ValueError names what is wrong."""
+    fix = f"write one with: python -m chaos baseline --target X > {path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise ValueError(f"--baseline {path!r}: cannot read it ({exc.strerror}); {fix}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--baseline {path!r} is not JSON ({exc}); {fix}") from exc
+    rows = data.get("findings") if isinstance(data, dict) and data.get("crashgate_baseline") == KNOWN_FORMAT else None
+    fields = ("family", "fault", "invariant", "cause")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(isinstance(r.get(k), str) for k in fields) for r in rows):
+        raise ValueError(f"--baseline {path!r} is not a file of known findings (crashgate_baseline: {KNOWN_FORMAT}, "
+                         f"findings: [{{family, fault, invariant, cause}}]); {fix}")
+    return {(r["family"], r["fault"], r["invariant"], r["cause"]) for r in rows}
+
+
+def annotations(report: MatrixReport, known: Iterable[KnownKey] = ()) -> list[str]:
+    """GitHub Actions workflow commands: one ``::error`` per finding group, at the user's line
+    where the world's ledger knows it, else at the point's line."""
+    known = set(known)
+    out = []
+    for head in headlines(report):
+        if all((family, "", head.invariant, head.cause) in known for family in head.families):
+            continue
+        out.append(_annotation(head.where, None, f"crashgate {head.invariant} (without any fault)",
+                               f"{head.example} ({len(head.families)} families); fix: {head.fix}"))
+    for f in findings(report, known=known):
+        out.append(_annotation(f.where, f.first, f"crashgate {f.invariant}",
+                               f"{f.example} ({f.points} points); fix: {f.fix}; replay: {f.first.replay}"))
+    return out
+
+
+def _annotation(where: str, first: object, title: str, message: str) -> str:
+    """One ``::error`` command, escaped as GitHub's workflow commands want."""
+    def data(value: str) -> str:
+        return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(value: str) -> str:
+        return data(value).replace(":", "%3A").replace(",", "%2C")
+
+    if where:
+        path, _, line = where.rpartition(":")
+        location = f"file={prop(path)},line={line},"
+    elif first is not None:
+        location = f"file={prop(_short(first.point.file))},line={first.point.line},"  # type: ignore[attr-defined]
+    else:
+        location = ""
+    return f"::error {location}title={prop(title)}::{data(message)}"
 
 
 def _jobs(text: str) -> int:
@@ -181,15 +274,25 @@ def _jobs(text: str) -> int:
     return (os.cpu_count() or 1) if text == "auto" else positive_int(text)
 
 
-def format_report(report: MatrixReport, *, verbose: bool = False) -> str:
-    """The matrix as a person reads it: the families that fail without any fault first, then the
-    findings, coverage and a summary (``verbose``: a row per point before them)."""
+def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterable[KnownKey] = ()) -> str:
+    """The matrix as a person reads it: how the families fail without any fault first, then each
+    finding once (grouped by invariant and cause, with its count, the user's line, the fix and a
+    replay command), coverage and a summary. ``verbose``: a row per point and every violation at
+    every point as well. ``known``: findings of a file of known findings, left out."""
     out: list[str] = []
-    for name, base in report.baselines.items():
-        for v in base.violations:
-            out.append(f"FAILS WITHOUT ANY FAULT: family {name!r}: {v.detail}" if v.invariant == "baseline"
-                       else f"VIOLATION {v.invariant} in family {name!r} without any crash: {v.detail}")
-            out.append(f"  lesson: {report.lessons[name]}")
+    known = set(known)
+    for head in headlines(report):
+        if all((family, "", head.invariant, head.cause) in known for family in head.families):
+            continue
+        families = ", ".join(head.families)
+        points = f", and at {head.points} points" if head.points else ""
+        label = "" if head.invariant == "baseline" else f"{head.invariant}: "
+        out.append(f"FAILS WITHOUT ANY FAULT in {len(head.families)} of {len(report.baselines)} families ({families}){points}: "
+                   f"{label}{head.example if head.invariant == 'baseline' else _shorten(head.example)}")
+        if head.fix:
+            out.append(f"  fix: {head.fix}")
+        out.append(f"  lesson: {report.lessons[head.families[0]]}")
+        out.append(f"  replay: {_family_replay(report, head.families[0])}")
     for name, reason in report.skipped.items():
         out.append(f"skipped: family {name!r}: {reason}")
     if verbose:
@@ -200,22 +303,34 @@ def format_report(report: MatrixReport, *, verbose: bool = False) -> str:
                 outcome = r.outcome.exit
             out.append(f"{r.fault:<14} {r.id:<52} {r.source[:SOURCE_CHARS_MAX]:<{SOURCE_CHARS_MAX}} {outcome:<11} {r.outcome.wasted_calls}")
         out.append("")
-    alike = Counter((r.same_as, r.fault) for r in report.results if r.same_as)
-    for r in report.results:
-        if r.same_as:  # reported once, at the point its class ran at
-            continue
-        for v in r.outcome.violations:
-            out.append(f"VIOLATION {v.invariant} at {r.id} [{r.fault}] ({_short(r.point.file)}:{r.point.line}: {r.source})")
-            out.append(f"  seen: {v.detail}")
-            if alike[(r.id, r.fault)]:
-                what = "crash class (no durable change between them)" if r.fault == "crash" else "pause class (no visible operation between them)"
-                out.append(f"  also at the {alike[(r.id, r.fault)]} later points of its {what}")
-            out.append(f"  lesson: {report.lessons[r.family]}")
-            out.append(f"  replay: {r.replay}")
+        for r in report.results:
+            for v in r.outcome.violations:
+                out.append(f"VIOLATION {v.invariant} at {r.id} [{r.fault}] ({_short(r.point.file)}:{r.point.line}: {r.source})")
+                out.append(f"  seen: {v.detail}")
+                out.append(f"  replay: {r.replay}")
+    for n, f in enumerate(findings(report, known=known), 1):
+        faults = ", ".join(f"{kind} {count}" for kind, count in f.faults.most_common())
+        families = ", ".join(f.families)
+        first = f.first
+        out.append(f"FINDING {n}: {f.invariant} at {f.points} point(s) of {len(f.families)} families ({families}) [{faults}]")
+        out.append(f"  seen: {_shorten(f.example)}")
+        out.append(f"  where: {f.where or f'{_short(first.point.file)}:{first.point.line}: {first.source}'}"
+                   + (f" (the first point: {_short(first.point.file)}:{first.point.line})" if f.where else ""))
+        if f.fix:
+            out.append(f"  fix: {f.fix}")
+        out.append(f"  lesson: {report.lessons[first.family]}")
+        out.append(f"  replay: {first.replay}")
     cov = report.coverage()
     out.append(f"crash coverage: {cov['exercised']}/{cov['lines']} executable lines of the functions reached ({cov['percent']}%)")
-    for path, lines in cov["missed"].items():
+    engine_dir = os.path.dirname(os.path.abspath(engine.__file__)) + os.sep
+    hidden = 0
+    for path, lines in sorted(cov["missed"].items(), key=lambda item: os.path.abspath(item[0]).startswith(engine_dir)):
+        if not verbose and os.path.abspath(path).startswith(engine_dir) and _user_files(report):
+            hidden += len(lines)  # the reference engine's own lines, under a workflow of the user's
+            continue
         out.append(f"  not reached by any scenario: {path}: {_ranges(lines)}")
+    if hidden:
+        out.append(f"  not reached by any scenario: {hidden} lines of the engine/ package (--verbose lists them)")
     for kind, row in report.by_fault().items():
         per = "crash" if kind == "crash" else "pause"
         ran = f" ({row['run']} run, one per {per} class)" if row["run"] != row["scenarios"] else ""
@@ -237,6 +352,21 @@ def format_report(report: MatrixReport, *, verbose: bool = False) -> str:
         f"{held} held, {report.points - held} violated, {report.wasted_calls} wasted calls, {report.seconds:.1f}s"
     )
     return "\n".join(out)
+
+
+def _user_files(report: MatrixReport) -> bool:
+    """Whether the crash points include files outside the engine/ package: a workflow of the user's."""
+    engine_dir = os.path.dirname(os.path.abspath(engine.__file__)) + os.sep
+    return any(not os.path.abspath(path).startswith(engine_dir) for path in report.executable)
+
+
+def _shorten(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _family_replay(report: MatrixReport, family: str) -> str:
+    """The command that runs one family's points (its baseline first)."""
+    return f"python -m chaos matrix --target {report.target} --family {family} --faults {','.join(report.faults)} --seed {report.seed}"
 
 
 def _ranges(lines: list[int]) -> str:

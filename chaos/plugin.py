@@ -557,7 +557,8 @@ class PlanBaseline(_PlanItem):
                 calls[step] = calls.get(step, 0) + count
             from collections import Counter
 
-            failures = expect_failures(expect, states=base.final_states, calls_by_step=Counter(calls), applied=base.applied, wasted=base.wasted_calls)
+            failures = expect_failures(expect, states=base.final_states, calls_by_step=Counter(calls), applied=base.applied,
+                                       wasted=base.wasted_calls, last_errors=base.last_errors)
         rec = self.record(
             kind="baseline",
             held=base.held and not failures,

@@ -19,6 +19,7 @@ from chaos.core.world import Call, Delivery
 
 __all__ = [
     "Evidence",
+    "FIXES",
     "initial_states",
     "submit_policy",
     "Violation",
@@ -148,7 +149,7 @@ def no_spend_after_memo(ev: Evidence) -> list[Violation]:
         Violation(
             "no-spend-after-memo",
             f"worker {c.worker!r} paid for {c.task!r} of job {c.job_id!r} (step {c.step!r}) after that step's memo "
-            "was committed, while holding a valid lease",
+            f"was committed, while holding a valid lease{f' (paid from {c.origin})' if c.origin else ''}",
         )
         for c in ev.calls
         if c.memo_committed and c.lease_valid
@@ -166,15 +167,17 @@ def bounded_spend(ev: Evidence) -> list[Violation]:
     """
     calls = Counter((c.job_id, c.step) for c in ev.calls)
     faulted = Counter((c.job_id, c.step) for c in ev.calls if c.fault in INTERRUPTING_FAULTS)
+    paid_from = {(c.job_id, c.step): c.origin for c in ev.calls if c.origin}
     out = []
     for key, count in sorted(calls.items()):
         allowed = 1 + ev.interruptions.get(key, 0) + faulted.get(key, 0)
         if count > allowed:
+            where = f", paid from {paid_from[key]}" if key in paid_from else ""
             out.append(
                 Violation(
                     "bounded-spend",
                     f"job {key[0]!r} step {key[1]!r}: {count} paid calls, at most {allowed} allowed "
-                    f"({ev.interruptions.get(key, 0)} interruption(s), {faulted.get(key, 0)} faulted call(s))",
+                    f"({ev.interruptions.get(key, 0)} interruption(s), {faulted.get(key, 0)} faulted call(s){where})",
                 )
             )
     return out
@@ -254,8 +257,10 @@ def outbox_at_least_once(ev: Evidence, *, at_rest: bool = True) -> list[Violatio
     outbox_keys = {row.key for row in ev.snapshot.outbox}
     delivered = {d.key for d in ev.deliveries}
     applied = Counter(d.key for d in ev.deliveries if d.applied)
+    sent_from = {d.key: d.origin for d in ev.deliveries if d.origin}
     for key in sorted(delivered - outbox_keys):
-        out.append(Violation("outbox-at-least-once", f"effect {key!r} arrived at the receiver without a committed outbox row"))
+        where = f" (sent from {sent_from[key]})" if key in sent_from else ""
+        out.append(Violation("outbox-at-least-once", f"effect {key!r} arrived at the receiver without a committed outbox row{where}"))
     for key, count in sorted(applied.items()):
         if count > 1:
             out.append(Violation("outbox-at-least-once", f"effect {key!r} was applied {count} times at the receiver"))
@@ -315,6 +320,38 @@ def fenced_writes(ev: Evidence) -> list[Violation]:
 
 def _outbox_now(ev: Evidence) -> list[Violation]:
     return outbox_at_least_once(ev, at_rest=False)
+
+
+# The common causes of each finding, and the fix, in the terms of a workflow's author.
+FIXES: dict[str, str] = {
+    "legal-transitions": "a state was written without the table's check, or by a worker whose job had moved on: move "
+                         "states only along the table's edges, with compare-and-swap (UPDATE ... WHERE state = :expected)",
+    "no-spend-after-memo": "a step ran although its memo row was committed: look the memo up before running a step, and "
+                           "skip the step when it is there",
+    "bounded-spend": "a step was paid for more often than crashes explain: renew the lease while a step runs (a "
+                     "heartbeat) and keep the step's deadline shorter than the lease; never retry a poison input",
+    "memo-stable": "a memo row changed after it was written: insert it once (INSERT ... ON CONFLICT DO NOTHING) in the "
+                   "step's completion transaction, never update or delete it",
+    "progress-recorded": "the state moved past a step without its memo row: commit the memo row and the state change in "
+                         "one transaction",
+    "effects-complete": "a finished job lacks an effect, or has it twice: declare each effect on its Step and return it in "
+                        "StepOutput(effects=...), so that the engine commits it with the step and the outbox sends it",
+    "outbox-at-least-once": "an effect reached the receiver without a committed outbox row, or a row was marked sent but "
+                            "never delivered: return the effect in StepOutput(effects=...) and declare it on the Step, "
+                            "instead of sending from the step; mark a row sent only after delivering it",
+    "drains": "a job or an outbox row stayed stuck: release the lease on every way out of a step (done, retry, failure), "
+              "let expired leases be claimed, and back off instead of raising when the database is locked",
+    "fenced-writes": "a worker wrote to a job after another had taken it over: hand out a fencing token with each claim "
+                     "and guard every write with it (WHERE token = :mine), not with the state alone",
+    "idempotent-submit": "a repeated submit changed or duplicated a job: use the caller's id as the key (INSERT ... ON "
+                         "CONFLICT DO NOTHING) and refuse another payload for it (or declare submit_conflict)",
+    "same-outcome": "a crash changed how a job ends: a step read state kept in process memory, behaved differently on a "
+                    "second attempt, or needs more than the memo rows hold; make each step a function of the payload and "
+                    "the earlier steps' memo rows only",
+    "baseline": "the workflow fails without any fault: read the jobs' last_error above; for the payload, give your adapter "
+                "a payload(job_id) method",
+    "raised": "the code under test raised: the traceback's last lines are above, the replay command reruns it alone",
+}
 
 
 # Checked at every observable moment (right after a kill, after every state-machine rule).

@@ -183,6 +183,10 @@ class Sandbox:
     def states(self) -> dict[str, str]:
         return {job_id: job.state for job_id, job in sorted(self.adapter.inspect(self.db).jobs.items())}
 
+    def last_errors(self) -> dict[str, str | None]:
+        """Each job's ``last_error``: what the engine says went wrong last (None if nothing)."""
+        return {job_id: job.last_error for job_id, job in sorted(self.adapter.inspect(self.db).jobs.items())}
+
     def calls(self, task: str | None = None) -> list[Call]:
         """Paid calls in the world's ledger (of ``task`` only, if given), in order."""
         return [c for c in self.world.calls() if task is None or c.task == task]

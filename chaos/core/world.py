@@ -19,9 +19,12 @@ than the lease while a second worker runs (interleaved deterministically, not by
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sqlite3
+import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -35,7 +38,7 @@ from engine import (
 )
 from engine import generated_document, local_answer
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS", "raise_fault"]
+__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS", "raise_fault", "origin"]
 
 FAULT_KINDS = (
     "timeout",
@@ -52,6 +55,9 @@ FAULT_KINDS = (
 # fault gone, rightly ends elsewhere.
 OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail"})
 USD_PER_1K_CHARS = 0.002
+_HARNESS_AND_ENGINE = tuple(
+    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (sys.modules["chaos"], sys.modules["engine"])
+)
 MESSAGES = {"timeout": "model call timed out", "connection": "connection reset by peer",
             "server_error": "503 Service Unavailable", "bad_request": "400 Bad Request"}
 
@@ -86,19 +92,43 @@ SLOW_CALL_S_DEFAULT = 180.0
 LEDGER_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS call (
         seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, task TEXT, worker TEXT, token INTEGER,
-        at REAL, memo_committed INTEGER, lease_valid INTEGER, fault TEXT)""",
+        at REAL, memo_committed INTEGER, lease_valid INTEGER, fault TEXT, origin TEXT)""",
     """CREATE TABLE IF NOT EXISTS delivery (
-        seq INTEGER PRIMARY KEY, key TEXT, kind TEXT, payload TEXT, at REAL, applied INTEGER)""",
+        seq INTEGER PRIMARY KEY, key TEXT, kind TEXT, payload TEXT, at REAL, applied INTEGER, origin TEXT)""",
     "CREATE TABLE IF NOT EXISTS effect (key TEXT PRIMARY KEY, kind TEXT, payload TEXT, applied INTEGER)",
     # Every fault a step met, paid call or not (a document fetch is free): which job it changed.
     "CREATE TABLE IF NOT EXISTS fault (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, task TEXT, kind TEXT)",
 )
 RECORD_FAULT = "INSERT INTO fault (job_id, step, task, kind) VALUES (?, ?, ?, ?)"
 RECORD_CALL = (
-    "INSERT INTO call (job_id, step, task, worker, token, at, memo_committed, lease_valid, fault) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO call (job_id, step, task, worker, token, at, memo_committed, lease_valid, fault, origin) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-RECORD_DELIVERY = "INSERT INTO delivery (key, kind, payload, at, applied) VALUES (?, ?, ?, ?, ?)"
+RECORD_DELIVERY = "INSERT INTO delivery (key, kind, payload, at, applied, origin) VALUES (?, ?, ?, ?, ?, ?)"
+# Where a call or a delivery was made from: the first frame outside the harness, the engine and
+# Python's installation (its library and site-packages: pytest's frames above a forked child),
+# which is the user's step, as "path:line", relative to the working directory.
+NOT_THE_USERS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (json, sqlite3, threading))
+
+
+def origin() -> str:
+    """The user's line that led here ("" when only the harness and the engine did: an outbox
+    sender's delivery, the harness's own calls)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if not path.startswith(_HARNESS_AND_ENGINE + NOT_THE_USERS) and not path.startswith("<"):
+                return f"{_shown(path)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return ""
+    finally:
+        del frame
+
+
+def _shown(path: str) -> str:
+    cwd = os.getcwd() + os.sep
+    return path[len(cwd):] if path.startswith(cwd) else path
 APPLY_EFFECT = "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) ON CONFLICT (key) DO NOTHING"
 
 
@@ -135,6 +165,7 @@ class Call:
     memo_committed: bool
     lease_valid: bool
     fault: str | None
+    origin: str = ""  # the user's line that made the call (see origin())
 
 
 @dataclass(frozen=True)
@@ -144,6 +175,7 @@ class Delivery:
     kind: str
     applied: bool
     payload: str = ""  # the effect's payload as sent (JSON)
+    origin: str = ""  # the user's line that sent it; "" for the engine's outbox sender
 
 
 Probe = Callable[[str, str, str, int, float], "tuple[bool, bool]"]
@@ -203,13 +235,13 @@ class World:
 
     def calls(self) -> list[Call]:
         rows = self.conn.execute(
-            "SELECT seq, job_id, step, task, worker, token, at, memo_committed, lease_valid, fault FROM call ORDER BY seq"
+            "SELECT seq, job_id, step, task, worker, token, at, memo_committed, lease_valid, fault, origin FROM call ORDER BY seq"
         )
-        return [Call(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8]), r[9]) for r in rows]
+        return [Call(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8]), r[9], r[10] or "") for r in rows]
 
     def deliveries(self) -> list[Delivery]:
-        rows = self.conn.execute("SELECT seq, key, kind, applied, payload FROM delivery ORDER BY seq")
-        return [Delivery(r[0], r[1], r[2], bool(r[3]), r[4] or "") for r in rows]
+        rows = self.conn.execute("SELECT seq, key, kind, applied, payload, origin FROM delivery ORDER BY seq")
+        return [Delivery(r[0], r[1], r[2], bool(r[3]), r[4] or "", r[5] or "") for r in rows]
 
     def applied_effects(self) -> dict[str, int]:
         """Effects applied at the receiver, per idempotency key (the receiver dedupes: 1 each)."""
@@ -250,7 +282,7 @@ class World:
         memo_committed, lease_valid = self.probe(ctx.job_id, ctx.step, ctx.worker_id, token, now)
         self.conn.execute(
             RECORD_CALL,
-            (ctx.job_id, ctx.step, task, ctx.worker_id, token, now, memo_committed, lease_valid, fault and fault.kind),
+            (ctx.job_id, ctx.step, task, ctx.worker_id, token, now, memo_committed, lease_valid, fault and fault.kind, origin()),
         )
 
     def deliver(self, key: str, kind: str, payload: Any) -> None:
@@ -263,7 +295,7 @@ class World:
         conn.execute("BEGIN IMMEDIATE")
         try:
             applied = conn.execute(APPLY_EFFECT, (key, kind, payload_json)).rowcount == 1
-            conn.execute(RECORD_DELIVERY, (key, kind, payload_json, now, applied))
+            conn.execute(RECORD_DELIVERY, (key, kind, payload_json, now, applied, origin()))
         except BaseException:
             conn.execute("ROLLBACK")
             raise

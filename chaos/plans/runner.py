@@ -31,7 +31,7 @@ import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation
 from chaos.hostfaults.faults import (
@@ -283,6 +283,7 @@ def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: 
             calls_by_step=calls,
             applied=outcome.applied,
             wasted=outcome.wasted_calls,
+            last_errors=outcome.last_errors,
         )
     return outcome, failures
 
@@ -407,6 +408,7 @@ def _box_failures(box: Sandbox, expect: Expect) -> list[str]:
         calls_by_step=Counter(c.step for c in calls),
         applied=len(box.applied()),
         wasted=box.wasted_calls(),
+        last_errors=box.last_errors(),
     )
     if expect.job_rows is not None:
         rows = len(box.states())
@@ -432,15 +434,24 @@ def _box_failures(box: Sandbox, expect: Expect) -> list[str]:
     return failures
 
 
-def expect_failures(expect: Expect, *, states: dict[str, str], calls_by_step: Counter, applied: int, wasted: int) -> list[str]:
+def expect_failures(expect: Expect, *, states: dict[str, str], calls_by_step: Counter, applied: int, wasted: int,
+                    last_errors: dict[str, str | None] | None = None) -> list[str]:
+    """What a section's ``expect`` finds wrong, one line each (a job in the wrong state with its
+    ``last_error``, where the engine gave one)."""
     out: list[str] = []
+    errors = last_errors or {}
+
+    def why(job_ids: Iterable[str]) -> str:
+        said = [f"{job_id!r}: {errors[job_id]}" for job_id in job_ids if errors.get(job_id)]
+        return f" (last_error of {'; of '.join(said)})" if said else ""
+
     if expect.state is not None:
         wrong = {j: s for j, s in sorted(states.items()) if s != expect.state}
         if wrong or not states:
-            out.append(f"{expect.where}: expected every job in {expect.state!r}, found {wrong or 'no jobs'}")
+            out.append(f"{expect.where}: expected every job in {expect.state!r}, found {wrong or 'no jobs'}{why(wrong)}")
     for job_id, state in expect.states.items():
         if states.get(job_id) != state:
-            out.append(f"{expect.where}: expected job {job_id!r} in {state!r}, found {states.get(job_id)!r}")
+            out.append(f"{expect.where}: expected job {job_id!r} in {state!r}, found {states.get(job_id)!r}{why([job_id])}")
     for step, count in expect.calls.items():
         if calls_by_step.get(step, 0) != count:
             out.append(f"{expect.where}: expected {count} paid call(s) during step {step!r}, the ledger has {calls_by_step.get(step, 0)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -35,13 +36,13 @@ def test_matrix_json_has_points_violations_coverage_and_per_point_results():
 def test_a_violation_exits_1_and_prints_the_invariant_the_lesson_and_a_replay_command_that_reproduces_it():
     out = run("--target", "quality.variants:MarkBeforeSend", "--family", "sender", "--faults", "crash")
     assert out.returncode == 1
-    assert "VIOLATION outbox-at-least-once" in out.stdout
+    assert re.search(r"^FINDING \d+: outbox-at-least-once", out.stdout, re.M)
     assert "lesson: A crash between delivering and marking re-delivers" in out.stdout
     replay = next(line for line in out.stdout.splitlines() if line.strip().startswith("replay:")).split("replay: ", 1)[1]
     again = subprocess.run(replay, shell=True, capture_output=True, text=True, timeout=600, env=ENV)
     assert again.returncode == 1
     assert "1 points in 1 families" in again.stdout
-    assert "VIOLATION outbox-at-least-once" in again.stdout
+    assert re.search(r"^FINDING \d+: outbox-at-least-once", again.stdout, re.M)
 
 
 def test_verbose_shows_every_point_with_its_source_line_and_outcome():

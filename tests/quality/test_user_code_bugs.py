@@ -63,7 +63,7 @@ def test_the_matrix_command_exits_1_and_puts_the_baseline_failure_first():
     )
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("FAILS WITHOUT ANY FAULT: family 'clean'"), lines[:3]
+    assert lines[0].startswith("FAILS WITHOUT ANY FAULT in 1 of 1 families (clean): family 'clean' fails"), lines[:3]
     assert "1 failing without any fault" in lines[-1]
     assert len(lines) < 40
 
@@ -122,3 +122,19 @@ def test_explore_refuses_to_pass_a_workflow_that_fails_without_any_fault():
     assert not report.passed and report.examples == 0
     assert report.invariants == {"baseline"}
     assert "failed_summarise" in report.failure and "payload(job_id)" in report.failure
+
+
+def test_a_plan_whose_jobs_end_in_a_failed_state_says_their_last_error(pytester):
+    """A plan's expectation names the state it wanted, the state found and why the job is there."""
+    pytester.syspathinsert(TESTS)
+    plans = pytester.path / "fault_plans"
+    plans.mkdir()
+    (plans / "readme.toml").write_text(
+        'lesson = "The README\'s workflow delivers every note."\n\n[[scenario]]\nname = "delivers"\n'
+        'script = [{ submit = "note-1" }, { drain = true }]\nexpect = { state = "notify_done" }\n'
+    )
+    result = pytester.runpytest("--chaos-target", "quality.user_workflows:ReadmeNotes", "-q", "-p", "no:randomly")
+    assert result.ret == 1
+    out = result.stdout.str()
+    assert "expected every job in 'notify_done', found {" in out and "'note-1': 'failed_summarise'}" in out, out
+    assert "(last_error of 'doc-1': summarise: KeyError: 'text'; of 'note-1': summarise: KeyError: 'text')" in out

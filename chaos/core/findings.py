@@ -1,0 +1,134 @@
+"""Findings: the violations of a matrix run grouped by invariant and cause, each with its fix.
+
+One unsafe step can break an invariant at hundreds of points; a person needs it once, with the
+count, the user's line, the fix in their own terms and one replay command. A **cause** is a
+violation's detail with what changes from point to point taken out (job ids, worker names,
+states, numbers in quotes or not), keeping the user's line (``sent from notes.py:23``): two
+points with one cause are one finding. A family whose run without any fault already breaks an
+invariant is one headline, and its points that fail the same way are counted under it.
+
+The **key** of a finding for a file of known findings (``python -m chaos baseline``) is what
+stays the same across commits: family, fault, invariant and cause, never a line number of the
+engine.
+
+>>> normalise("job 'doc-1' step 'extract': 3 paid calls, at most 2 allowed (1 interruption(s), paid from notes.py:23)")
+"job '…' step '…': N paid calls, at most N allowed (N interruption(s), paid from notes.py:23)"
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from chaos.core.invariants import FIXES
+
+__all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_line", "known_keys", "KnownKey"]
+
+_ORIGIN = re.compile(r"\b(?:sent|paid) from (\S+?:\d+)")
+KnownKey = tuple[str, str, str, str]  # (family, fault, invariant, cause); fault "" for a baseline
+
+
+def normalise(detail: str) -> str:
+    """``detail`` without what varies from point to point: quoted values and numbers, except in
+    the user's line."""
+    origins = [m.group(0) for m in _ORIGIN.finditer(detail)]
+    text = _ORIGIN.sub("\0", detail)
+    text = re.sub(r"'[^']*'", "'…'", text)
+    text = re.sub(r'"[^"]*"', '"…"', text)
+    text = re.sub(r"\d+(?:\.\d+)?", "N", text)
+    for where in origins:
+        text = text.replace("\0", where, 1)
+    return text
+
+
+def user_line(detail: str) -> str:
+    """The user's ``path:line`` a violation names (where a call or a delivery came from), or ""."""
+    found = _ORIGIN.search(detail)
+    return found.group(1) if found else ""
+
+
+@dataclass
+class Headline:
+    """One way the runs without any fault fail: the families, and their points that fail alike."""
+
+    invariant: str
+    cause: str
+    example: str
+    families: list[str] = field(default_factory=list)
+    points: int = 0  # point scenarios (of any family) that fail the same way
+
+    @property
+    def fix(self) -> str:
+        return FIXES.get(self.invariant, "")
+
+    @property
+    def where(self) -> str:
+        return user_line(self.example)
+
+
+@dataclass
+class Finding:
+    """One invariant broken for one cause, at ``points`` scenarios."""
+
+    invariant: str
+    cause: str
+    example: str
+    points: int = 0
+    families: Counter = field(default_factory=Counter)
+    faults: Counter = field(default_factory=Counter)
+    first: Any = None  # the PointResult it was first seen at (its replay command, its source line)
+
+    @property
+    def fix(self) -> str:
+        return FIXES.get(self.invariant, "")
+
+    @property
+    def where(self) -> str:
+        return user_line(self.example)
+
+
+def headlines(report: Any) -> list[Headline]:
+    """The baselines' violations, grouped by (invariant, cause) across families."""
+    groups: dict[tuple[str, str], Headline] = {}
+    for family, base in report.baselines.items():
+        for v in base.violations:
+            key = (v.invariant, normalise(v.detail))
+            head = groups.setdefault(key, Headline(v.invariant, key[1], v.detail))
+            if family not in head.families:
+                head.families.append(family)
+    for result in report.results:
+        for v in result.outcome.violations:
+            head = groups.get((v.invariant, normalise(v.detail)))
+            if head is not None:  # a point of any family that fails the way a baseline does
+                head.points += 1
+    return list(groups.values())
+
+
+def findings(report: Any, *, known: Iterable[KnownKey] = ()) -> list[Finding]:
+    """The points' violations grouped by (invariant, cause), most points first, leaving out
+    those a baseline already fails with (counted in :func:`headlines`) and ``known`` ones."""
+    in_baseline = {(v.invariant, normalise(v.detail)) for base in report.baselines.values() for v in base.violations}
+    known = set(known)
+    groups: dict[tuple[str, str], Finding] = {}
+    for result in report.results:
+        for v in result.outcome.violations:
+            cause = normalise(v.detail)
+            if (v.invariant, cause) in in_baseline or (result.family, result.fault, v.invariant, cause) in known:
+                continue
+            finding = groups.setdefault((v.invariant, cause), Finding(v.invariant, cause, v.detail, first=result))
+            finding.points += 1
+            finding.families[result.family] += 1
+            finding.faults[result.fault] += 1
+    return sorted(groups.values(), key=lambda f: (-f.points, f.invariant, f.cause))
+
+
+def known_keys(report: Any) -> set[KnownKey]:
+    """Every (family, fault, invariant, cause) the run found: what a file of known findings holds."""
+    keys: set[KnownKey] = set()
+    for family, base in report.baselines.items():
+        keys |= {(family, "", v.invariant, normalise(v.detail)) for v in base.violations}
+    for result in report.results:
+        keys |= {(result.family, result.fault, v.invariant, normalise(v.detail)) for v in result.outcome.violations}
+    return keys
