@@ -3,4 +3,4 @@ the recorder (points), the shared clock, the world of paid calls and deliveries,
 scenario's run (scenario) and the sandbox a fault plan runs in.
 """
 
-__all__ = ["capabilities", "clock", "invariants", "points", "process", "sandbox", "scenario", "world"]
+__all__ = ["capabilities", "clock", "findings", "invariants", "points", "process", "sandbox", "scenario", "world"]
