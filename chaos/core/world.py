@@ -111,14 +111,15 @@ RECORD_DELIVERY = "INSERT INTO delivery (key, kind, payload, at, applied, origin
 NOT_THE_USERS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (json, sqlite3, threading))
 
 
-def origin() -> str:
+def origin(glue: tuple[str, ...] = ()) -> str:
     """The user's line that led here ("" when only the harness and the engine did: an outbox
-    sender's delivery, the harness's own calls)."""
+    sender's delivery, the harness's own calls). ``glue``: files that are not the user's code
+    either (the adapter's module, which only bridges the engine to the world)."""
     frame = inspect.currentframe()
     try:
         while frame is not None:
             path = frame.f_code.co_filename
-            if not path.startswith(_HARNESS_AND_ENGINE + NOT_THE_USERS) and not path.startswith("<"):
+            if not path.startswith(_HARNESS_AND_ENGINE + NOT_THE_USERS) and not path.startswith("<") and path not in glue:
                 return f"{_shown(path)}:{frame.f_lineno}"
             frame = frame.f_back
         return ""
@@ -188,6 +189,7 @@ class World:
                  errors: Mapping[str, Callable[[str], BaseException]] | None = None) -> None:
         self.directory = directory
         self.errors = dict(ENGINE_ERRORS if errors is None else errors)
+        self.glue: tuple[str, ...] = ()  # files origin() passes over (see for_adapter)
         self.ledger_path = os.path.join(directory, "world.db")
         self.clock = clock
         self.lease_s = lease_s
@@ -203,7 +205,12 @@ class World:
     @classmethod
     def for_adapter(cls, directory: str, clock: Any, adapter: Any) -> "World":
         """The world of a run of ``adapter``: its lease, and its ``fault_errors`` if it maps them."""
-        return cls(directory, clock, lease_s=adapter.lease_s, errors=getattr(adapter, "fault_errors", None))
+        world = cls(directory, clock, lease_s=adapter.lease_s, errors=getattr(adapter, "fault_errors", None))
+        try:
+            world.glue = (inspect.getfile(type(adapter)),)  # the adapter bridges; the user's line is in their step
+        except TypeError:  # a class defined where inspect cannot find its file
+            pass
+        return world
 
     # -- the ledger ----------------------------------------------------------------------------
     @property
@@ -282,7 +289,7 @@ class World:
         memo_committed, lease_valid = self.probe(ctx.job_id, ctx.step, ctx.worker_id, token, now)
         self.conn.execute(
             RECORD_CALL,
-            (ctx.job_id, ctx.step, task, ctx.worker_id, token, now, memo_committed, lease_valid, fault and fault.kind, origin()),
+            (ctx.job_id, ctx.step, task, ctx.worker_id, token, now, memo_committed, lease_valid, fault and fault.kind, origin(self.glue)),
         )
 
     def deliver(self, key: str, kind: str, payload: Any) -> None:
@@ -295,7 +302,7 @@ class World:
         conn.execute("BEGIN IMMEDIATE")
         try:
             applied = conn.execute(APPLY_EFFECT, (key, kind, payload_json)).rowcount == 1
-            conn.execute(RECORD_DELIVERY, (key, kind, payload_json, now, applied, origin()))
+            conn.execute(RECORD_DELIVERY, (key, kind, payload_json, now, applied, origin(self.glue)))
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -41,7 +41,7 @@ from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, descri
 from chaos.hostfaults.faults import HeldLock, small_pages
 from chaos.matrix.runner import scratch_dir
 from chaos.core.process import run_in_child
-from chaos.core.scenario import MODES, T0, payload_for, settle
+from chaos.core.scenario import MODES, T0, payload_for, settle, task_names
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
 
 __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "baseline_violations"]
@@ -247,16 +247,19 @@ class Histories(RuleBasedStateMachine):
         if known is None:
             self.submitted[job] = body_json
             return "created"
-        if known != body_json:
+        first_wins = submit_policy(self.adapter) == "first-wins"  # the engine keeps the first payload, declared
+        if known != body_json and not first_wins:
             self._fail([Violation("idempotent-submit", f"re-submitting {job!r} with a different payload was accepted")])
         if self._inspect() != before:
-            self._fail([Violation("idempotent-submit", f"re-submitting {job!r} with its own payload changed the database")])
+            what = "its own payload" if known == body_json else "a different payload (the first one wins)"
+            self._fail([Violation("idempotent-submit", f"re-submitting {job!r} with {what} changed the database")])
         return "a no-op"
 
     def _arm(self, event: Arm) -> str:
         if len(self.world.pending_faults()) >= FAULTS_ARMED_MAX:
             return f"ignored: {FAULTS_ARMED_MAX} faults are armed already"
-        self.world.arm(Fault(event.kind, task=event.task, retry_after_s=RETRY_AFTER_S if event.kind == "rate_limit" else None))
+        task = task_names(self.adapter).get(event.task, event.task)  # the reference's task names, as the adapter's steps call them
+        self.world.arm(Fault(event.kind, task=task, retry_after_s=RETRY_AFTER_S if event.kind == "rate_limit" else None))
         if event.kind == "slow" and self.world.during_slow is None:
             self.world.during_slow = self.env.slow_hook()
         return "armed"
