@@ -92,7 +92,8 @@ def test_the_readmes_commands_show_what_it_says(index):
         assert "no   human_actions: this disables the cancel-race family" in out
     elif "lost-lease" in args:
         assert done.returncode == 1, out
-        assert "bounded-spend in family 'lost-lease' without any crash" in out
+        assert "FAILS WITHOUT ANY FAULT in 1 of 1 families (lost-lease)" in out and "bounded-spend: job 'doc-1' step 'draft'" in out
+        assert "paid from newsletter.py:" in out  # the user's step, not the adapter that bridges it
     elif "--point" in args:
         assert done.returncode == 1, out
         assert re.search(r"fenced-writes .*\n  seen: worker 'w-doomed' wrote .* after 'w-b' had taken it over", out), out
