@@ -803,7 +803,11 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
             "function": r.point.function, "source": r.source, "exit": r.outcome.exit, "fault": r.fault,
             "held": r.outcome.held, "violations": [[v.invariant, v.detail] for v in r.outcome.violations],
             "failures": [], "wasted": r.outcome.wasted_calls, "zombie": r.outcome.zombie_calls,
-            "blocked_s": round(r.outcome.blocked_s, 4), "seconds": round(r.outcome.seconds, 5), "replay": r.replay,
+            "blocked_s": round(r.outcome.blocked_s, 4), "seconds": round(r.outcome.seconds, 5),
+            # What pytest accepts: the test's own id, narrowed to this one point by --chaos-points.
+            "replay": " ".join(shlex.quote(p) for p in ["python", "-m", "pytest", nodeid, "--chaos-points", f"{r.id}{suffix}",
+                                                        "--chaos-mode", report.mode, "--chaos-seed", str(report.seed)]),
+            "pytest_id": f"{nodeid} --chaos-points {shlex.quote(r.id + suffix)}",
         }
         if r.second is not None:
             rec.update(second=r.second.id, second_file=r.second.file, second_line=r.second.line, pairs_possible=report.pairs_possible)

@@ -231,13 +231,13 @@ def terminal_lines(summary: Summary) -> list[str]:
     slowest = sorted(s.points, key=lambda r: -r["seconds"])[:SLOWEST_MAX]
     if slowest:
         out.append("slowest points:")
-        out += [f"  {r['seconds']:.3f}s {r['nodeid']}" for r in slowest]
+        out += [f"  {r['seconds']:.3f}s {r.get('pytest_id', r['nodeid'])}" for r in slowest]
     failed = s.failed
     if failed:
         out.append("violated:")
         for r in failed[:VIOLATIONS_LISTED_MAX]:
             what = [f"{inv}: {detail}" for inv, detail in r["violations"]] + list(r["failures"])
-            out.append(f"  {r['nodeid']}: {what[0] if what else 'failed'}")
+            out.append(f"  {r.get('pytest_id', r['nodeid'])}: {what[0] if what else 'failed'}")  # an id pytest accepts
         if len(failed) > VIOLATIONS_LISTED_MAX:
             out.append(f"  ... and {len(failed) - VIOLATIONS_LISTED_MAX} more (see the failures above)")
     return out
