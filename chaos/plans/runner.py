@@ -466,7 +466,8 @@ def _smallest_gap(calls: list[Call], step: str) -> tuple[float | None, str | Non
 
 
 def _fault(spec: FaultSpec) -> Fault:
-    return Fault(spec.kind, task=spec.task, retry_after_s=spec.retry_after_s, duration_s=spec.duration_s, sticky=spec.sticky)
+    return Fault(spec.kind, task=spec.task, retry_after_s=spec.retry_after_s, duration_s=spec.duration_s, sticky=spec.sticky,
+                 per_job=spec.per_job)
 
 
 def why(invariant: str) -> str:
