@@ -44,7 +44,7 @@ __all__ = [
 INTERRUPTING_FAULTS = frozenset({"timeout", "connection", "rate_limit", "server_error"})
 # The faults an engine retries on its own schedule. A 429 is left out of the retry storm: its
 # Retry-After is the server's own answer to when everyone may come back.
-STORM_FAULTS = frozenset({"timeout", "connection", "server_error"})
+STORM_FAULT_KINDS = frozenset({"timeout", "connection", "server_error"})
 # A retry counts for retry-spread once its (job, step) failed this many times in a row: full
 # jitter draws its delay from a window at least 2**3 - 1 = 7 s wide.
 FAILURES_IN_A_ROW_MIN = 3
@@ -349,7 +349,7 @@ def retry_spread(ev: Evidence) -> list[Violation]:
         key = (call.job_id, call.step)
         if in_a_row[key] >= FAILURES_IN_A_ROW_MIN:
             times.append(call.at)
-        in_a_row[key] = in_a_row[key] + 1 if call.fault in STORM_FAULTS else 0
+        in_a_row[key] = in_a_row[key] + 1 if call.fault in STORM_FAULT_KINDS else 0
     if len(times) < HERD_MIN:
         return []
     allowed = len(times) * 3 // 4
