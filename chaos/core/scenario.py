@@ -66,6 +66,8 @@ __all__ = [
     "fresh_run",
     "doomed_iteration",
     "settle",
+    "next_due_at",
+    "PACED_ROUNDS_MAX",
     "discard",
     "kill_at",
     "Abandon",
@@ -90,6 +92,9 @@ __all__ = [
 MODES = ("fork", "inprocess")
 T0 = 1_700_000_000.0
 RECOVERY_ROUNDS_MAX = 40
+# A paced drain moves the clock once per retry that falls due: a storm of 20 jobs retried four
+# times each needs about 80 rounds, and this bound leaves room for leases and outbox rows too.
+PACED_ROUNDS_MAX = 400
 ITERATIONS_PER_ROUND_MAX = 50
 BACKOFF_JUMP_S = 33.0
 EXIT_NOT_REACHED = 3
@@ -121,7 +126,10 @@ class Scenario:
     ``"human:cancel:doc-1"``; an action the engine refuses with its clear error is a clean end).
     ``faults`` are armed for the doomed iteration (a ``sticky`` one, a poison input, stays armed
     for the recovery too: it fails the same way on every call); ``second_worker`` lets a slow
-    call run another worker while it lasts.
+    call run another worker while it lasts. ``paced`` makes every drain of the family move the
+    clock only to the next lease, retry or outbox row that falls due, as a worker that polls often
+    would see time pass, instead of past all of them at once: the ledger then shows when each
+    retry happened, which a family about retry timing needs (``retry-spread``).
 
     ``expect`` names the states every job must end in when the family runs without any fault
     (its baseline); by default the workflow's final states, or any settled state for a family
@@ -141,6 +149,7 @@ class Scenario:
     second_worker: bool = False
     expect: tuple[str, ...] | None = None
     allowed: tuple[str, ...] = ()
+    paced: bool = False
 
     def needs(self) -> tuple[str, ...]:
         """The session methods this family calls beyond the required ones (capabilities of
@@ -679,18 +688,28 @@ def due_at(waiting: Any, outbox: Any) -> float:
     return max(times, default=0.0)
 
 
+def next_due_at(waiting: Any, outbox: Any, now: float) -> float | None:
+    """When the first lease, backoff or unsent outbox row still pending falls due after ``now``,
+    or None if none is known (an adapter whose snapshot has no such times)."""
+    times = [t for j in waiting for t in (j.lease_until, j.next_run_at) if t is not None and t > now]
+    times += [r.next_attempt_at for r in outbox if r.sent_at is None and r.next_attempt_at is not None and r.next_attempt_at > now]
+    return min(times, default=None)
+
+
 def settle(session: Any, inspect: Callable[[], Any], settled: frozenset[str], clock: Any, *,
-           restart: Callable[[Any, int], Any] | None = None, gave_up: Collection[str] = NO_PROGRESS) -> tuple[Any, list[Violation], bool]:
+           restart: Callable[[Any, int], Any] | None = None, gave_up: Collection[str] = NO_PROGRESS,
+           paced: bool = False) -> tuple[Any, list[Violation], bool]:
     """Run ``session``'s worker and outbox sender until every job is settled with no lease held
     and no outbox row unsent, moving ``clock`` past the latest lease, backoff or outbox row still
-    pending (at least :data:`BACKOFF_JUMP_S`) whenever nothing is due now.
+    pending (at least :data:`BACKOFF_JUMP_S`) whenever nothing is due now; ``paced``, only to the
+    first of them (see :class:`Scenario`), for at most :data:`PACED_ROUNDS_MAX` rounds.
 
     A worker iteration that answers one of ``gave_up`` ends a round. With ``restart``, an
     exception is a ``drains`` violation and ``restart(session, n)`` gives the n-th successor;
     without, it propagates. Returns the last session, the violations, and whether it settled.
     """
     crashes: list[Violation] = []
-    for _ in range(RECOVERY_ROUNDS_MAX):
+    for _ in range(PACED_ROUNDS_MAX if paced else RECOVERY_ROUNDS_MAX):
         try:
             for _ in range(ITERATIONS_PER_ROUND_MAX):
                 if session.run_once() in gave_up:
@@ -707,7 +726,12 @@ def settle(session: Any, inspect: Callable[[], Any], settled: frozenset[str], cl
         waiting = [j for j in snapshot.jobs.values() if j.state not in settled or j.lease_owner is not None]
         if not waiting and all(row.sent_at is not None for row in snapshot.outbox):
             return session, crashes, True
-        clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - clock.now() + 1))
+        now = clock.now()
+        first = next_due_at(waiting, snapshot.outbox, now) if paced else None
+        if first is not None:
+            clock.advance(first - now)
+        else:
+            clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - now + 1))
     return session, crashes, False
 
 
@@ -733,7 +757,8 @@ def _drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Vi
     def inspect() -> Any:
         return run.adapter.inspect(run.db)
 
-    session, crashes, _ = settle(run.session("w-recover"), inspect, run.adapter.settled_states(), run.clock, restart=restart)
+    session, crashes, _ = settle(run.session("w-recover"), inspect, run.adapter.settled_states(), run.clock, restart=restart,
+                                 paced=run.scenario.paced)
     resubmitted = idempotent_submit(session, inspect, run.submitted, getattr(run.adapter, "conflict_errors", ()), submit_policy(run.adapter))
     run.close()
     return crashes, resubmitted

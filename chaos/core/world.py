@@ -8,13 +8,15 @@ own memory.
 Faults are part of the world: arm one and the next matching call raises a timeout, a connection
 error, a 429 with Retry-After, a 5xx, a 400, answers garbage, fails verification, or takes longer
 than the lease while a second worker runs (interleaved deterministically, not by threads racing).
+A sticky fault with ``per_job`` is an outage every job meets and outlives the same way: each job's
+first calls fail, then the provider answers it.
 
 >>> import tempfile
 >>> from engine import FakeClock
 >>> world = World(tempfile.mkdtemp(), FakeClock(0.0))
 >>> world.arm(Fault("rate_limit", task="extract", retry_after_s=30))
 >>> world.pending_faults()
-[Fault(kind='rate_limit', task='extract', retry_after_s=30, duration_s=None, sticky=False)]
+[Fault(kind='rate_limit', task='extract', retry_after_s=30, duration_s=None, sticky=False, per_job=0)]
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ LEDGER_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS fault (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, task TEXT, kind TEXT)",
 )
 RECORD_FAULT = "INSERT INTO fault (job_id, step, task, kind) VALUES (?, ?, ?, ?)"
+COUNT_JOB_FAULTS = "SELECT COUNT(*) FROM fault WHERE job_id = ? AND task = ? AND kind = ?"
 RECORD_CALL = (
     "INSERT INTO call (job_id, step, task, worker, token, at, memo_committed, lease_valid, fault, origin) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -141,6 +144,17 @@ class Fault:
     time, heartbeating as the engine's heartbeat would, and runs the world's ``during_slow`` hook
     once the lease would have expired without heartbeats (a second worker, typically). A
     ``sticky`` fault is not used up: a poison input fails the same way on every call.
+
+    A sticky fault with ``per_job=n`` hits only each job's first ``n`` calls of ``task``, counted in
+    the ledger's fault table (so across every process of a scenario: the doomed worker, the one that
+    recovers): an outage that all jobs meet at once and that each outlives after ``n`` failures,
+    never so many that a job runs out of attempts. Faults with ``per_job`` armed one after another
+    take turns: ``connection`` once, then ``timeout`` twice, is three failures in a row per job.
+
+    >>> Fault("timeout", task="extract", per_job=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: fault 'timeout' with per_job=2 must be sticky (it hits each job's first 2 calls): add sticky=True
     """
 
     kind: str
@@ -148,10 +162,16 @@ class Fault:
     retry_after_s: float | None = None
     duration_s: float | None = None
     sticky: bool = False
+    per_job: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"fault kind {self.kind!r} is not one of: {', '.join(FAULT_KINDS)}")
+        if self.per_job < 0:
+            raise ValueError(f"fault {self.kind!r}: per_job={self.per_job} must be >= 0 (0: every call, or the next one)")
+        if self.per_job and not self.sticky:
+            raise ValueError(f"fault {self.kind!r} with per_job={self.per_job} must be sticky (it hits each job's first "
+                             f"{self.per_job} calls): add sticky=True")
 
 
 @dataclass(frozen=True)
@@ -270,11 +290,22 @@ class World:
         if not fault.sticky and fault in self._faults:
             self._faults.remove(fault)
 
-    def take_fault(self, task: str) -> Fault | None:
+    def take_fault(self, task: str, job_id: str | None = None) -> Fault | None:
+        """The fault the next call of ``task`` (for ``job_id``) meets, if any: a one-shot fault is
+        used up; a ``per_job`` one applies while the job has met it fewer times than that."""
         for index, fault in enumerate(self._faults):
-            if fault.task is None or fault.task == task:
-                return fault if fault.sticky else self._faults.pop(index)
+            if fault.task is not None and fault.task != task:
+                continue
+            if fault.per_job and not self._hits_job(fault, task, job_id):
+                continue
+            return fault if fault.sticky else self._faults.pop(index)
         return None
+
+    def _hits_job(self, fault: Fault, task: str, job_id: str | None) -> bool:
+        if job_id is None:  # a call of no job (the receiver's): an outage per job never reaches it
+            return False
+        (met,) = self.conn.execute(COUNT_JOB_FAULTS, (job_id, task, fault.kind)).fetchone()
+        return met < fault.per_job
 
     # -- what the services share ---------------------------------------------------------------
     def record_fault(self, ctx: Any, task: str, fault: Fault) -> None:
@@ -346,7 +377,7 @@ class _Model:
 
     def complete(self, ctx: Any, task: str, prompt: str) -> ModelReply:
         world = self.world
-        fault = world.take_fault(task)
+        fault = world.take_fault(task, ctx.job_id)
         world.record_call(ctx, task, fault)
         cost = round(len(prompt) / 1000 * USD_PER_1K_CHARS, 8)
         if fault is not None:
@@ -367,7 +398,7 @@ class _Documents:
         self.world = world
 
     def fetch(self, ctx: Any, source: str) -> str:
-        fault = self.world.take_fault("fetch")
+        fault = self.world.take_fault("fetch", ctx.job_id)
         if fault is not None:
             self.world.record_fault(ctx, "fetch", fault)
             raise_fault(fault, "fetch", self.world.errors)

@@ -140,12 +140,12 @@ class Env:
             world = self.world
             take = world.take_fault
 
-            def take_unless_slow(task: str) -> Fault | None:
+            def take_unless_slow(task: str, job_id: str | None = None) -> Fault | None:
                 # One slow call at a time. The second worker runs nested inside the first one's
                 # call, so a slow call of its own would freeze the first worker, heartbeats and
                 # all, for that long: a pause the history never asked for.
                 upcoming = next((f for f in world.pending_faults() if f.task in (None, task)), None)
-                return None if upcoming is not None and upcoming.kind == "slow" else take(task)
+                return None if upcoming is not None and upcoming.kind == "slow" else take(task, job_id)
 
             world.take_fault = take_unless_slow  # type: ignore[method-assign]
             try:
@@ -341,8 +341,8 @@ def _child_env(main: Env, tag: str) -> Env:
     env.report = tell
     take = world.take_fault
 
-    def take_and_report(task: str) -> Fault | None:
-        fault = take(task)
+    def take_and_report(task: str, job_id: str | None = None) -> Fault | None:
+        fault = take(task, job_id)
         if fault is not None:
             tell({"took": asdict(fault)})
         return fault

@@ -2,7 +2,8 @@
 
 Every family's doomed iteration is recorded and killed at each of its crash points. Together they
 reach the error paths as well as the happy path: retry with backoff, Retry-After, poison, review,
-a lease taken over, a job that kills every worker, a receiver that is down.
+a lease taken over, a job that kills every worker, a receiver that is down, and the retry storm
+after an outage that sixteen jobs meet at once.
 """
 
 from __future__ import annotations
@@ -13,6 +14,16 @@ from chaos.core.world import Fault
 __all__ = ["reference_scenarios"]
 
 LEASE_EXPIRY = "advance:121"
+# The retry storm: enough jobs that a herd is a herd (chaos.core.invariants.HERD_MIN wide
+# retries), few enough that each point's recovery stays cheap.
+STORM_JOBS = tuple(f"doc-{n}" for n in range(1, 17))
+# Each job's extract fails three times in a row (a refused connection, then two timeouts), then
+# answers: every job's last retry is drawn from full jitter's widest early window (1-8 s), and no
+# job comes near its five attempts (a crash and its lease takeover use one more, at most).
+STORM_FAULTS = (
+    Fault("connection", task="extract", sticky=True, per_job=1),
+    Fault("timeout", task="extract", sticky=True, per_job=2),
+)
 
 
 def reference_scenarios() -> list[Scenario]:
@@ -42,6 +53,15 @@ def reference_scenarios() -> list[Scenario]:
             phase="human:cancel:doc-1",
             expect=("cancelled",),
             allowed=("<final>",),  # a cancel killed before its commit never happened: the worker finishes the job
+        ),
+        Scenario(
+            "retry-storm",
+            "Sixteen jobs meet the same outage at once and fail three times in a row; full-jitter backoff spreads their "
+            "retries, so the recovery does not become a second outage.",
+            jobs=STORM_JOBS,
+            faults=STORM_FAULTS,
+            expect=("<final>",),
+            paced=True,
         ),
         Scenario(
             "lost-lease",

@@ -83,6 +83,7 @@ RUN_MAX = 10_000  # worker iterations of one run action
 SECONDS_MAX = 366 * 24 * 3600.0  # advance_s, poll_s, window and gap lengths: a year of fake time
 SLOW_CALL_S_MAX = 24 * 3600.0  # duration_s of a slow call (spent in heartbeat slices)
 RETRY_AFTER_S_MAX = 24 * 3600.0  # a 429's Retry-After
+PER_JOB_MAX = 100  # calls of each job a per_job fault hits (an engine gives up long before)
 POLL_TICKS_MAX = 100_000  # poll_s / tick_s (chaos.core.sandbox refuses more at run time)
 SETUP_FORM = re.compile(r"^(run|send|advance:\d+(\.\d+)?|claim(:[A-Za-z0-9_.-]+)?)$")
 NAME_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -119,6 +120,7 @@ FAULT_KEYS = {
     "sticky": "fail every matching call, not only the next (bool)",
     "retry_after_s": "a 429's Retry-After (number)",
     "duration_s": "how long a slow call takes (number)",
+    "per_job": "with sticky: hit only each job's first N calls of the task, an outage every job meets and outlives (int)",
 }
 EXPECT_KEYS = {
     "state": "every job ends in this state",
@@ -142,7 +144,7 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "advance_s": ("seconds of fake time", ()),
     "poll_s": ("seconds a worker polls, running what is due at each tick", ("tick_s", "worker")),
     "drain": ("true: run until every job is settled, moving time to each due retry", ("worker",)),
-    "fault": ("a fault kind, armed now", ("task", "sticky", "retry_after_s", "duration_s")),
+    "fault": ("a fault kind, armed now", ("task", "sticky", "retry_after_s", "duration_s", "per_job")),
     "heal": ("true: every armed fault is gone", ()),
     "requeue": ("job id", ("expect_error", "worker")),
     "resolve": ("job id", ("action", "expect_error", "worker")),
@@ -177,6 +179,7 @@ class FaultSpec:
     sticky: bool = False
     retry_after_s: float | None = None
     duration_s: float | None = None
+    per_job: int = 0
 
 
 @dataclass(frozen=True)
@@ -419,7 +422,18 @@ def _fault(path: str, where: str, raw: Any) -> FaultSpec:
         if "retry_after_s" in table else None,
         duration_s=_number(path, f"{where}.duration_s", table["duration_s"], minimum=0.0, maximum=SLOW_CALL_S_MAX)
         if "duration_s" in table else None,
+        per_job=_per_job(path, where, table),
     )
+
+
+def _per_job(path: str, where: str, table: Mapping[str, Any]) -> int:
+    if "per_job" not in table:
+        return 0
+    per_job = _int(path, f"{where}.per_job", table["per_job"], minimum=1, maximum=PER_JOB_MAX)
+    if not table.get("sticky", False):
+        raise PlanError(f"{path}: key '{where}.per_job' needs sticky = true (it hits each job's first {per_job} calls); "
+                        "add sticky = true")
+    return per_job
 
 
 def _expect(path: str, where: str, raw: Any, *, scenario: bool) -> Expect:

@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation
+from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
 from chaos.hostfaults.faults import (
     CHECKS,
     KIND_OF,
@@ -418,7 +418,7 @@ def _box_failures(box: Sandbox, expect: Expect) -> list[str]:
         b = expect.burst_max
         since = box.started_at + b["from_s"]
         times = sorted(c.at for c in calls if c.step == b["step"] and c.at >= since)
-        worst, at = _burst(times, b["window_s"])
+        worst, at = busiest_window(times, b["window_s"])
         if worst > b["max"]:
             failures.append(
                 f"{expect.where}: {worst} calls of step {b['step']!r} within {b['window_s']:g}s "
@@ -462,17 +462,6 @@ def expect_failures(expect: Expect, *, states: dict[str, str], calls_by_step: Co
     return out
 
 
-def _burst(times: list[float], window_s: float) -> tuple[int, float]:
-    """The most calls in any window of ``window_s`` seconds, and where that window starts."""
-    worst, at, first = 0, 0.0, 0
-    for last, t in enumerate(times):
-        while times[first] <= t - window_s:
-            first += 1
-        if last - first + 1 > worst:
-            worst, at = last - first + 1, times[first]
-    return worst, at
-
-
 def _smallest_gap(calls: list[Call], step: str) -> tuple[float | None, str | None]:
     last: dict[str, float] = {}
     best: tuple[float | None, str | None] = (None, None)
@@ -488,7 +477,8 @@ def _smallest_gap(calls: list[Call], step: str) -> tuple[float | None, str | Non
 
 
 def _fault(spec: FaultSpec) -> Fault:
-    return Fault(spec.kind, task=spec.task, retry_after_s=spec.retry_after_s, duration_s=spec.duration_s, sticky=spec.sticky)
+    return Fault(spec.kind, task=spec.task, retry_after_s=spec.retry_after_s, duration_s=spec.duration_s, sticky=spec.sticky,
+                 per_job=spec.per_job)
 
 
 def why(invariant: str) -> str:

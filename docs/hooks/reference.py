@@ -168,6 +168,7 @@ PLAN_DESCRIPTIONS = {
         "sticky": "fail every matching call, not only the next (bool)",
         "retry_after_s": "a 429's Retry-After (number)",
         "duration_s": "how long a slow call takes (number)",
+        "per_job": "with `sticky`: hit only each job's first N calls of the task, an outage every job meets and outlives (int)",
     },
     "expect": {
         "state": "every job ends in this state",

@@ -64,7 +64,10 @@ def test_the_gate_reports_tinyflows_two_weaknesses_and_nothing_else(tinyflow):
             found[violation.invariant].add((result.fault, result.family))
     assert set(found) == {"bounded-spend", "fenced-writes"}, dict(found)
     assert {family for _, family in found["bounded-spend"]} == {"lost-lease"}  # a call slower than the lease
-    assert {fault for fault, _ in found["fenced-writes"]} == {"interleave"}  # only a second pause shows it
+    assert {fault for fault, _ in found["fenced-writes"]} == {"interleave", "pause-expired"}
+    # One pause is enough only where a retry puts the job back in the state the zombie expects
+    # (the other worker's call fails, the job returns to queued): the retry storm.
+    assert {family for fault, family in found["fenced-writes"] if fault == "pause-expired"} == {"retry-storm"}
     failing = {name for name, base in report.baselines.items() if base.violations}
     assert failing == {"lost-lease"}, failing
     assert {v.invariant for v in report.baselines["lost-lease"].violations} == {"bounded-spend"}

@@ -7,10 +7,10 @@ import pytest
 
 from chaos import ReferenceAdapter, run_matrix
 
-from .variants import PLANTED, ReleaseInFinally
+from .variants import PLANTED, TIMING, ReleaseInFinally
 
 
-@pytest.mark.parametrize("variant", PLANTED, ids=lambda v: v.__name__)
+@pytest.mark.parametrize("variant", PLANTED + TIMING, ids=lambda v: v.__name__)
 def test_the_crash_matrix_catches_each_planted_bug_with_the_right_invariant(variant):
     adapter = variant()
     report = run_matrix(adapter, mode="fork", families=adapter.families)
@@ -22,7 +22,7 @@ def test_the_crash_matrix_catches_each_planted_bug_with_the_right_invariant(vari
 
 
 def test_the_unmodified_engine_holds_at_every_point_of_those_families():
-    families = sorted({f for v in PLANTED + (ReleaseInFinally,) for f in v.families})
+    families = sorted({f for v in PLANTED + TIMING + (ReleaseInFinally,) for f in v.families})
     report = run_matrix(ReferenceAdapter(), mode="fork", families=families)
     assert report.points > 1000
     assert report.violations == 0, [str(v) for r in report.results for v in r.outcome.violations][:5]

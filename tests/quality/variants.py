@@ -7,6 +7,7 @@ docstring says what the bug is, what goes wrong in production, and which invaria
 from __future__ import annotations
 
 import os
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -191,6 +192,34 @@ class RetryPoison(_Variant):
 
     def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
         return _RetryEverythingWorker(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
+
+
+# -- 7 -------------------------------------------------------------------------------------------
+class _TopOfWindow(random.Random):
+    """Every delay drawn at the top of its window: ``backoff_s`` becomes ``min(32, 2**attempt)``."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b  # BUG: no jitter
+
+
+class NoJitter(_Variant):
+    """Exponential backoff without jitter: the delay before retry k is exactly ``2**k`` seconds.
+
+    Each job on its own backs off correctly, so every single-job test passes. But every job that
+    failed during the same outage retries at the same instant, again and again: the recovery of
+    the provider is met by the whole herd at once, and becomes the second outage. Caught by
+    **retry-spread** in the ``retry-storm`` family, whose sixteen jobs fail three times each.
+    """
+
+    catches = ("retry-spread",)
+    families = ("retry-storm",)
+
+    def make_worker(self, store: Any, workflow: Workflow, *, rng: random.Random, **kw: Any) -> Worker:
+        return super().make_worker(store, workflow, rng=_TopOfWindow(rng.random()), **kw)
+
+
+# Caught by the matrix only: the state machine's histories have at most five jobs, never a herd.
+TIMING = (NoJitter,)
 
 
 # -- fork mode only ------------------------------------------------------------------------------
