@@ -19,7 +19,7 @@ from engine.terminal import printable, stdout_closed
 
 from chaos.adapter import REFERENCE_TARGET
 from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, run_matrix
-from chaos.core.findings import KnownKey, findings, headlines, known_keys
+from chaos.core.findings import KnownKey, findings, headlines, known_json, known_keys, read_known
 from chaos.core.scenario import MODES
 
 __all__ = ["main", "COMMANDS", "format_report", "annotations"]
@@ -176,14 +176,14 @@ def _matrix(args: argparse.Namespace) -> int:
             return 2
     known_file = getattr(args, "baseline", None)
     try:
-        known = _read_known(known_file) if known_file else set()
+        known = read_known(known_file) if known_file else set()
     except ValueError as exc:
         print(f"error: {printable(exc)}", file=sys.stderr)
         return 2
     found = known_keys(report)
     try:
         if args.command == "baseline":
-            print(json.dumps(_known_json(report, found), indent=2))
+            print(json.dumps(known_json(report, found), indent=2))
             return 0
         if args.json:
             print(json.dumps(report.to_json(), indent=2))
@@ -209,30 +209,6 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 KNOWN_SHOWN_MAX = 20
-KNOWN_FORMAT = 1
-
-
-def _known_json(report: MatrixReport, found: set[KnownKey]) -> dict:
-    return {"crashgate_baseline": KNOWN_FORMAT, "target": report.target,
-            "findings": [{"family": f, "fault": k, "invariant": i, "cause": c} for f, k, i, c in sorted(found)]}
-
-
-def _read_known(path: str) -> set[KnownKey]:
-    """The findings of a file written by ``python -m chaos baseline``; ValueError names what is wrong."""
-    fix = f"write one with: python -m chaos baseline --target X > {path}"
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as exc:
-        raise ValueError(f"--baseline {path!r}: cannot read it ({exc.strerror}); {fix}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--baseline {path!r} is not JSON ({exc}); {fix}") from exc
-    rows = data.get("findings") if isinstance(data, dict) and data.get("crashgate_baseline") == KNOWN_FORMAT else None
-    fields = ("family", "fault", "invariant", "cause")
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(isinstance(r.get(k), str) for k in fields) for r in rows):
-        raise ValueError(f"--baseline {path!r} is not a file of known findings (crashgate_baseline: {KNOWN_FORMAT}, "
-                         f"findings: [{{family, fault, invariant, cause}}]); {fix}")
-    return {(r["family"], r["fault"], r["invariant"], r["cause"]) for r in rows}
 
 
 def annotations(report: MatrixReport, known: Iterable[KnownKey] = ()) -> list[str]:

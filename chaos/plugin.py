@@ -40,6 +40,7 @@ import os
 import re
 import shlex
 import shutil
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -107,6 +108,11 @@ HELP_REPORT = (
     "write the HTML crash report (the traced source, each line coloured by outcome) to this path. "
     "Environment: CRASHGATE_REPORT; ini: chaos_report (relative to the ini file's directory)."
 )
+HELP_BASELINE = (
+    "a file of known findings (written by python -m chaos baseline): crash_matrix tests fail only on findings "
+    "not in it and name the known ones no longer seen. Environment: CRASHGATE_BASELINE; ini: chaos_baseline "
+    "(relative to the ini file's directory)."
+)
 HELP_MARKER = (
     "crash_matrix(target=None, families=None): a crash-matrix test. Its keyword arguments are the "
     "defaults of the crash_matrix and chaos_world fixtures; select or skip such tests with -m crash_matrix."
@@ -133,6 +139,7 @@ OPTIONS = (
     Option("faults", "--chaos-faults", "CRASHGATE_FAULTS", "chaos_faults", "crash", HELP_FAULTS),
     Option("pairs", "--chaos-pairs", "CRASHGATE_PAIRS", "chaos_pairs", str(PAIRS_DEFAULT), HELP_PAIRS),
     Option("report", "--chaos-report", "CRASHGATE_REPORT", "chaos_report", "", HELP_REPORT),
+    Option("baseline", "--chaos-baseline", "CRASHGATE_BASELINE", "chaos_baseline", "", HELP_BASELINE),
 )
 _POINT_FORM = re.compile(rf"^(?:[^:\s]+::)?[^@\s]+:L\d+#\d+(?:@(?:{'|'.join(ITEM_KINDS)}))?$")
 _TARGET_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -150,6 +157,8 @@ class Settings:
     sources: dict[str, str]
     faults: tuple[str, ...] = ("crash",)
     pairs: int = PAIRS_DEFAULT
+    known: frozenset = frozenset()  # (family, fault, invariant, cause) of the file of known findings
+    known_file: str = ""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -184,7 +193,21 @@ def resolve(config: pytest.Config) -> Settings:
         sources=sources,
         faults=_check_faults(values["faults"], sources["faults"]),
         pairs=_check_pairs(values["pairs"], sources["pairs"]),
+        **_known_findings(config, values["baseline"], sources["baseline"]),
     )
+
+
+def _known_findings(config: pytest.Config, value: str, source: str) -> dict[str, Any]:
+    """The file of known findings, read once: a bad file is a usage error naming it and its source."""
+    if not value:
+        return {}
+    from chaos.core.findings import read_known
+
+    path = _report_path(config, value, source) or value  # relative to the ini file, as --chaos-report is
+    try:
+        return {"known": frozenset(read_known(path)), "known_file": path}
+    except ValueError as exc:
+        raise pytest.UsageError(f"crashgate baseline (from {source}): {exc}") from None
 
 
 def _check_target(value: str, source: str) -> str:
@@ -767,7 +790,15 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         records = _matrix_records(request.node.nodeid, report)
         for rec in records:
             request.node.user_properties.append((RECORD_KEY, rec))
-        bad = [rec for rec in records if not rec["held"]]
+        bad = [rec for rec in records if not rec["held"] and not _all_known(rec, s.known)]
+        if s.known_file:
+            from chaos.core.findings import known_keys
+
+            gone = sorted(set(s.known) - known_keys(report))
+            if gone:  # a known finding fixed: the file can lose it
+                request.node.user_properties.append(("crashgate_known_gone", [list(k) for k in gone]))
+                warnings.warn(f"{len(gone)} known finding(s) of {s.known_file} no longer seen, e.g. "
+                              f"{gone[0][2]} in family {gone[0][0]!r}: {gone[0][3]}", stacklevel=2)
         if bad and options.get("check", True):
             bad_points = sum(1 for rec in bad if rec["kind"] == "point")
             bad_bases = len(bad) - bad_points
@@ -781,6 +812,14 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         return report
 
     return run
+
+
+def _all_known(rec: dict[str, Any], known: frozenset) -> bool:
+    """Whether every violation of a matrix record is in the file of known findings."""
+    from chaos.core.findings import normalise
+
+    fault = "" if rec["kind"] == "baseline" else rec.get("fault", "crash")
+    return bool(known) and all((rec["group"], fault, inv, normalise(detail)) in known for inv, detail in rec["violations"])
 
 
 def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ engine.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any, Iterable
 
 from chaos.core.invariants import FIXES
 
-__all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_line", "known_keys", "KnownKey"]
+__all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_line", "known_keys", "KnownKey", "known_json", "read_known", "KNOWN_FORMAT"]
 
 _ORIGIN = re.compile(r"\b(?:sent|paid) from (\S+?:\d+)")
 KnownKey = tuple[str, str, str, str]  # (family, fault, invariant, cause); fault "" for a baseline
@@ -132,3 +133,29 @@ def known_keys(report: Any) -> set[KnownKey]:
     for result in report.results:
         keys |= {(result.family, result.fault, v.invariant, normalise(v.detail)) for v in result.outcome.violations}
     return keys
+
+
+KNOWN_FORMAT = 1
+
+
+def known_json(report: Any, found: set[KnownKey]) -> dict:
+    return {"crashgate_baseline": KNOWN_FORMAT, "target": report.target,
+            "findings": [{"family": f, "fault": k, "invariant": i, "cause": c} for f, k, i, c in sorted(found)]}
+
+
+def read_known(path: str) -> set[KnownKey]:
+    """The findings of a file written by ``python -m chaos baseline``; ValueError names what is wrong."""
+    fix = f"write one with: python -m chaos baseline --target X > {path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise ValueError(f"--baseline {path!r}: cannot read it ({exc.strerror}); {fix}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--baseline {path!r} is not JSON ({exc}); {fix}") from exc
+    rows = data.get("findings") if isinstance(data, dict) and data.get("crashgate_baseline") == KNOWN_FORMAT else None
+    fields = ("family", "fault", "invariant", "cause")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(isinstance(r.get(k), str) for k in fields) for r in rows):
+        raise ValueError(f"--baseline {path!r} is not a file of known findings (crashgate_baseline: {KNOWN_FORMAT}, "
+                         f"findings: [{{family, fault, invariant, cause}}]); {fix}")
+    return {(r["family"], r["fault"], r["invariant"], r["cause"]) for r in rows}

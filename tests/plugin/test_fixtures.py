@@ -138,3 +138,22 @@ def test_chaos_state_machine_explores_the_configured_target(project):
     pytest.importorskip("chaos.machine", reason="this crashgate has no state-machine explorer yet")
     project.makepyfile(test_machine=STATE_MACHINE_TEST)
     project.runpytest().assert_outcomes(passed=1)
+
+
+def test_a_file_of_known_findings_lets_a_known_weakness_pass_and_keeps_the_rest(project, tmp_path):
+    """--chaos-baseline (flag, CRASHGATE_BASELINE, chaos_baseline): the gate fails only on new findings."""
+    import os
+    import subprocess
+
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    known = tmp_path / "crashgate-baseline.json"
+    wrote = subprocess.run([sys.executable, "-m", "chaos", "baseline", "--target", "quality.variants:MarkBeforeSend",
+                            "--family", "sender", "--faults", "crash"], capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(tests_dir), tests_dir])))
+    assert wrote.returncode == 0, wrote.stderr
+    known.write_text(wrote.stdout)
+    project.makepyfile(test_gate=MATRIX_TESTS)
+    project.runpytest("--chaos-baseline", str(known)).assert_outcomes(passed=3)
+    project.runpytest().assert_outcomes(passed=2, failed=1)  # without it, the weakness fails the gate
+    bad = project.runpytest("--chaos-baseline", str(tmp_path / "missing.json"))
+    assert bad.ret == 4 and "crashgate baseline (from command line --chaos-baseline)" in bad.stderr.str()
