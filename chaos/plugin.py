@@ -449,6 +449,7 @@ class _PlanItem(pytest.Item):
             **fields,
         }
         self.user_properties.append((RECORD_KEY, rec))
+        self.user_properties.extend(junit_properties([rec]))
         return rec
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
@@ -790,6 +791,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         records = _matrix_records(request.node.nodeid, report)
         for rec in records:
             request.node.user_properties.append((RECORD_KEY, rec))
+        request.node.user_properties.extend(junit_properties(records))
         bad = [rec for rec in records if not rec["held"] and not _all_known(rec, s.known)]
         if s.known_file:
             from chaos.core.findings import known_keys
@@ -812,6 +814,17 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
         return report
 
     return run
+
+
+def junit_properties(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What a JUnit XML report (``--junitxml``) shows of failing records: the invariants broken
+    and the command that replays the first failure (pytest writes user properties as
+    ``<property name=... value=...>``)."""
+    failed = [rec for rec in records if not rec["held"]]
+    if not failed:
+        return []
+    invariants = sorted({inv for rec in failed for inv, _ in rec["violations"]})
+    return [("crashgate_invariant", ",".join(invariants) or "expectation"), ("crashgate_replay", failed[0]["replay"])]
 
 
 def _all_known(rec: dict[str, Any], known: frozenset) -> bool:

@@ -157,3 +157,17 @@ def test_a_file_of_known_findings_lets_a_known_weakness_pass_and_keeps_the_rest(
     project.runpytest().assert_outcomes(passed=2, failed=1)  # without it, the weakness fails the gate
     bad = project.runpytest("--chaos-baseline", str(tmp_path / "missing.json"))
     assert bad.ret == 4 and "crashgate baseline (from command line --chaos-baseline)" in bad.stderr.str()
+
+
+def test_a_junit_report_names_the_invariant_and_the_replay_command_of_a_failure(project, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    project.makepyfile(test_gate=MATRIX_TESTS)
+    xml = tmp_path / "junit.xml"
+    project.runpytest(f"--junitxml={xml}").assert_outcomes(passed=2, failed=1)
+    cases = {case.get("name"): case for case in ET.parse(xml).getroot().iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["test_a_sender_that_marks_before_sending_is_caught"].iter("property")}
+    assert "outbox-at-least-once" in props["crashgate_invariant"].split(","), props
+    assert props["crashgate_replay"].startswith("python -m pytest test_gate.py::test_a_sender_that_marks_before_sending_is_caught --chaos-points")
+    passing = {p.get("name") for p in cases["test_the_sender_survives_a_crash_at_every_line"].iter("property")}
+    assert "crashgate_invariant" not in passing
