@@ -860,6 +860,7 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
             "replay": " ".join(shlex.quote(p) for p in ["python", "-m", "pytest", nodeid, "--chaos-points", f"{r.id}{suffix}",
                                                         "--chaos-mode", report.mode, "--chaos-seed", str(report.seed)]),
             "pytest_id": f"{nodeid} --chaos-points {shlex.quote(r.id + suffix)}",
+            "replay_cli": r.replay,  # the same point outside pytest
         }
         if r.second is not None:
             rec.update(second=r.second.id, second_file=r.second.file, second_line=r.second.line, pairs_possible=report.pairs_possible)

@@ -31,6 +31,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.core.findings import normalise, user_line
+from chaos.core.invariants import FIXES
+
 __all__ = [
     "Summary",
     "summarize",
@@ -330,23 +333,48 @@ def _faults(s: Summary) -> list[str]:
 
 
 def _violations(s: Summary) -> list[str]:
+    """The failures grouped by invariant and cause (as the command line groups them), each with
+    its count, the user's line where the ledger knows it, its first point and its replay."""
     failed = s.failed
     if not failed:
         return ['<section id="violations" class="ok"><h2>No violations</h2>',
                 "<p>Every crash point, baseline and scenario held.</p></section>"]
     index = {f: i for i, f in enumerate(_file_order(s))}
-    out = [f'<section id="violations"><h2>{len(failed)} violated</h2><ol class="violations">']
+    groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
     for r in failed:
-        what = [f"<b>{e(inv)}</b>: {e(detail)}" for inv, detail in r["violations"]] + [e(f) for f in r["failures"]]
+        first = r["violations"][0] if r["violations"] else ["expectation", r["failures"][0] if r["failures"] else "failed"]
+        groups.setdefault((first[0], normalise(first[1]), r["kind"] == "baseline"), []).append(r)
+    ordered = sorted(groups.items(), key=lambda item: (not item[0][2], -len(item[1])))  # failures without any fault first
+    out = [f'<section id="violations"><h2>{len(failed)} violated, in {len(groups)} finding{"s" if len(groups) != 1 else ""}</h2>'
+           '<ol class="violations">']
+    for (invariant, _cause, baseline), records in ordered:
+        r = records[0]
+        detail = r["violations"][0][1] if r["violations"] else (r["failures"][0] if r["failures"] else "")
+        where = user_line(detail)
         link = ""
         if r["kind"] == "point":
             link = f' <a href="#{_line_id(index[r["file"]], r["line"])}">{e(s.short(r["file"]))}:{r["line"]}</a>'
+        marks = ('<span class="tag baseline">without any fault</span> ' if baseline else "") + \
+            (f'<span class="tag culprit">at {e(where)}</span> ' if where else "")
+        fix = FIXES.get(invariant, "")
         out.append(
-            f'<li><code class="nodeid">{e(r["nodeid"])}</code>{link}<div>{"<br>".join(what)}</div>'
+            f'<li class="finding{" baseline" if baseline else ""}"><div class="head">{marks}<b>{e(invariant)}</b> '
+            f'<span class="count">{len(records)} {"item" if len(records) == 1 else "items"}</span></div>'
+            f'<div>{e(detail)}</div>' + (f'<div class="fix">fix: {e(fix)}</div>' if fix else "")
+            + f'<div class="first">first: <code class="nodeid">{e(r.get("pytest_id", r["nodeid"]))}</code>{link}</div>'
             f'<div class="lesson">{e(r["lesson"])}</div><code class="replay">{e(r.get("replay", ""))}</code></li>'
         )
     out.append("</ol></section>")
     return out
+
+
+def _culprits(s: Summary) -> set[str]:
+    """The user's lines the failures name (``path:line``: where a paid call or delivery came from)."""
+    return {where for r in s.failed for _, detail in r["violations"] if (where := user_line(detail))}
+
+
+def _is_culprit(culprits: set[str], shown_path: str, number: int) -> bool:
+    return any(shown_path.endswith(where.rpartition(":")[0]) and where.endswith(f":{number}") for where in culprits)
 
 
 def _plans(s: Summary) -> list[str]:
@@ -397,6 +425,7 @@ def _sources(s: Summary) -> list[str]:
 def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int], list[dict[str, Any]]], killed: set[int],
                 files: dict[str, int]) -> list[str]:
     lines = linecache.getlines(path)
+    culprits = _culprits(s)
     executable = s.executable.get(path, set()) | {line for (f, line) in by_line if f == path}
     out = [f'<h3 id="f{index}">{e(s.short(path))}</h3>']
     if not lines:
@@ -411,6 +440,10 @@ def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int]
         text = e(lines[number - 1].rstrip("\n"))
         points = by_line.get((path, number), [])
         row_id = _line_id(index, number)
+        if _is_culprit(culprits, s.short(path), number):  # the user's line a finding names, whatever was killed there
+            out.append(f'<tr class="culprit" id="{row_id}"><td class="ln">{number}</td><td class="badge">from here</td>'
+                       f'<td class="src"><code>{text}</code></td></tr>')
+            continue
         if points:
             bad = [r for r in points if not r["held"]]
             tone = "violated" if bad else "held"  # across every fault kind at the line
@@ -493,6 +526,8 @@ def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, in
             out.append(f'<div class="lesson">{e(r["lesson"])}</div>')
         if r.get("replay"):
             out.append(f'<code class="replay">{e(r["replay"])}</code>')
+            if r.get("replay_cli"):
+                out.append(f'<div class="what">outside pytest:</div><code class="replay">{e(r["replay_cli"])}</code>')
         out.append("</div>")
     out.append("</div>")
     return "".join(out)
@@ -562,6 +597,9 @@ details[open] > summary { font-weight: 600; }
 .pt .head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
 .pt .tag { font-size: 11px; font-weight: 700; color: var(--good); } .pt.violated .tag { color: var(--bad); }
 .pt .wasted { margin-left: auto; color: var(--muted); font-size: 12px; }
+tr.culprit td { background: #fde68a; } tr.culprit .badge { font-weight: 600; }
+.violations .tag.baseline { background: #b91c1c; color: #fff; } .violations .tag.culprit { background: #fde68a; }
+.violations .count { color: var(--muted); } .violations .fix { margin-top: 2px; }
 .pt .inv { margin-top: 4px; } .pt .why { color: var(--muted); font-size: 12.5px; }
 .pt .what { color: var(--muted); font-size: 12.5px; }
 .pt .fault { font: 600 11px ui-monospace, monospace; border-radius: 4px; padding: 0 5px; background: #eef1f4; }

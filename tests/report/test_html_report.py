@@ -230,4 +230,31 @@ def test_a_report_with_faults_of_the_machine_renders_their_counts_and_outcomes_i
     assert '<span class="fault disk-full machine">disk-full</span>' in row
     assert "worker-survives</b>: the worker process died: OperationalError: database or disk is full" in row
     assert "the worker died or stalled on it, and a check failed" in row
+    assert re.search(r"python -m pytest \S*test_a_loop_that_dies_on_a_full_disk --chaos-points (?:'|&#x27;)?backlog::", row)  # pasteable
     assert re.search(r"python -m chaos matrix --target quality\.machine_variants:DiesOnDiskError .*--faults disk-full --point (?:'|&#x27;)?backlog::", row)
+
+
+def test_violations_are_grouped_by_cause_and_the_users_line_is_marked(tmp_path):
+    """The report groups as the command line does: one finding per invariant and cause, with its
+    count; a failure without any fault first; the line a delivery was sent from marked."""
+    source = tmp_path / "steps.py"
+    source.write_text("def notify(ctx):\n    message = {}\n    send(message)\n    return message\n")
+    base = {"plan": "t.py::test_gate", "lesson": "L.", "mode": "fork", "seed": 0, "function": "notify", "exit": "killed",
+            "group": "clean", "source": "", "failures": [], "wasted": 0, "seconds": 0.01, "replay": "r", "kind": "point",
+            "hit": 1, "executable": {str(source): [2, 3, 4]}, "file": str(source)}
+    sent = f"arrived at the receiver without a committed outbox row (sent from {source.name}:3)"
+    records = [
+        {**base, "nodeid": "t::a", "point": "steps.notify:L2#1", "line": 2, "held": False,
+         "violations": [["outbox-at-least-once", f"effect 'doc-1:email' {sent}"]]},
+        {**base, "nodeid": "t::b", "point": "steps.notify:L4#1", "line": 4, "held": False,
+         "violations": [["outbox-at-least-once", f"effect 'doc-2:email' {sent}"]]},
+        {**base, "kind": "baseline", "nodeid": "t::clean::baseline", "held": False,
+         "violations": [["baseline", "family 'clean' fails without any fault: job 'doc-1' ended 'failed'"]]},
+    ]
+    page = render_html(summarize(records))
+    assert "3 violated, in 2 findings" in page
+    findings = re.findall(r'<li class="finding( baseline)?">(.*?)</li>', page, flags=re.S)
+    assert findings[0][0] == " baseline" and "without any fault" in findings[0][1]  # first
+    assert "outbox-at-least-once" in findings[1][1] and "2 items" in findings[1][1]
+    assert f"at {source.name}:3" in findings[1][1] and "fix: an effect reached the receiver" in findings[1][1]
+    assert re.search(r'<tr class="culprit" id="f0-L3"><td class="ln">3</td><td class="badge">from here</td>', page)
