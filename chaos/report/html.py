@@ -301,10 +301,17 @@ def _line_id(file_index: int, line: int) -> str:
 
 
 def _file_order(s: Summary) -> list[str]:
+    """The user's files first (not the harness's, not the reference engine's), then by violations."""
     files = set(s.executable) | {r["file"] for r in s.points}
     bad = {r["file"] for r in s.points if not r["held"]}
     count = {f: sum(1 for r in s.points if r["file"] == f) for f in files}
-    return sorted(files, key=lambda f: (f not in bad, -count[f], f))
+    return sorted(files, key=lambda f: (_is_library(f), f not in bad, -count[f], f))
+
+
+def _is_library(path: str) -> bool:
+    """Whether ``path`` is crashgate's own code (engine/ or chaos/), not the user's."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return any(os.path.abspath(path).startswith(os.path.join(here, name) + os.sep) for name in ("engine", "chaos"))
 
 
 def _faults(s: Summary) -> list[str]:
@@ -410,12 +417,21 @@ def _sources(s: Summary) -> list[str]:
     for r in s.points:
         by_line.setdefault((r["file"], r["line"]), []).append(r)
     killed = s.killed_lines()
-    out = ['<section id="source"><h2>Traced source</h2>', LEGEND, '<nav class="files">']
+    out = ['<section id="source"><h2>Traced source</h2>', LEGEND,
+           '<p class="controls"><input id="file-filter" type="search" placeholder="filter files" aria-label="filter files"> '
+           '<label><input id="hide-held" type="checkbox"> hide held lines</label></p>',
+           '<table class="index" id="file-index"><thead><tr><th data-key="file">file</th><th data-key="points">points</th>'
+           '<th data-key="violated">violated</th><th data-key="coverage">crash coverage</th></tr></thead><tbody>']
     for i, f in enumerate(files):
         n = sum(len(v) for (ff, _), v in by_line.items() if ff == f)
         bad = sum(1 for (ff, _), v in by_line.items() if ff == f for r in v if not r["held"])
-        out.append(f'<a href="#f{i}" class="{"bad" if bad else ""}">{e(s.short(f))} <span>{n} pts{f", {bad} violated" if bad else ""}</span></a>')
-    out.append("</nav>")
+        executable = s.executable.get(f, set())
+        covered = round(100.0 * len(executable & killed.get(f, set())) / len(executable), 1) if executable else 100.0
+        mine = "" if _is_library(f) else " mine"
+        out.append(f'<tr class="{"bad" if bad else "ok"}{mine}" data-file="{e(s.short(f))}" data-points="{n}" data-violated="{bad}" '
+                   f'data-coverage="{covered}"><td><a href="#f{i}">{e(s.short(f))}</a></td><td class="n">{n}</td>'
+                   f'<td class="n">{bad}</td><td class="n">{covered}%</td></tr>')
+    out.append("</tbody></table>")
     for i, f in enumerate(files):
         out += _file_table(s, i, f, by_line, killed.get(f, set()), {f: n for n, f in enumerate(files)})
     out.append("</section>")
@@ -597,6 +613,9 @@ details[open] > summary { font-weight: 600; }
 .pt .head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
 .pt .tag { font-size: 11px; font-weight: 700; color: var(--good); } .pt.violated .tag { color: var(--bad); }
 .pt .wasted { margin-left: auto; color: var(--muted); font-size: 12px; }
+body.hide-held table.code tr.held, body.hide-held table.code tr.plain, body.hide-held table.code tr.fold { display: none; }
+table.index th { cursor: pointer; text-align: left; } table.index tr.mine td:first-child { font-weight: 600; }
+table.index tr.bad td { color: #b91c1c; } .controls input[type=search] { padding: 2px 6px; }
 tr.culprit td { background: #fde68a; } tr.culprit .badge { font-weight: 600; }
 .violations .tag.baseline { background: #b91c1c; color: #fff; } .violations .tag.culprit { background: #fde68a; }
 .violations .count { color: var(--muted); } .violations .fix { margin-top: 2px; }
@@ -615,4 +634,27 @@ function openTarget() {
   row.scrollIntoView({block: 'center'});
 }
 window.addEventListener('hashchange', openTarget); openTarget();
+// The index of files: sort by a column (click its header; again to reverse), filter by name.
+var index = document.getElementById('file-index');
+if (index) {
+  index.querySelectorAll('th').forEach(function (th) {
+    th.addEventListener('click', function () {
+      var key = th.dataset.key, body = index.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      var down = th.dataset.dir !== 'down'; th.dataset.dir = down ? 'down' : 'up';
+      rows.sort(function (a, b) {
+        var x = a.dataset[key], y = b.dataset[key];
+        var c = key === 'file' ? x.localeCompare(y) : parseFloat(x) - parseFloat(y);
+        return down ? -c : c;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+  document.getElementById('file-filter').addEventListener('input', function (ev) {
+    var q = ev.target.value.toLowerCase();
+    Array.prototype.forEach.call(index.tBodies[0].rows, function (r) { r.hidden = q && r.dataset.file.toLowerCase().indexOf(q) < 0; });
+  });
+  document.getElementById('hide-held').addEventListener('change', function (ev) {
+    document.body.classList.toggle('hide-held', ev.target.checked);
+  });
+}
 """

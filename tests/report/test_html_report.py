@@ -258,3 +258,41 @@ def test_violations_are_grouped_by_cause_and_the_users_line_is_marked(tmp_path):
     assert "outbox-at-least-once" in findings[1][1] and "2 items" in findings[1][1]
     assert f"at {source.name}:3" in findings[1][1] and "fix: an effect reached the receiver" in findings[1][1]
     assert re.search(r'<tr class="culprit" id="f0-L3"><td class="ln">3</td><td class="badge">from here</td>', page)
+
+
+PROBE = """<script>
+// Drives the report's own controls in the real browser, then writes what it saw into the DOM.
+var index = document.getElementById('file-index');
+var th = index.querySelector('th[data-key="violated"]');
+th.click();
+var first = index.tBodies[0].rows[0].dataset.file;
+th.click();
+var last = index.tBodies[0].rows[0].dataset.file;
+var box = document.getElementById('hide-held'); box.checked = true; box.dispatchEvent(new Event('change'));
+var held = document.querySelector('table.code tr.held');
+var filter = document.getElementById('file-filter'); filter.value = 'other'; filter.dispatchEvent(new Event('input'));
+var shown = Array.prototype.filter.call(index.tBodies[0].rows, function (r) { return !r.hidden; }).map(function (r) { return r.dataset.file; });
+document.body.setAttribute('data-probe', [first, last, getComputedStyle(held).display, shown.join('|')].join(';'));
+</script>"""
+
+
+def test_the_index_sorts_filters_and_hides_held_lines_in_headless_chromium(tmp_path):
+    binary = _chromium()
+    bad, other = tmp_path / "steps.py", tmp_path / "other.py"
+    bad.write_text("def f():\n    a = 1\n    b = 2\n")
+    other.write_text("def g():\n    c = 3\n")
+    base = {"plan": "p", "lesson": "L.", "mode": "fork", "seed": 0, "exit": "killed", "group": "g", "source": "", "failures": [],
+            "wasted": 0, "seconds": 0.01, "replay": "r", "kind": "point", "hit": 1}
+    records = [
+        {**base, "nodeid": "p::1", "point": "steps.f:L2#1", "function": "f", "file": str(bad), "line": 2, "held": False,
+         "violations": [["drains", "job 'a' is stuck"]], "executable": {str(bad): [2, 3], str(other): [2]}},
+        {**base, "nodeid": "p::2", "point": "steps.f:L3#1", "function": "f", "file": str(bad), "line": 3, "held": True, "violations": []},
+        {**base, "nodeid": "p::3", "point": "other.g:L2#1", "function": "g", "file": str(other), "line": 2, "held": True, "violations": []},
+    ]
+    page = tmp_path / "report.html"
+    page.write_text(render_html(summarize(records, rootdir=str(tmp_path))).replace("</body>", PROBE + "</body>"))
+    dom = _run_chromium(binary, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
+    probe = re.search(r'data-probe="([^"]*)"', dom).group(1).split(";")
+    assert probe[0] == "steps.py" and probe[1] == "other.py"  # sorted by violations, then reversed
+    assert probe[2] == "none"  # a held line hidden by the switch
+    assert probe[3] == "other.py"  # the filter keeps the matching file
