@@ -5,9 +5,11 @@ Gate your own engine (through its adapter) in two lines of any test module::
     import chaos.machine
     TestMyEngine = chaos.machine.state_machine_test("mypkg.crash:adapter", profile="ci")
 
-A failure shows Hypothesis's shrunk program, what each step did (where a worker was killed, what
-a run returned), the violated invariant and what it protects, and the one command that replays
-it: ``python -m chaos explore --target mypkg.crash:adapter --profile ci --seed 0``.
+Every distinct failure (one per invariant and kind of event that revealed it) shows Hypothesis's
+shrunk program, what each step did (where a worker was killed, what a run returned), the violated
+invariant and what it protects, and the one command that replays it:
+``python -m chaos explore --target mypkg.crash:adapter --profile ci --seed 0``. ``ignore=`` (the
+CLI's ``--ignore``) looks past a known weakness: those invariants are counted, not failed on.
 
 >>> report = explore(profile="ci", max_examples=2, stateful_step_count=5)
 >>> report.passed, report.examples
@@ -330,7 +332,8 @@ FINDINGS_MAX = 100  # a bound on the walk through nested exception groups
 
 def _findings(error: BaseException, replay: str) -> list[Finding]:
     """One finding per distinct failure Hypothesis reported (an ``ExceptionGroup`` of them when
-    there are several), in its order (the smallest first), each (invariant, event kind) once."""
+    there are several), each (invariant, event kind) once, the shortest program first (one whose
+    shrinking ran out of time is long)."""
     failures = [error]
     if isinstance(error, BaseExceptionGroup) and not isinstance(error, FlakyFailure):
         failures = list(error.exceptions)
@@ -339,7 +342,7 @@ def _findings(error: BaseException, replay: str) -> list[Finding]:
     for failure in failures:
         finding = _finding(failure, replay)
         out.setdefault((finding.invariant, finding.event), finding)
-    return list(out.values())
+    return sorted(out.values(), key=lambda f: len(f.program))
 
 
 def _finding(error: BaseException, replay: str) -> Finding:

@@ -44,7 +44,7 @@ from chaos.core.process import run_in_child
 from chaos.core.scenario import MODES, T0, payload_for, settle
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
 
-__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IGNORABLE", "AT_REST", "baseline_violations", "violated"]
+__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IGNORABLE", "AT_REST", "BEFORE", "baseline_violations", "kind_of", "violated"]
 
 CLIENT, OPS, SENDER, RECOVER = "client", "ops", "sender", "w-recover"
 PENDING, NEEDS_HUMAN = "pending", "needs_human"
