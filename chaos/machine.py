@@ -385,7 +385,8 @@ def _generating_to_the_end() -> Iterator[None]:
     or once as many calls again found nothing new: a slow history (a fork, a frozen worker) makes
     that a handful, and the bugs behind the first go unseen. Explore is a search for bugs: it
     spends its whole budget looking. Twice ``max_examples`` calls bound a run whose every history
-    fails (failing histories are not "valid" examples).
+    fails (failing histories are not "valid" examples). Without a shrink phase Hypothesis's rule
+    stands (stop at the first failure).
     """
     engine = importlib.import_module("hypothesis.internal.conjecture.engine")
     runner = getattr(engine, "ConjectureRunner", None)
@@ -395,8 +396,9 @@ def _generating_to_the_end() -> Iterator[None]:
         return
 
     def should_generate_more(self: Any) -> bool:
-        if not getattr(self, "interesting_examples", None) or not self.settings.report_multiple_bugs:
-            return bool(original(self))
+        keep_looking = self.settings.report_multiple_bugs and Phase.shrink in self.settings.phases
+        if not getattr(self, "interesting_examples", None) or not keep_looking:
+            return bool(original(self))  # nothing found yet, or a run that wants out fast
         budget = self.settings.max_examples
         return self.valid_examples < budget and self.call_count < 2 * budget
 

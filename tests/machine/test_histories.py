@@ -173,8 +173,6 @@ def test_the_reference_engine_passes_a_short_exploration_with_both_kill_modes():
 
 
 GOLDEN = """\
-explore tests.quality.variants:EffectInStep (profile ci, seed 0): FAILED
-
 shrunk program:
   state = EffectInStepHistories()
   state.start(jobs=1)
@@ -199,7 +197,13 @@ def _without_timing(text):
 
 def test_a_failure_prints_the_shrunk_program_what_happened_and_the_replay_command_golden():
     report = explore("tests.quality.variants:EffectInStep", profile="ci")
-    assert _without_timing(report.format()) == GOLDEN
+    assert not report.passed
+    by_a_run = next(f for f in report.findings if (f.invariant, f.event) == ("outbox-at-least-once", "Run"))
+    assert by_a_run.format() == GOLDEN
+    text = report.format()
+    assert _without_timing(text).startswith("explore tests.quality.variants:EffectInStep (profile ci, seed 0): FAILED\n")
+    assert "\n\n" + GOLDEN + "\n" in text + "\n"
+    assert text.count("shrunk program:") == len(report.findings)
 
 
 def test_the_same_seed_explores_and_shrinks_to_the_same_program():
