@@ -92,6 +92,7 @@ class Finding:
     violations: list[Violation] = field(default_factory=list)
     replay: str = ""
     flaky: bool = False  # failed once, passed when Hypothesis ran it again: not shrunk
+    error: BaseException | None = field(default=None, repr=False, compare=False)  # as Hypothesis raised it
 
     def format(self) -> str:
         if self.flaky:
@@ -221,7 +222,7 @@ def state_machine_test(
 
     The adapter is loaded when the test runs, so a wrong target fails that test, not collection.
     A failure re-raises the original error with the shrunk program and the replay command added
-    (several distinct ones: Hypothesis's ``ExceptionGroup`` of them). ``ignore`` is as for
+    (several distinct ones: the first finding's error, the others in its notes). ``ignore`` is as for
     :func:`explore`. The seed is ``seed``, else ``@hypothesis.seed(N)`` on the class, else ``--hypothesis-seed``,
     else the profile's default.
     """
@@ -234,9 +235,14 @@ def state_machine_test(
             pinned = seed if seed is not None else getattr(type(self), "_hypothesis_internal_use_seed", None)
             report, error = _explore(target, profile, pinned, chosen, overrides, ignored)
             if error is not None:
-                if report.replay not in str(error):
-                    error.add_note(f"replay: {report.replay}")
-                raise error
+                # The first (shortest) finding's own error, the others as notes: a test framework
+                # shows one failure, and every finding in it.
+                first = report.findings[0].error if report.findings and report.findings[0].error is not None else error
+                for number, other in enumerate(report.findings[1:], 2):
+                    first.add_note(f"\nfinding {number} of {len(report.findings)}: {other.invariant}, revealed by {_revealed(other.event)}\n{other.format()}")
+                if report.replay not in str(first):
+                    first.add_note(f"replay: {report.replay}")
+                raise first
 
     TestCrashgateHistories.__doc__ = f"Random histories of {target} (profile {profile})."
     return TestCrashgateHistories
@@ -361,7 +367,7 @@ def _finding(error: BaseException, replay: str) -> Finding:
         invariant, event, violations = seen.invariant, seen.kind, list(seen.violations)
     else:  # the engine or the harness raised: a failure too, known by its type
         invariant, event, violations = "raised", type(seen or error).__name__, []
-    return Finding(invariant or "raised", event, failure, program, violations, replay, flaky)
+    return Finding(invariant or "raised", event, failure, program, violations, replay, flaky, error)
 
 
 def _first_violation(error: BaseException) -> BaseException | None:
