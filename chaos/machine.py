@@ -34,7 +34,7 @@ from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from chaos.adapter import REFERENCE_TARGET, load_adapter
-from chaos.histories.state_machine import BEFORE, IGNORABLE, Histories, InvariantViolated, baseline_violations, machine_for
+from chaos.histories.state_machine import AT_REST, BEFORE, IGNORABLE, Histories, InvariantViolated, baseline_violations, machine_for
 from chaos.core.invariants import Violation
 from chaos.core.scenario import MODES
 
@@ -172,7 +172,10 @@ class ExploreReport:
 
 
 def _revealed(event: str) -> str:
-    return event if event in ("at rest", BEFORE) else f"a {event}"
+    """What revealed a finding, for its heading: ``a Run``, ``the checks at rest``, ..."""
+    if event == AT_REST:
+        return "the checks at rest"
+    return event if event == BEFORE else f"a {event}"
 
 
 def replay_command(target: str, profile: str, seed: int, ignore: Iterable[str] = ()) -> str:
