@@ -172,8 +172,16 @@ class Store(Protocol):
 
 
 def clip_error(error: str | None) -> str | None:
-    """An error message short enough for ``last_error``."""
-    if error is None or len(error) <= ERROR_CHARS_MAX:
+    """An error message both databases can store as ``last_error``, short enough: a NUL or a lone
+    surrogate it quotes from the input (a key, a value) is written as its escape.
+
+    >>> clip_error("bad key 'a\\x00b\\udc80'")
+    "bad key 'a\\\\x00b\\\\udc80'"
+    """
+    if error is None:
+        return None
+    error = error.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(error) <= ERROR_CHARS_MAX:
         return error
     return error[: ERROR_CHARS_MAX - 3] + "..."
 

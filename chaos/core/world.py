@@ -116,16 +116,29 @@ NOT_THE_USERS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for 
 
 def origin(glue: tuple[str, ...] = ()) -> str:
     """The user's line that led here ("" when only the harness and the engine did: an outbox
-    sender's delivery, the harness's own calls). ``glue``: files that are not the user's code
-    either (the adapter's module, which only bridges the engine to the world)."""
+    sender's delivery, the harness's own calls).
+
+    The user's code is the run of frames nearest to the call that are neither the harness's, nor
+    the reference engine's, nor Python's installation: the innermost of them outside ``glue``
+    (the adapter's module, which only bridges an engine to the world), or the innermost glue frame
+    where the step itself lives in the adapter's module. Frames further out (past the engine's
+    loop, the harness, a test calling it) are not looked at.
+    """
     frame = inspect.currentframe()
+    candidate = ""
     try:
         while frame is not None:
             path = frame.f_code.co_filename
-            if not path.startswith(_HARNESS_AND_ENGINE + NOT_THE_USERS) and not path.startswith("<") and path not in glue:
+            library = path.startswith(_HARNESS_AND_ENGINE + NOT_THE_USERS) or path.startswith("<")
+            if library:
+                if candidate:
+                    return candidate  # the run of the user's frames ended: only glue was in it
+            elif path not in glue:
                 return f"{_shown(path)}:{frame.f_lineno}"
+            elif not candidate:
+                candidate = f"{_shown(path)}:{frame.f_lineno}"
             frame = frame.f_back
-        return ""
+        return candidate
     finally:
         del frame
 

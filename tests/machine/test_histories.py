@@ -172,7 +172,14 @@ def test_the_reference_engine_passes_a_short_exploration_with_both_kill_modes():
     assert report.replay == "python -m chaos explore --target chaos:reference_adapter --profile ci --seed 0"
 
 
-GOLDEN = """\
+def _line_of(path: str, marker: str) -> int:
+    with open(path) as f:
+        return next(n for n, line in enumerate(f, 1) if marker in line)
+
+
+SENT_AT = _line_of(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "quality", "variants.py"),
+                   "# BUG: not via the outbox")
+GOLDEN = f"""\
 shrunk program:
   state = EffectInStepHistories()
   state.start(jobs=1)
@@ -182,7 +189,7 @@ shrunk program:
   state.teardown()
 
 InvariantViolated: 1 violation(s) after step 2:
-  outbox-at-least-once: effect 'doc-1:delivery' arrived at the receiver without a committed outbox row
+  outbox-at-least-once: effect 'doc-1:delivery' arrived at the receiver without a committed outbox row (sent from tests/quality/variants.py:{SENT_AT})
   outbox-at-least-once holds when: Every committed outbox row is delivered at least once; the receiver applies exactly one effect per key; no effect arrives without a committed outbox row; ``sent_at`` set implies delivered.
 what happened:
   1. Submit(job='doc-1', payload='plain'): created
