@@ -50,15 +50,11 @@ def user_line(detail: str) -> str:
     return found.group(1) if found else ""
 
 
-@dataclass
-class Headline:
-    """One way the runs without any fault fail: the families, and their points that fail alike."""
+class _Grouped:
+    """What a headline and a finding derive from their invariant and example: the fix, the user's line."""
 
     invariant: str
-    cause: str
     example: str
-    families: list[str] = field(default_factory=list)
-    points: int = 0  # point scenarios (of any family) that fail the same way
 
     @property
     def fix(self) -> str:
@@ -70,7 +66,18 @@ class Headline:
 
 
 @dataclass
-class Finding:
+class Headline(_Grouped):
+    """One way the runs without any fault fail: the families, and their points that fail alike."""
+
+    invariant: str
+    cause: str
+    example: str
+    families: list[str] = field(default_factory=list)
+    points: int = 0  # point scenarios (of any family) that fail the same way
+
+
+@dataclass
+class Finding(_Grouped):
     """One invariant broken for one cause, at ``points`` scenarios."""
 
     invariant: str
@@ -80,14 +87,6 @@ class Finding:
     families: Counter = field(default_factory=Counter)
     faults: Counter = field(default_factory=Counter)
     first: Any = None  # the PointResult it was first seen at (its replay command, its source line)
-
-    @property
-    def fix(self) -> str:
-        return FIXES.get(self.invariant, "")
-
-    @property
-    def where(self) -> str:
-        return user_line(self.example)
 
 
 def headlines(report: Any) -> list[Headline]:
