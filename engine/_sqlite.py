@@ -31,6 +31,7 @@ from ._opening import check_sqlite_path, sqlite_open_error
 from ._sql import SQLITE
 from ._sqlstore import SqlStore
 from ._store import APPLICATION_ID, SCHEMA_VERSION
+from .wal import use_wal
 
 __all__ = ["SqliteStore", "SYNCHRONOUS_LEVELS", "WAL_AUTOCHECKPOINT_PAGES"]
 
@@ -80,7 +81,7 @@ class SqliteStore(SqlStore):
             self.conn.row_factory = sqlite3.Row
             self._ensure_schema()
             if path != ":memory:":
-                self.conn.execute("PRAGMA journal_mode=WAL")
+                use_wal(self.conn, timeout_s=self.busy_timeout_s)
                 self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")  # a constant
             self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
         except BaseException as exc:
@@ -143,9 +144,18 @@ class SqliteStore(SqlStore):
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _schema_facts(self) -> tuple[int, int, list[str]]:
-        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        return app_id, version, [r[0] for r in self.conn.execute(SELECT_TABLES)]
+        # One read transaction: read one by one, the facts could straddle another process's commit
+        # of a new schema (tables already there, application_id not yet) and call the file foreign.
+        in_transaction = self.conn.in_transaction
+        if not in_transaction:
+            self.conn.execute("BEGIN")
+        try:
+            app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
+            version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+            return app_id, version, [r[0] for r in self.conn.execute(SELECT_TABLES)]
+        finally:
+            if not in_transaction:
+                self.conn.execute("COMMIT")
 
     def _refuse_foreign(self, app_id: int, version: int, tables: list[str]) -> None:
         if app_id == APPLICATION_ID and version > SCHEMA_VERSION:

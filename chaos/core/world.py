@@ -40,6 +40,8 @@ from engine import (
 )
 from engine import generated_document, local_answer
 
+from chaos.core.ledger_file import open_ledger
+
 __all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS", "raise_fault", "origin"]
 
 FAULT_KINDS = (
@@ -250,13 +252,7 @@ class World:
     def conn(self) -> sqlite3.Connection:
         """This process's ledger connection (a forked child opens its own)."""
         if self._conn is None or self._pid != os.getpid():
-            self._conn = sqlite3.connect(self.ledger_path, isolation_level=None, timeout=30, check_same_thread=False)
-            # The ledger must survive the worker's SIGKILL, not a power loss: every write is its
-            # own autocommit transaction, and the OS keeps the data once the write returns.
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=OFF")
-            for statement in LEDGER_SCHEMA:
-                self._conn.execute(statement)
+            self._conn = open_ledger(self.ledger_path, LEDGER_SCHEMA)
             self._pid = os.getpid()
         return self._conn
 

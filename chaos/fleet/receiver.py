@@ -41,6 +41,7 @@ from typing import Any, Sequence
 from engine import decode_idempotency_key
 from engine import generated_document
 
+from chaos.core.ledger_file import open_ledger
 from chaos.core.world import Delivery
 
 __all__ = ["ReceiverProcess", "deliveries", "receiver_figures", "DROP_EVERY_DEFAULT", "FAIL_EVERY_DEFAULT"]
@@ -75,10 +76,7 @@ class _Ledger:
     """The receiver's record of what arrived, shared by the server's connection threads."""
 
     def __init__(self, path: str, *, dedupe: bool, drop_every: int) -> None:
-        self.conn = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        for statement in SCHEMA:
-            self.conn.execute(statement)
+        self.conn = open_ledger(path, SCHEMA, synchronous="FULL")  # what arrived is never lost
         self.dedupe = dedupe
         self.drop_every = drop_every
         self.keys_seen = self.conn.execute(COUNT_KEYS).fetchone()[0]

@@ -30,6 +30,7 @@ from typing import Any, Callable
 from engine import ConnectionFailed, ModelReply, ServerError
 from engine import local_answer
 
+from chaos.core.ledger_file import open_ledger
 from chaos.core.world import USD_PER_1K_CHARS, Call
 
 __all__ = [
@@ -77,13 +78,7 @@ class CallLedger:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.conn = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
-        # The ledger must survive the worker's SIGKILL, not a power loss: each write is its own
-        # autocommit transaction, and the OS keeps the data once the write returns.
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=OFF")
-        for statement in LEDGER_SCHEMA:
-            self.conn.execute(statement)
+        self.conn = open_ledger(path, LEDGER_SCHEMA)
         self.lock = threading.Lock()
 
     def record(self, ctx: Any, task: str, at: float, memo_committed: bool, lease_valid: bool, cost_usd: float) -> None:
