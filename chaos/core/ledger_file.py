@@ -14,6 +14,7 @@ SIGKILL once the write returns (the OS holds it), not a power loss, which these 
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Iterable
 
 from engine.wal import use_wal
@@ -32,7 +33,16 @@ def open_ledger(path: str, schema: Iterable[str], *, synchronous: str = "OFF",
     if synchronous not in SYNCHRONOUS:
         raise ValueError(f"synchronous={synchronous!r}: use one of {', '.join(SYNCHRONOUS)}")
     conn = sqlite3.connect(path, isolation_level=None, timeout=timeout_s, check_same_thread=False)
-    use_wal(conn, timeout_s=timeout_s)
+    # The world opens its ledger lazily, inside the iteration a recorder traces for crash points;
+    # engine.wal's lines run here for the harness, not for the engine under test, so they are
+    # hidden from the tracer (else a forked child, which opens its own ledger, reaches lines the
+    # recording did not and the plan's points are called non-deterministic).
+    tracer = sys.gettrace()
+    sys.settrace(None)
+    try:
+        use_wal(conn, timeout_s=timeout_s)
+    finally:
+        sys.settrace(tracer)
     conn.execute(f"PRAGMA synchronous={synchronous}")  # one of SYNCHRONOUS
     for statement in schema:
         conn.execute(statement)
