@@ -11,12 +11,15 @@ does not know.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from chaos.core.findings import normalise
 
-from .conftest import unsafe_line
+from .conftest import REPO, unsafe_line
 
 SECOND_BUG = '''
 """A second planted bug: another notify step that emails from inside the step."""
@@ -93,3 +96,17 @@ def test_a_known_finding_of_a_fault_that_did_not_run_is_not_called_gone(example,
     assert "known findings no longer seen (1), to drop from " in out
     assert "  drains in family 'every_line' [crash]: job '…' is stuck" in out
     assert "[pause-live]" not in out  # no pause ran: the file's pause finding may well still be there
+
+
+def test_the_baseline_command_writes_the_known_findings_of_a_plans_items(example, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "chaos", "baseline", "--plan", "fault_plans/every_line.toml",
+                           "--target", "invoices.crash:unsafe_adapter", "--faults", "crash", "--sample", "8"],
+                          cwd=str(example.path), capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(example.path), str(REPO)])))
+    assert done.returncode == 0, done.stderr
+    expected = json.loads(open(_known_file(tmp_path / "by-hand.json", unsafe_line())).read())
+    assert json.loads(done.stdout) == expected
+    bad = subprocess.run([sys.executable, "-m", "chaos", "baseline", "--plan", "fault_plans/missing.toml"],
+                         cwd=str(example.path), capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(example.path), str(REPO)])))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "missing.toml" in bad.stderr
