@@ -18,6 +18,7 @@ flag                environment          ini key         default
 --chaos-faults      CRASHGATE_FAULTS     chaos_faults    crash
 --chaos-pairs       CRASHGATE_PAIRS      chaos_pairs     200
 --chaos-report      CRASHGATE_REPORT     chaos_report    (none)
+--chaos-baseline    CRASHGATE_BASELINE   chaos_baseline  (none)
 ==================  ===================  ==============  ==========================
 
 pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos.plans.plan`): one item per crash
@@ -32,6 +33,11 @@ iteration run without a crash). A fault of the machine (``disk``, ``io``, ``lock
 picks its fault kinds; ``--chaos-faults`` does for the plans that have none, and for
 ``crash_matrix`` tests. Under pytest-xdist each item is
 a separate test, and the controller's summary counts them all.
+
+A file of known findings (``--chaos-baseline``) turns a plan item whose every violation is in it
+into an xfail, and lets a ``crash_matrix`` test pass on them. Under GitHub Actions
+(``GITHUB_ACTIONS=true``) the summary ends with one ``::error`` annotation per finding of each
+failing test or plan (:mod:`chaos.core.annotations`).
 """
 
 from __future__ import annotations

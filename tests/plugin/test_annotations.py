@@ -28,9 +28,10 @@ def _errors(result: pytest.RunResult) -> list[str]:
     return [line for line in result.outlines if line.startswith("::error ")]
 
 
-def test_an_email_sent_inside_a_step_is_one_annotation_per_test_at_the_users_line(example, monkeypatch):
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_an_email_sent_inside_a_step_is_one_annotation_per_test_at_the_users_line(example, monkeypatch, workers):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    result = example.runpytest_subprocess(*UNSAFE)
+    result = example.runpytest_subprocess(*UNSAFE, *workers)  # under xdist the controller prints them
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     errors = _errors(result)
     # The plan (baseline and 8 points) and the crash_matrix test each fail in one way: one each.
