@@ -19,10 +19,11 @@ from engine.terminal import printable, stdout_closed
 
 from chaos.adapter import REFERENCE_TARGET
 from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, run_matrix
-from chaos.core.findings import KnownKey, findings, headlines, known_json, known_keys, read_known
+from chaos.core.annotations import annotations, on_github_actions, shown_path
+from chaos.core.findings import KnownKey, findings, headlines, known_json, known_keys, known_line, read_known
 from chaos.core.scenario import MODES
 
-__all__ = ["main", "COMMANDS", "format_report", "annotations"]
+__all__ = ["main", "COMMANDS", "format_report"]
 
 POSTGRES_TARGET = "chaos:postgres_adapter"
 COMMANDS = ("matrix", "baseline", "explore", "adapter", "demo", "soak", "plans")
@@ -63,8 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     _matrix_arguments(m)
     m.add_argument("--baseline", metavar="FILE",
                    help="a file of known findings (python -m chaos baseline): only findings not in it fail the run")
-    _matrix_arguments(sub.add_parser(
-        "baseline", help="run the matrix and print its findings as JSON: a file of known findings for matrix --baseline"))
+    b = sub.add_parser(
+        "baseline", help="run the matrix and print its findings as JSON: a file of known findings for matrix --baseline")
+    _matrix_arguments(b)
+    b.add_argument("--plan", action="append", metavar="FILE",
+                   help="print the findings of this fault plan's items instead (repeatable), for pytest's --chaos-baseline; "
+                        "--faults is for a plan without a fault key, --sample N runs a seeded sample of its items")
     # Random histories (chaos.machine, which imports Hypothesis only when the command runs).
     e = sub.add_parser("explore", help="random histories of runs, kills, clock jumps and faults; a failure is shrunk and replayable")
     e.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
@@ -104,6 +109,8 @@ def _command(args: argparse.Namespace) -> int:
         from chaos import machine
 
         return machine.run_cli(args)
+    if args.command == "baseline" and args.plan:
+        return _plan_baseline(args)
     if args.command in ("matrix", "baseline"):
         return _matrix(args)
     if args.command == "adapter":
@@ -183,7 +190,7 @@ def _matrix(args: argparse.Namespace) -> int:
     found = known_keys(report)
     try:
         if args.command == "baseline":
-            print(json.dumps(known_json(report, found), indent=2))
+            print(json.dumps(known_json(report.target, found), indent=2))
             return 0
         if args.json:
             print(json.dumps(report.to_json(), indent=2))
@@ -196,9 +203,9 @@ def _matrix(args: argparse.Namespace) -> int:
             gone = sorted(known - found)
             if gone:
                 print(f"known findings no longer seen ({len(gone)}), to drop from {known_file}:")
-                for family, fault, invariant, cause in gone[:KNOWN_SHOWN_MAX]:
-                    print(f"  {invariant} in family {family!r}{f' [{fault}]' if fault else ' without any fault'}: {cause}")
-        if os.environ.get("GITHUB_ACTIONS") == "true":
+                for key in gone[:KNOWN_SHOWN_MAX]:
+                    print(f"  {known_line(key)}")
+        if on_github_actions():
             for line in annotations(report, known):
                 print(line)
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: the verdict still stands
@@ -211,38 +218,27 @@ def _matrix(args: argparse.Namespace) -> int:
 KNOWN_SHOWN_MAX = 20
 
 
-def annotations(report: MatrixReport, known: Iterable[KnownKey] = ()) -> list[str]:
-    """GitHub Actions workflow commands: one ``::error`` per finding group, at the user's line
-    where the world's ledger knows it, else at the point's line."""
-    known = set(known)
-    out = []
-    for head in headlines(report):
-        if all((family, "", head.invariant, head.cause) in known for family in head.families):
-            continue
-        out.append(_annotation(head.where, None, f"crashgate {head.invariant} (without any fault)",
-                               f"{head.example} ({len(head.families)} families); fix: {head.fix}"))
-    for f in findings(report, known=known):
-        out.append(_annotation(f.where, f.first, f"crashgate {f.invariant}",
-                               f"{f.example} ({f.points} points); fix: {f.fix}; replay: {f.first.replay}"))
-    return out
+def _plan_baseline(args: argparse.Namespace) -> int:
+    """``baseline --plan FILE``: the known findings of fault plans' items, keyed as the plugin keys them."""
+    from chaos.plans.known import plan_known_keys
 
-
-def _annotation(where: str, first: object, title: str, message: str) -> str:
-    """One ``::error`` command, escaped as GitHub's workflow commands want."""
-    def data(value: str) -> str:
-        return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-    def prop(value: str) -> str:
-        return data(value).replace(":", "%3A").replace(",", "%2C")
-
-    if where:
-        path, _, line = where.rpartition(":")
-        location = f"file={prop(path)},line={line},"
-    elif first is not None:
-        location = f"file={prop(_short(first.point.file))},line={first.point.line},"  # type: ignore[attr-defined]
-    else:
-        location = ""
-    return f"::error {location}title={prop(title)}::{data(message)}"
+    found: set[KnownKey] = set()
+    targets: list[str] = []
+    faults = tuple(f.strip() for f in args.faults.split(",") if f.strip())
+    for path in args.plan:
+        try:
+            target, keys = plan_known_keys(path, args.target, seed=args.seed, mode=args.mode, faults=faults, pairs=args.pairs,
+                                           selection=str(args.sample) if args.sample else "all")
+        except ValueError as exc:
+            print(f"error: {printable(exc)}", file=sys.stderr)
+            return 2
+        found |= keys
+        targets += [target] if target not in targets else []
+    try:
+        print(json.dumps(known_json(",".join(targets), found), indent=2))
+    except BrokenPipeError:
+        return stdout_closed()
+    return 0
 
 
 def _jobs(text: str) -> int:
@@ -360,5 +356,4 @@ def _ranges(lines: list[int]) -> str:
 
 
 def _short(path: str) -> str:
-    cwd = os.getcwd()
-    return os.path.relpath(path, cwd) if path.startswith(cwd) else path
+    return shown_path(path)

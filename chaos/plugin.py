@@ -18,6 +18,7 @@ flag                environment          ini key         default
 --chaos-faults      CRASHGATE_FAULTS     chaos_faults    crash
 --chaos-pairs       CRASHGATE_PAIRS      chaos_pairs     200
 --chaos-report      CRASHGATE_REPORT     chaos_report    (none)
+--chaos-baseline    CRASHGATE_BASELINE   chaos_baseline  (none)
 ==================  ===================  ==============  ==========================
 
 pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos.plans.plan`): one item per crash
@@ -32,6 +33,11 @@ iteration run without a crash). A fault of the machine (``disk``, ``io``, ``lock
 picks its fault kinds; ``--chaos-faults`` does for the plans that have none, and for
 ``crash_matrix`` tests. Under pytest-xdist each item is
 a separate test, and the controller's summary counts them all.
+
+A file of known findings (``--chaos-baseline``) turns a plan item whose every violation is in it
+into an xfail, and lets a ``crash_matrix`` test pass on them. Under GitHub Actions
+(``GITHUB_ACTIONS=true``) the summary ends with one ``::error`` annotation per finding of each
+failing test or plan (:mod:`chaos.core.annotations`).
 """
 
 from __future__ import annotations
@@ -110,7 +116,8 @@ HELP_REPORT = (
 )
 HELP_BASELINE = (
     "a file of known findings (written by python -m chaos baseline): crash_matrix tests fail only on findings "
-    "not in it and name the known ones no longer seen. Environment: CRASHGATE_BASELINE; ini: chaos_baseline "
+    "not in it; a fault-plan item whose every violation is in it is reported as xfail (known finding); the "
+    "summary names the known ones no longer seen. Environment: CRASHGATE_BASELINE; ini: chaos_baseline "
     "(relative to the ini file's directory)."
 )
 HELP_MARKER = (
@@ -282,6 +289,7 @@ class _State:
         self._scratch_count = 0
         self._points_dir: str | None = None
         self.sent_executable: set[str] = set()
+        self.failed_records: list[dict[str, Any]] = []  # the records of failed items and tests
 
     def workdir(self) -> str:
         if self._workdir is None:
@@ -441,6 +449,7 @@ class _PlanItem(pytest.Item):
         rec = {
             "nodeid": self.nodeid,
             "plan": self.plan_file.nodeid,
+            "family": self.plan.name,  # the scenario family of the plan's points: what a known finding names
             "lesson": self.plan.lesson,
             "target": self.plan_file.target,
             "mode": s.mode,
@@ -451,6 +460,19 @@ class _PlanItem(pytest.Item):
         self.user_properties.append((RECORD_KEY, rec))
         self.user_properties.extend(junit_properties([rec]))
         return rec
+
+    def verdict(self, rec: dict[str, Any]) -> None:
+        """Fail the item, explained, unless it held; an item whose every violation is a known
+        finding (``--chaos-baseline``), and no expectation of the plan failed, is an xfail."""
+        if rec["held"]:
+            return
+        s = _state(self.config).settings
+        if rec["violations"] and not rec["failures"] and _all_known(rec, s.known):
+            from chaos.core.annotations import shown_path
+
+            invariants = ", ".join(sorted({invariant for invariant, _ in rec["violations"]}))
+            pytest.xfail(f"known finding (in {shown_path(s.known_file)}): {invariants}")
+        raise CrashFailure(explain(rec))
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, CrashFailure):
@@ -552,8 +574,7 @@ class PlanPoint(_PlanItem):
             seconds=round(outcome.seconds, 5),
             **extra,
         )
-        if not rec["held"]:
-            raise CrashFailure(explain(rec))
+        self.verdict(rec)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         point = self.prepared.family.points[self.index]
@@ -591,8 +612,7 @@ class PlanBaseline(_PlanItem):
             wasted=base.wasted_calls,
             seconds=round(base.seconds, 5),
         )
-        if not rec["held"]:
-            raise CrashFailure(explain(rec))
+        self.verdict(rec)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, "baseline (no crash)"
@@ -828,11 +848,23 @@ def junit_properties(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def _all_known(rec: dict[str, Any], known: frozenset) -> bool:
-    """Whether every violation of a matrix record is in the file of known findings."""
+    """Whether every violation of a record (a matrix's or a plan's point or baseline) is in the
+    file of known findings."""
+    return bool(known) and all(key in known for key in _record_keys(rec))
+
+
+def _record_keys(rec: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """A point or baseline record's violations as keys of known findings: (family, fault,
+    invariant, cause), the fault "" for a baseline, as :func:`chaos.core.findings.known_keys` has them."""
     from chaos.core.findings import normalise
 
     fault = "" if rec["kind"] == "baseline" else rec.get("fault", "crash")
-    return bool(known) and all((rec["group"], fault, inv, normalise(detail)) in known for inv, detail in rec["violations"])
+    return [(_family(rec), fault, inv, normalise(detail)) for inv, detail in rec["violations"]]
+
+
+def _family(rec: dict[str, Any]) -> str:
+    """The scenario family of a record: a plan's name, or a matrix's family (its group)."""
+    return rec.get("family") or rec["group"]
 
 
 def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
@@ -840,7 +872,7 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
     first = True
     for name, base in report.baselines.items():
         out.append({
-            "nodeid": f"{nodeid}::{name}::baseline", "plan": nodeid, "lesson": report.lessons.get(name, ""),
+            "nodeid": f"{nodeid}::{name}::baseline", "plan": nodeid, "family": name, "lesson": report.lessons.get(name, ""),
             "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "baseline", "matrix": True, "group": name,
             "held": base.held, "violations": [[v.invariant, v.detail] for v in base.violations], "failures": [],
             "wasted": base.wasted_calls, "seconds": round(base.seconds, 5),
@@ -849,7 +881,7 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
     for r in report.results:
         suffix = "" if r.fault == "crash" else f"@{r.fault}"
         rec = {
-            "nodeid": f"{nodeid}::{r.id}{suffix}", "plan": nodeid, "lesson": report.lessons.get(r.family, ""),
+            "nodeid": f"{nodeid}::{r.id}{suffix}", "plan": nodeid, "family": r.family, "lesson": report.lessons.get(r.family, ""),
             "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "point", "matrix": True,
             "group": r.family, "point": r.point.id, "file": r.point.file, "line": r.point.line, "hit": r.point.hit,
             "function": r.point.function, "source": r.source, "exit": r.outcome.exit, "fault": r.fault,
@@ -907,7 +939,10 @@ class _Reporter:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        self.state.records.extend(value for key, value in report.user_properties if key == RECORD_KEY)
+        records = [value for key, value in report.user_properties if key == RECORD_KEY]
+        self.state.records.extend(records)
+        if report.failed:  # what GitHub annotations are made of: an xfail or a pass is not annotated
+            self.state.failed_records.extend(records)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if hasattr(config, "workerinput"):  # an xdist worker: the controller prints the summary
@@ -923,6 +958,73 @@ class _Reporter:
         terminalreporter.section("crashgate")
         for line in terminal_lines(summary):
             terminalreporter.write_line(line)
+        if state.settings.known_file:
+            for line in known_lines(state.records, state.settings.known, state.settings.known_file):
+                terminalreporter.write_line(line)
+        from chaos.core.annotations import on_github_actions
+
+        if on_github_actions():  # GitHub reads workflow commands from any line of the step's output
+            for line in annotation_lines(state.failed_records, state.settings.known):
+                terminalreporter.write_line(line)
         if state.settings.report:
             write_html(state.settings.report, summary)
             terminalreporter.write_line(f"crash report: {state.settings.report}")
+
+
+KNOWN_SHOWN_MAX = 20  # known findings no longer seen that the summary names (the rest are counted)
+
+
+def known_lines(records: list[dict[str, Any]], known: frozenset, known_file: str) -> list[str]:
+    """What the summary says of the file of known findings: how many were seen, how many new, and
+    the known ones no longer seen, among the families and faults that ran (a family or a fault
+    that did not run says nothing of its findings)."""
+    from chaos.core.annotations import shown_path
+    from chaos.core.findings import known_line
+
+    seen: set[tuple[str, str, str, str]] = set()
+    ran: set[tuple[str, str]] = set()
+    for rec in records:
+        if rec.get("kind") in ("point", "baseline"):
+            seen.update(_record_keys(rec))
+            ran.add((_family(rec), "" if rec["kind"] == "baseline" else rec.get("fault", "crash")))
+    shown = shown_path(known_file)
+    gone = sorted(key for key in set(known) - seen if (key[0], key[1]) in ran)
+    out = [f"known findings (in {shown}): {len(seen & known)} seen, {len(seen - known)} new"]
+    if gone:
+        out.append(f"known findings no longer seen ({len(gone)}), to drop from {shown}:")
+        out += [f"  {known_line(key)}" for key in gone[:KNOWN_SHOWN_MAX]]
+        if len(gone) > KNOWN_SHOWN_MAX:
+            out.append(f"  ... and {len(gone) - KNOWN_SHOWN_MAX} more")
+    return out
+
+
+def annotation_lines(records: list[dict[str, Any]], known: frozenset = frozenset()) -> list[str]:
+    """GitHub ``::error`` commands for failed records: per crash_matrix test and per fault plan,
+    one per finding group (:func:`chaos.core.annotations.annotations`, as the command line prints
+    them), each with the pytest command that replays it; known findings are left out."""
+    from chaos.core.annotations import annotations
+    from chaos.core.invariants import Violation
+    from chaos.core.points import Point
+    from chaos.core.scenario import Outcome
+    from chaos.matrix.runner import MatrixReport, PointResult
+
+    by_test: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec.get("kind") in ("point", "baseline"):
+            by_test.setdefault(rec["plan"], []).append(rec)
+    out: list[str] = []
+    for recs in by_test.values():
+        report = MatrixReport(recs[0]["target"], recs[0]["mode"], recs[0]["seed"])
+        replays: dict[str, str] = {}
+        for rec in recs:
+            family, violations = _family(rec), [Violation(inv, detail) for inv, detail in rec["violations"]]
+            if rec["kind"] == "baseline":
+                report.baselines[family] = Outcome("baseline", "finished", violations=violations)
+                replays[family] = rec["replay"]
+            else:
+                point = Point(rec["file"], rec["line"], rec["hit"], rec["function"])
+                outcome = Outcome(rec["point"], rec["exit"], fault=rec["fault"], violations=violations)
+                report.results.append(PointResult(family, point, rec["source"], outcome, rec["replay"]))
+        first_replay = recs[0]["replay"]
+        out += annotations(report, known, family_replay=lambda family, replays=replays, first=first_replay: replays.get(family, first))
+    return out

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from chaos.core.invariants import FIXES
 
-__all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_line", "known_keys", "KnownKey", "known_json", "read_known", "KNOWN_FORMAT"]
+__all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_line", "known_keys", "KnownKey", "known_json", "read_known", "KNOWN_FORMAT", "known_line"]
 
 _ORIGIN = re.compile(r"\b(?:sent|paid) from (\S+?:\d+)")
 KnownKey = tuple[str, str, str, str]  # (family, fault, invariant, cause); fault "" for a baseline
@@ -137,9 +137,20 @@ def known_keys(report: Any) -> set[KnownKey]:
 KNOWN_FORMAT = 1
 
 
-def known_json(report: Any, found: set[KnownKey]) -> dict:
-    return {"crashgate_baseline": KNOWN_FORMAT, "target": report.target,
+def known_json(target: str, found: set[KnownKey]) -> dict:
+    """The file of known findings ``found`` on ``target``, as :func:`read_known` reads it."""
+    return {"crashgate_baseline": KNOWN_FORMAT, "target": target,
             "findings": [{"family": f, "fault": k, "invariant": i, "cause": c} for f, k, i, c in sorted(found)]}
+
+
+def known_line(key: KnownKey) -> str:
+    """One known finding as a person reads it, e.g. in a list of those no longer seen.
+
+    >>> known_line(("sender", "crash", "drains", "job '…' is still '…'"))
+    "drains in family 'sender' [crash]: job '…' is still '…'"
+    """
+    family, fault, invariant, cause = key
+    return f"{invariant} in family {family!r}{f' [{fault}]' if fault else ' without any fault'}: {cause}"
 
 
 def read_known(path: str) -> set[KnownKey]:

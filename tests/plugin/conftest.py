@@ -61,6 +61,24 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     return pytester
 
 
+@pytest.fixture
+def example(project: pytest.Pytester) -> pytest.Pytester:
+    """The example user project (examples/: the invoice workflow, its tests and fault plans) in a pytester project."""
+    for name in ("invoices", "tests", "fault_plans", "pyproject.toml"):
+        source = REPO / "examples" / name
+        if source.is_dir():
+            shutil.copytree(source, project.path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copyfile(source, project.path / name)
+    return project
+
+
+def unsafe_line() -> int:
+    """The line of examples/invoices/unsafe.py that sends the email from inside the step (the planted bug)."""
+    with open(REPO / "examples" / "invoices" / "unsafe.py") as f:
+        return next(n for n, line in enumerate(f, 1) if "UNSAFE: sent before the step commits" in line)
+
+
 def add_plan(pytester: pytest.Pytester, name: str, text: str | None = None) -> Path:
     """Write ``fault_plans/<name>.toml``: ``text``, or the shipped plan of that name."""
     directory = pytester.path / "fault_plans"

@@ -4,22 +4,7 @@ explanation that points to the outbox."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-
-from .conftest import REPO
-
-
-@pytest.fixture
-def example(project: pytest.Pytester) -> pytest.Pytester:
-    for name in ("invoices", "tests", "fault_plans", "pyproject.toml"):
-        source = REPO / "examples" / name
-        if source.is_dir():
-            shutil.copytree(source, project.path / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copyfile(source, project.path / name)
-    return project
 
 
 def test_the_gate_fails_on_an_email_sent_inside_a_step_and_points_to_the_outbox(example):
