@@ -173,6 +173,9 @@ CAPABILITIES: tuple[Capability, ...] = (
                "none", "idempotent-submit's refusal check (every refusal is reported as an error; or declare submit_conflict)"),
     Capability("submit_conflict", "adapter", "submit_conflict = 'raises' or 'first-wins': submit of an existing id with another payload",
                "'raises' (one of conflict_errors)", ""),
+    Capability("receiver", "adapter", "receiver = 'dedupes' or 'strict': 'strict' where your engine promises exactly-once "
+               "effects (its receiver does not dedupe: every delivery of a key is applied, and a second one is reported)",
+               "'dedupes' (a key is applied once; a re-send is recorded, never a duplicate)", ""),
     Capability("initial_states", "adapter", "initial_states() -> the states a job may be created in",
                "'pending' if the table has it, else the table's first state", ""),
     Capability("tasks", "adapter", "tasks() -> {reference task: your task}, e.g. {'extract': 'summarise'}",
@@ -196,10 +199,15 @@ CAPABILITIES: tuple[Capability, ...] = (
 )
 
 
+# Capabilities declared as a word: ``python -m chaos adapter`` shows the word declared.
+DECLARED_WORDS = ("submit_conflict", "receiver")
+
+
 @dataclass(frozen=True)
 class CapabilityStatus:
     capability: Capability
     present: bool | None  # None: a session capability not checked (no session was opened)
+    declared: str = ""  # the word declared, for a capability that is one (see DECLARED_WORDS)
 
     @property
     def name(self) -> str:
@@ -213,7 +221,7 @@ class CapabilityStatus:
     def line(self) -> str:
         c = self.capability
         if self.present:
-            return f"  yes  {c.name}"
+            return f"  yes  {c.name} = {self.declared!r}" if self.declared else f"  yes  {c.name}"
         if self.present is None:
             return f"  ?    {c.name}: a session capability, known once a session opens (python -m chaos adapter)"
         effect = f"this disables {c.disables}" if c.disables else f"default: {c.default}"
@@ -226,7 +234,7 @@ def _adapter_has(adapter: Any, name: str) -> bool:
         return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
     if name == "conflict_errors":  # needed only where a different payload must be refused
         return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
-    if name in ("fault_errors", "submit_conflict"):
+    if name in ("fault_errors", "submit_conflict", "receiver"):
         return getattr(adapter, name, None) is not None
     return callable(getattr(adapter, name, None))
 
@@ -253,7 +261,8 @@ def capabilities(adapter: Any, session: Any = None, *, session_has: Mapping[str,
     for c in CAPABILITIES:
         present: bool | None
         present = _adapter_has(adapter, c.name) if c.where == "adapter" else has.get(c.name)
-        out.append(CapabilityStatus(c, present))
+        declared = getattr(adapter, c.name, None) if c.name in DECLARED_WORDS else None
+        out.append(CapabilityStatus(c, present, declared if isinstance(declared, str) else ""))
     return out
 
 
