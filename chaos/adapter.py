@@ -35,6 +35,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
+from chaos.core.iteration import ITERATION_CALLS_MAX
 from chaos.core.world import ENGINE_ERRORS, PYTHON_ERRORS
 
 __all__ = [
@@ -111,7 +112,9 @@ class Session(Protocol):
 
     ``run_once`` runs one iteration of the engine's loop and says what it did: ``"idle"`` when
     nothing was due and ``"busy"`` when the database stayed locked (both: no progress), any other
-    word otherwise. ``send_outbox`` runs one outbox pass and returns how many rows it sent.
+    word otherwise. ``send_outbox`` runs one outbox pass and returns how many rows it sent. An
+    engine whose loop does one step per call declares ``iteration = "until-idle"`` on its adapter
+    (see :mod:`chaos.core.iteration`): the harness then calls ``run_once`` until it makes no progress.
     """
 
     def submit(self, job_id: str, payload: Any) -> None: ...
@@ -176,6 +179,9 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("receiver", "adapter", "receiver = 'dedupes' or 'strict': 'strict' where your engine promises exactly-once "
                "effects (its receiver does not dedupe: every delivery of a key is applied, and a second one is reported)",
                "'dedupes' (a key is applied once; a re-send is recorded, never a duplicate)", ""),
+    Capability("iteration", "adapter", "iteration = 'one-call' or 'until-idle': 'until-idle' where run_once does one step "
+               f"per call (an iteration is then calls until one answers 'idle' or 'busy', at most {ITERATION_CALLS_MAX})",
+               "'one-call' (one run_once is a job's whole run; later steps run only in the recovery, never at a crash point)", ""),
     Capability("initial_states", "adapter", "initial_states() -> the states a job may be created in",
                "'pending' if the table has it, else the table's first state", ""),
     Capability("tasks", "adapter", "tasks() -> {reference task: your task}, e.g. {'extract': 'summarise'}",
@@ -200,7 +206,7 @@ CAPABILITIES: tuple[Capability, ...] = (
 
 
 # Capabilities declared as a word: ``python -m chaos adapter`` shows the word declared.
-DECLARED_WORDS = ("submit_conflict", "receiver")
+DECLARED_WORDS = ("submit_conflict", "receiver", "iteration")
 
 
 @dataclass(frozen=True)
@@ -234,7 +240,7 @@ def _adapter_has(adapter: Any, name: str) -> bool:
         return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
     if name == "conflict_errors":  # needed only where a different payload must be refused
         return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
-    if name in ("fault_errors", "submit_conflict", "receiver"):
+    if name in ("fault_errors", "submit_conflict", "receiver", "iteration"):
         return getattr(adapter, name, None) is not None
     return callable(getattr(adapter, name, None))
 
