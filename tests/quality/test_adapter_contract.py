@@ -244,3 +244,6 @@ def test_a_receiver_is_declared_as_a_word_and_a_wrong_word_is_refused(tmp_path):
         applied[world.receiver] = (world.applied_effects(), [d.applied for d in world.deliveries()])
         world.close()
     assert applied == {"dedupes": ({"doc-1:delivery": 1}, [True, False]), "strict": ({"doc-1:delivery": 2}, [True, True])}
+    from chaos.core.sandbox import Sandbox  # what a fault plan runs on: the same world
+
+    assert Sandbox(Strict(), str(tmp_path / "plan")).world.receiver == "strict"
