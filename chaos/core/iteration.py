@@ -24,13 +24,19 @@ one that has not after :data:`ITERATION_CALLS_MAX` calls raises :class:`NeverIdl
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Callable
 
 from engine import NO_PROGRESS
 
-__all__ = ["ITERATIONS", "ITERATION_CALLS_MAX", "NeverIdle", "iteration_model", "one_iteration"]
+__all__ = ["ITERATIONS", "Iteration", "ITERATION_CALLS_MAX", "NeverIdle", "iteration_model", "one_iteration"]
 
-ITERATIONS = ("one-call", "until-idle")
+class Iteration(StrEnum):
+    ONE_CALL = "one-call"
+    UNTIL_IDLE = "until-idle"
+
+
+ITERATIONS = tuple(i.value for i in Iteration)
 ITERATION_CALLS_MAX = 200  # far more steps than any job has; a loop past it never goes idle
 
 
@@ -38,16 +44,16 @@ class NeverIdle(RuntimeError):
     """A session's ``run_once``, declared ``until-idle``, still made progress after the bound."""
 
 
-def iteration_model(adapter: Any) -> str:
+def iteration_model(adapter: Any) -> Iteration:
     """What one iteration of ``adapter``'s engine is: its ``iteration`` ("one-call", the default,
     or "until-idle")."""
     model = getattr(adapter, "iteration", None)
     if model is None:
-        return "one-call"
+        return Iteration.ONE_CALL
     if model not in ITERATIONS:
         raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: iteration is {model!r}; use 'one-call' (the default: "
                          "one run_once is a job's whole run) or 'until-idle' (run_once is called until it answers 'idle' or 'busy')")
-    return model
+    return Iteration(model)
 
 
 def one_iteration(adapter: Any, session: Any) -> Callable[[], str]:
@@ -55,7 +61,7 @@ def one_iteration(adapter: Any, session: Any) -> Callable[[], str]:
     does: the last call's word where it made no progress at all or stayed ``busy``, else the last
     word that was progress (so "busy" still says the worker gave up on a locked database)."""
     run_once: Callable[[], str] = session.run_once
-    if iteration_model(adapter) == "one-call":
+    if iteration_model(adapter) is Iteration.ONE_CALL:
         return run_once
 
     def until_idle() -> str:

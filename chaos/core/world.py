@@ -28,6 +28,7 @@ import sqlite3
 import sys
 import threading
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Callable, Mapping
 
 from engine import (
@@ -43,7 +44,7 @@ from engine import generated_document, local_answer
 from chaos.core.ledger_file import open_ledger
 
 __all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
-           "RECEIVERS", "raise_fault", "origin", "receiver_model"]
+           "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
 
 FAULT_KINDS = (
     "timeout",
@@ -152,24 +153,29 @@ def _shown(path: str) -> str:
 # The receiver's two models (an adapter's ``receiver``): one that dedupes by the effect key applies
 # a key once and only records its later deliveries; a strict one applies every delivery (the
 # effect table counts them), as the endpoint of an engine that promises exactly-once effects.
-RECEIVERS = ("dedupes", "strict")
+class Receiver(StrEnum):
+    DEDUPES = "dedupes"
+    STRICT = "strict"
+
+
+RECEIVERS = tuple(r.value for r in Receiver)
 APPLY_EFFECT = {
-    "dedupes": "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) ON CONFLICT (key) DO NOTHING",
-    "strict": "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) "
-              "ON CONFLICT (key) DO UPDATE SET applied = applied + 1",
+    Receiver.DEDUPES: "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) ON CONFLICT (key) DO NOTHING",
+    Receiver.STRICT: "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) "
+                     "ON CONFLICT (key) DO UPDATE SET applied = applied + 1",
 }
 
 
-def receiver_model(adapter: Any) -> str:
+def receiver_model(adapter: Any) -> Receiver:
     """The receiver ``adapter``'s engine sends to: its ``receiver`` ("dedupes", the default, or
     "strict", which applies every delivery of a key again)."""
     model = getattr(adapter, "receiver", None)
     if model is None:
-        return "dedupes"
+        return Receiver.DEDUPES
     if model not in RECEIVERS:
         raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: receiver is {model!r}; use 'dedupes' (the default: "
                          "the receiver applies each effect key once) or 'strict' (every delivery is applied)")
-    return model
+    return Receiver(model)
 
 
 @dataclass(frozen=True)
@@ -242,11 +248,11 @@ class World:
     """The outside world of one scenario, recorded in ``<directory>/world.db``."""
 
     def __init__(self, directory: str, clock: Any, *, lease_s: float = 120.0,
-                 errors: Mapping[str, Callable[[str], BaseException]] | None = None, receiver: str = "dedupes") -> None:
+                 errors: Mapping[str, Callable[[str], BaseException]] | None = None, receiver: str = Receiver.DEDUPES) -> None:
         if receiver not in RECEIVERS:
             raise ValueError(f"receiver {receiver!r} is not one of: {', '.join(RECEIVERS)}")
         self.directory = directory
-        self.receiver = receiver  # "dedupes": one effect per key; "strict": every delivery applied
+        self.receiver = Receiver(receiver)  # dedupes: one effect per key; strict: every delivery applied
         self.errors = dict(ENGINE_ERRORS if errors is None else errors)
         self.glue: tuple[str, ...] = ()  # files origin() passes over (see for_adapter)
         self.ledger_path = os.path.join(directory, "world.db")
