@@ -8,6 +8,7 @@ import os
 import pytest
 
 from chaos import run_matrix
+from chaos.adapter import capabilities
 from chaos.core.iteration import ITERATION_CALLS_MAX, NeverIdle, one_iteration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,6 +51,10 @@ def test_until_idle_reaches_the_later_steps_and_one_call_does_not(stepwise):
     first = ("newsletter.py", _line(newsletter, 'model(call, "draft"'))
     assert first in _reached(one_call) and first in _reached(until_idle)
     assert until_idle.points > 2 * one_call.points, (one_call.points, until_idle.points)
+    declared = {type(a).__name__: {s.name: s.line() for s in capabilities(a)}["iteration"]
+                for a in (stepwise.OneCallStepwise(), stepwise.UntilIdleStepwise())}
+    assert declared["UntilIdleStepwise"] == "  yes  iteration = 'until-idle'"
+    assert declared["OneCallStepwise"].startswith("  no   iteration: default: 'one-call'")
 
 
 def test_a_loop_that_never_goes_idle_is_a_clear_error(stepwise):
