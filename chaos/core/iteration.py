@@ -31,6 +31,7 @@ from engine import NO_PROGRESS
 
 __all__ = ["ITERATIONS", "Iteration", "ITERATION_CALLS_MAX", "NeverIdle", "iteration_model", "one_iteration"]
 
+
 class Iteration(StrEnum):
     ONE_CALL = "one-call"
     UNTIL_IDLE = "until-idle"

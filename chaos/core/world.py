@@ -150,6 +150,8 @@ def origin(glue: tuple[str, ...] = ()) -> str:
 def _shown(path: str) -> str:
     cwd = os.getcwd() + os.sep
     return path[len(cwd):] if path.startswith(cwd) else path
+
+
 # The receiver's two models (an adapter's ``receiver``): one that dedupes by the effect key applies
 # a key once and only records its later deliveries; a strict one applies every delivery (the
 # effect table counts them), as the endpoint of an engine that promises exactly-once effects.
