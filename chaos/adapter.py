@@ -35,6 +35,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
+from chaos.core.iteration import ITERATION_CALLS_MAX
 from chaos.core.world import ENGINE_ERRORS, PYTHON_ERRORS
 
 __all__ = [
@@ -111,7 +112,9 @@ class Session(Protocol):
 
     ``run_once`` runs one iteration of the engine's loop and says what it did: ``"idle"`` when
     nothing was due and ``"busy"`` when the database stayed locked (both: no progress), any other
-    word otherwise. ``send_outbox`` runs one outbox pass and returns how many rows it sent.
+    word otherwise. ``send_outbox`` runs one outbox pass and returns how many rows it sent. An
+    engine whose loop does one step per call declares ``iteration = "until-idle"`` on its adapter
+    (see :mod:`chaos.core.iteration`): the harness then calls ``run_once`` until it makes no progress.
     """
 
     def submit(self, job_id: str, payload: Any) -> None: ...
@@ -173,6 +176,12 @@ CAPABILITIES: tuple[Capability, ...] = (
                "none", "idempotent-submit's refusal check (every refusal is reported as an error; or declare submit_conflict)"),
     Capability("submit_conflict", "adapter", "submit_conflict = 'raises' or 'first-wins': submit of an existing id with another payload",
                "'raises' (one of conflict_errors)", ""),
+    Capability("receiver", "adapter", "receiver = 'dedupes' or 'strict': 'strict' where your engine promises exactly-once "
+               "effects (its receiver does not dedupe: every delivery of a key is applied, and a second one is reported)",
+               "'dedupes' (a key is applied once; a re-send is recorded, never a duplicate)", ""),
+    Capability("iteration", "adapter", "iteration = 'one-call' or 'until-idle': 'until-idle' where run_once does one step "
+               f"per call (an iteration is then calls until one answers 'idle' or 'busy', at most {ITERATION_CALLS_MAX})",
+               "'one-call' (one run_once is a job's whole run; later steps run only in the recovery, never at a crash point)", ""),
     Capability("initial_states", "adapter", "initial_states() -> the states a job may be created in",
                "'pending' if the table has it, else the table's first state", ""),
     Capability("tasks", "adapter", "tasks() -> {reference task: your task}, e.g. {'extract': 'summarise'}",
@@ -196,10 +205,15 @@ CAPABILITIES: tuple[Capability, ...] = (
 )
 
 
+# Capabilities declared as a word: ``python -m chaos adapter`` shows the word declared.
+DECLARED_WORDS = ("submit_conflict", "receiver", "iteration")
+
+
 @dataclass(frozen=True)
 class CapabilityStatus:
     capability: Capability
     present: bool | None  # None: a session capability not checked (no session was opened)
+    declared: str = ""  # the word declared, for a capability that is one (see DECLARED_WORDS)
 
     @property
     def name(self) -> str:
@@ -213,7 +227,7 @@ class CapabilityStatus:
     def line(self) -> str:
         c = self.capability
         if self.present:
-            return f"  yes  {c.name}"
+            return f"  yes  {c.name} = {self.declared!r}" if self.declared else f"  yes  {c.name}"
         if self.present is None:
             return f"  ?    {c.name}: a session capability, known once a session opens (python -m chaos adapter)"
         effect = f"this disables {c.disables}" if c.disables else f"default: {c.default}"
@@ -226,7 +240,7 @@ def _adapter_has(adapter: Any, name: str) -> bool:
         return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
     if name == "conflict_errors":  # needed only where a different payload must be refused
         return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
-    if name in ("fault_errors", "submit_conflict"):
+    if name in ("fault_errors", "submit_conflict", "receiver", "iteration"):
         return getattr(adapter, name, None) is not None
     return callable(getattr(adapter, name, None))
 
@@ -253,7 +267,8 @@ def capabilities(adapter: Any, session: Any = None, *, session_has: Mapping[str,
     for c in CAPABILITIES:
         present: bool | None
         present = _adapter_has(adapter, c.name) if c.where == "adapter" else has.get(c.name)
-        out.append(CapabilityStatus(c, present))
+        declared = getattr(adapter, c.name, None) if c.name in DECLARED_WORDS else None
+        out.append(CapabilityStatus(c, present, declared if isinstance(declared, str) else ""))
     return out
 
 

@@ -261,8 +261,11 @@ def outbox_at_least_once(ev: Evidence, *, at_rest: bool = True) -> list[Violatio
     Protects against the three outbox mistakes: sending from inside the step (an effect for a
     result that was never committed), marking before sending (a crash loses the effect), and a
     receiver without dedupe (a re-send applies twice). At-least-once is the best a sender can do;
-    the idempotency key makes it effectively once. ``at_rest=False`` skips "every row delivered",
-    which only holds once the sender has had its chance.
+    the idempotency key makes it effectively once. An engine that promises exactly-once effects
+    declares ``receiver = "strict"`` (the world's receiver then applies every delivery) and is held
+    to it: an effect applied twice is named with its job and the line that sent it.
+    ``at_rest=False`` skips "every row delivered", which only holds once the sender has had its
+    chance.
     """
     out = []
     outbox_keys = {row.key for row in ev.snapshot.outbox}
@@ -272,9 +275,14 @@ def outbox_at_least_once(ev: Evidence, *, at_rest: bool = True) -> list[Violatio
     for key in sorted(delivered - outbox_keys):
         where = f" (sent from {sent_from[key]})" if key in sent_from else ""
         out.append(Violation("outbox-at-least-once", f"effect {key!r} arrived at the receiver without a committed outbox row{where}"))
+    job_of = {row.key: row.job_id for row in ev.snapshot.outbox}
     for key, count in sorted(applied.items()):
         if count > 1:
-            out.append(Violation("outbox-at-least-once", f"effect {key!r} was applied {count} times at the receiver"))
+            lines = sorted({d.origin for d in ev.deliveries if d.applied and d.key == key})
+            sent = ", ".join(line or "the engine's outbox sender" for line in lines)
+            job = f"job {job_of[key]!r}, " if key in job_of else ""
+            out.append(Violation("outbox-at-least-once", f"effect {key!r} was applied {count} times at the receiver "
+                                                         f"({job}sent from {sent})"))
     for row in ev.snapshot.outbox:
         if row.sent_at is not None and row.key not in delivered:
             out.append(Violation("outbox-at-least-once", f"outbox row {row.key!r} is marked sent but was never delivered"))
@@ -404,7 +412,10 @@ FIXES: dict[str, str] = {
                         "StepOutput(effects=...), so that the engine commits it with the step and the outbox sends it",
     "outbox-at-least-once": "an effect reached the receiver without a committed outbox row, or a row was marked sent but "
                             "never delivered: return the effect in StepOutput(effects=...) and declare it on the Step, "
-                            "instead of sending from the step; mark a row sent only after delivering it",
+                            "instead of sending from the step; mark a row sent only after delivering it. An effect "
+                            "applied twice was re-sent to a receiver that does not dedupe (receiver = 'strict'): send "
+                            "each effect's idempotency key to a receiver that dedupes on it, or make the delivery and "
+                            "the mark-sent one transaction with the receiver",
     "drains": "a job or an outbox row stayed stuck: release the lease on every way out of a step (done, retry, failure), "
               "let expired leases be claimed, and back off instead of raising when the database is locked",
     "fenced-writes": "a worker wrote to a job after another had taken it over: hand out a fencing token with each claim "

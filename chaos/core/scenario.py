@@ -47,6 +47,7 @@ from chaos.core.invariants import (
     wasted_calls,
     zombie_calls,
 )
+from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.points import DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, stop_here
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
@@ -284,6 +285,7 @@ class Run:
         self.clock = SharedClock(clock_at)
         self.world = World.for_adapter(directory, self.clock, adapter)
         self.world.probe = adapter.probe(self.db)
+        iteration_model(adapter)  # a wrong word is refused here, before any child runs an iteration
         self.seed = seed
         self.scenario = scenario
         self.sessions: list[Any] = []
@@ -331,9 +333,9 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
         run.world.arm(fault)
     session = run.session("w-doomed")
     if scenario.second_worker:
-        run.world.during_slow = lambda: run.session("w-second").run_once()
+        run.world.during_slow = lambda: one_iteration(run.adapter, run.session("w-second"))()
     if scenario.phase == "worker":
-        return session.run_once
+        return one_iteration(run.adapter, session)
     if scenario.phase == "sender":
         return session.send_outbox
     _, action, *args = scenario.phase.split(":")
@@ -418,7 +420,7 @@ def _create(adapter: Any, db_path: str) -> None:
 def setup_action(run: Run, session: Any, action: str) -> None:
     verb, _, arg = action.partition(":")
     if verb == "run":
-        session.run_once()
+        one_iteration(run.adapter, session)()
     elif verb == "send":
         session.send_outbox()
     elif verb == "advance":
@@ -928,7 +930,7 @@ def run_pause(adapter: Any, family: Family, point: Point, workdir: str, *, seed:
 
 def _worker_b(run: Run) -> Callable[[], Any]:
     arm_sticky(run)
-    return short_busy(run.session("w-b")).run_once
+    return one_iteration(run.adapter, short_busy(run.session("w-b")))
 
 
 def run_interleaving(adapter: Any, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:

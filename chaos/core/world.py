@@ -28,6 +28,7 @@ import sqlite3
 import sys
 import threading
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Callable, Mapping
 
 from engine import (
@@ -42,7 +43,8 @@ from engine import generated_document, local_answer
 
 from chaos.core.ledger_file import open_ledger
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS", "raise_fault", "origin"]
+__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
+           "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
 
 FAULT_KINDS = (
     "timeout",
@@ -148,7 +150,34 @@ def origin(glue: tuple[str, ...] = ()) -> str:
 def _shown(path: str) -> str:
     cwd = os.getcwd() + os.sep
     return path[len(cwd):] if path.startswith(cwd) else path
-APPLY_EFFECT = "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) ON CONFLICT (key) DO NOTHING"
+
+
+# The receiver's two models (an adapter's ``receiver``): one that dedupes by the effect key applies
+# a key once and only records its later deliveries; a strict one applies every delivery (the
+# effect table counts them), as the endpoint of an engine that promises exactly-once effects.
+class Receiver(StrEnum):
+    DEDUPES = "dedupes"
+    STRICT = "strict"
+
+
+RECEIVERS = tuple(r.value for r in Receiver)
+APPLY_EFFECT = {
+    Receiver.DEDUPES: "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) ON CONFLICT (key) DO NOTHING",
+    Receiver.STRICT: "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) "
+                     "ON CONFLICT (key) DO UPDATE SET applied = applied + 1",
+}
+
+
+def receiver_model(adapter: Any) -> Receiver:
+    """The receiver ``adapter``'s engine sends to: its ``receiver`` ("dedupes", the default, or
+    "strict", which applies every delivery of a key again)."""
+    model = getattr(adapter, "receiver", None)
+    if model is None:
+        return Receiver.DEDUPES
+    if model not in RECEIVERS:
+        raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: receiver is {model!r}; use 'dedupes' (the default: "
+                         "the receiver applies each effect key once) or 'strict' (every delivery is applied)")
+    return Receiver(model)
 
 
 @dataclass(frozen=True)
@@ -221,8 +250,11 @@ class World:
     """The outside world of one scenario, recorded in ``<directory>/world.db``."""
 
     def __init__(self, directory: str, clock: Any, *, lease_s: float = 120.0,
-                 errors: Mapping[str, Callable[[str], BaseException]] | None = None) -> None:
+                 errors: Mapping[str, Callable[[str], BaseException]] | None = None, receiver: str = Receiver.DEDUPES) -> None:
+        if receiver not in RECEIVERS:
+            raise ValueError(f"receiver {receiver!r} is not one of: {', '.join(RECEIVERS)}")
         self.directory = directory
+        self.receiver = Receiver(receiver)  # dedupes: one effect per key; strict: every delivery applied
         self.errors = dict(ENGINE_ERRORS if errors is None else errors)
         self.glue: tuple[str, ...] = ()  # files origin() passes over (see for_adapter)
         self.ledger_path = os.path.join(directory, "world.db")
@@ -239,8 +271,10 @@ class World:
 
     @classmethod
     def for_adapter(cls, directory: str, clock: Any, adapter: Any) -> "World":
-        """The world of a run of ``adapter``: its lease, and its ``fault_errors`` if it maps them."""
-        world = cls(directory, clock, lease_s=adapter.lease_s, errors=getattr(adapter, "fault_errors", None))
+        """The world of a run of ``adapter``: its lease, its ``fault_errors`` if it maps them, and
+        its ``receiver`` if it declares one (see :func:`receiver_model`)."""
+        world = cls(directory, clock, lease_s=adapter.lease_s, errors=getattr(adapter, "fault_errors", None),
+                    receiver=receiver_model(adapter))
         try:
             world.glue = (inspect.getfile(type(adapter)),)  # the adapter bridges; the user's line is in their step
         except TypeError:  # a class defined where inspect cannot find its file
@@ -280,7 +314,8 @@ class World:
         return [Delivery(r[0], r[1], r[2], bool(r[3]), r[4] or "", r[5] or "") for r in rows]
 
     def applied_effects(self) -> dict[str, int]:
-        """Effects applied at the receiver, per idempotency key (the receiver dedupes: 1 each)."""
+        """Effects applied at the receiver, per idempotency key (1 each where the receiver dedupes;
+        a strict receiver applies every delivery)."""
         rows = self.conn.execute("SELECT key, COUNT(*) FROM delivery WHERE applied = 1 GROUP BY key")
         return {key: count for key, count in rows}
 
@@ -333,7 +368,8 @@ class World:
         )
 
     def deliver(self, key: str, kind: str, payload: Any) -> None:
-        """The receiver: record every request, apply one effect per idempotency key."""
+        """The receiver: record every request; apply one effect per idempotency key, or, for a
+        strict receiver, every delivery (a key already applied is applied again)."""
         payload_json = json.dumps(payload, sort_keys=True)
         now = self.clock.now()
         conn = self.conn
@@ -341,7 +377,7 @@ class World:
         # the reverse) would make the ledger lie about what arrived.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            applied = conn.execute(APPLY_EFFECT, (key, kind, payload_json)).rowcount == 1
+            applied = conn.execute(APPLY_EFFECT[self.receiver], (key, kind, payload_json)).rowcount == 1
             conn.execute(RECORD_DELIVERY, (key, kind, payload_json, now, applied, origin(self.glue)))
         except BaseException:
             conn.execute("ROLLBACK")
@@ -417,7 +453,8 @@ class _Documents:
 
 
 class _Receiver:
-    """The outbox sender's endpoint: an idempotent receiver keyed by the outbox's key."""
+    """The outbox sender's endpoint: an idempotent receiver keyed by the outbox's key, or a strict
+    one that applies every delivery (the world's ``receiver``)."""
 
     def __init__(self, world: World) -> None:
         self.world = world

@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from engine import NO_PROGRESS, FakeClock
 
+from chaos.core.iteration import one_iteration
 from chaos.core.points import Killer, Point, Recorder
 from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
 from chaos.core.scenario import Abandon, attribute_writes, store_conn
@@ -216,7 +217,7 @@ def _iteration(main: Env, env: Env, worker: str, phase: str, delivery: Delivery 
     if delivery is not None:
         env.world.sender = _DieAtDelivery(env.world.sender, delivery[0], delivery[1], die)  # type: ignore[assignment]
     session = env.session(worker)
-    return session.run_once if phase == "worker" else session.send_outbox
+    return one_iteration(env.adapter, session) if phase == "worker" else session.send_outbox
 
 
 def record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:

@@ -40,6 +40,7 @@ from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, 
 from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, submit_policy
 from chaos.hostfaults.faults import HeldLock, small_pages
 from chaos.matrix.runner import scratch_dir
+from chaos.core.iteration import one_iteration
 from chaos.core.process import run_in_child
 from chaos.core.scenario import MODES, T0, payload_for, settle, task_names
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
@@ -192,7 +193,7 @@ class Histories(RuleBasedStateMachine):
         if event.kill is None:
             hooked = self.world.during_slow is not None
             worker = event.worker
-            outcome = self._survive(worker, lambda: str(live(self.env, worker, lambda env: env.session(worker).run_once())))
+            outcome = self._survive(worker, lambda: str(live(self.env, worker, lambda env: one_iteration(self.adapter, env.session(worker))())))
             # A step whose commit failed (a full disk, a held lock) is lost, not its lease: it is
             # paid for again once the lease runs out. So is a step the second worker of a slow
             # call (run, and so used up, in this iteration) left that way: its loop has ended.

@@ -30,7 +30,7 @@ def reference_scenarios() -> list[Scenario]:
     """The families the reference matrix runs (any adapter of the reference workflow can use them)."""
     return [
         Scenario("clean", "A crash at any line of a job's run leaves one of two cases: the step re-runs, or its memo is found and it is skipped."),
-        Scenario("sender", "A crash between delivering and marking re-delivers the same key; the receiver applies it once.", setup=("run",), phase="sender"),
+        Scenario("sender", "A crash between delivering and marking re-delivers the same key; a receiver that dedupes applies it once, a strict one twice.", setup=("run",), phase="sender"),
         Scenario("sender-fail", "A failed delivery is retried later with backoff, never marked sent.", setup=("run",), phase="sender", faults=(Fault("connection", task="send"),)),
         Scenario("resume", "A job whose worker died is taken over once its lease expires, and resumes at its step.", setup=("claim:w-dead", LEASE_EXPIRY)),
         Scenario(

@@ -54,3 +54,10 @@ class TinyflowAdapter(SqliteAdapter):
 
 
 adapter = TinyflowAdapter
+
+
+class ExactlyOnceTinyflowAdapter(TinyflowAdapter):
+    receiver = "strict"  # as if tinyflow promised exactly-once effects: its receiver would not dedupe
+
+
+strict_adapter = ExactlyOnceTinyflowAdapter

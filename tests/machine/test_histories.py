@@ -157,6 +157,22 @@ def test_killing_the_sender_after_a_delivery_re_delivers_and_the_receiver_applie
     machine._drain_and_check()
 
 
+class _StrictReference(ReferenceAdapter):
+    receiver = "strict"  # the reference engine sends at least once: declared exactly-once, it is not
+
+
+def test_with_a_strict_receiver_the_re_delivery_after_a_killed_sender_is_a_violation(history):
+    machine = history(_StrictReference(), jobs=2)
+    step(machine, Run("w1"))
+    step(machine, Run("w1"))
+    machine._step(Send(KillAfterDelivery(1, "fork")))
+    machine._step(Send())
+    assert machine.world.applied_effects()["doc-1:delivery"] == 2
+    with pytest.raises(InvariantViolated) as caught:
+        machine.every_invariant_holds_now()
+    assert "effect 'doc-1:delivery' was applied 2 times at the receiver (job 'doc-1', sent from " in str(caught.value)
+
+
 def test_killing_the_sender_right_before_a_delivery_leaves_the_row_for_the_next_pass(history):
     machine = history()
     step(machine, Run("w1"))

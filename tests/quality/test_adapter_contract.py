@@ -170,3 +170,80 @@ def test_the_how_tos_walkthrough_quotes_the_adapter_verbatim():
     for excerpt in excerpts:
         assert excerpt in source, excerpt[:200]
     assert sum(len(e.splitlines()) for e in excerpts) >= len([l for l in source.splitlines() if l.startswith(("class", "    "))]) - 2
+
+
+def _sent_from(result) -> list[str]:
+    return [m for v in result.outcome.violations for m in re.findall(r"sent from (\S+?)\)", str(v))]
+
+
+def test_a_strict_receiver_reports_tinyflows_re_send_and_the_default_receiver_does_not(tinyflow):
+    """tinyflow delivers an effect, then marks its row sent: a crash between the two re-sends it.
+    Its receiver by default dedupes on the key, and the gate is rightly green; declared strict (an
+    engine promising exactly-once effects), the crash point on the mark-sent line is reported, with
+    the effect's key, its job and the line of tinyflow that sent it."""
+    dedupes = run_matrix(tinyflow, families=["sender"], faults=["crash"], jobs=2)
+    strict = run_matrix(load_adapter("crash:strict_adapter"), families=["sender"], faults=["crash"], jobs=2)
+    assert dedupes.points == strict.points > 5, (dedupes.points, strict.points)
+    assert dedupes.violations == 0, [str(v) for r in dedupes.results for v in r.outcome.violations]
+    violated = [r for r in strict.results if r.outcome.violations]
+    assert len(violated) == 1, [(r.point, [str(v) for v in r.outcome.violations]) for r in violated]
+    (result,) = violated
+    with open(result.point.file) as f:
+        source = f.read().splitlines()
+    assert result.point.function == "send_outbox" and "UPDATE outbox SET sent_at" in source[result.point.line - 1]
+    assert {v.invariant for v in result.outcome.violations} == {"outbox-at-least-once", "effects-complete"}
+    duplicate = next(str(v) for v in result.outcome.violations if v.invariant == "outbox-at-least-once")
+    assert "effect 'doc-1:publish' was applied 2 times at the receiver (job 'doc-1', sent from " in duplicate, duplicate
+    (sent_from,) = _sent_from(result)
+    path, _, line = sent_from.rpartition(":")
+    assert path.endswith("tinyflow.py") and "deliver(" in source[int(line) - 1], sent_from
+
+
+def test_the_reference_engine_declared_strict_shows_its_at_least_once_re_send():
+    """The reference engine is at-least-once by design (its receiver must dedupe): declared strict,
+    a crash anywhere between its delivery and its mark-sent is reported; by default nothing is."""
+    from chaos import ReferenceAdapter
+
+    from .receiver_variants import StrictReference
+
+    dedupes = run_matrix(ReferenceAdapter(), families=["sender"], faults=["crash"], jobs=2)
+    strict = run_matrix(StrictReference(), families=["sender"], faults=["crash"], jobs=2)
+    assert dedupes.points == strict.points and dedupes.violations == 0
+    violated = [r for r in strict.results if r.outcome.violations]
+    assert len(violated) >= 3, len(violated)
+    # The points lie on the way from the delivery to the row marked sent (the sender, the store's SQL).
+    assert "_outbox.py" in {os.path.basename(r.point.file) for r in violated}
+    assert {v.invariant for r in violated for v in r.outcome.violations} == {"outbox-at-least-once", "effects-complete"}
+    assert all("sent from the engine's outbox sender)" in str(v) for r in violated for v in r.outcome.violations if v.invariant == "outbox-at-least-once")
+
+
+def test_a_receiver_is_declared_as_a_word_and_a_wrong_word_is_refused(tmp_path):
+    from engine import FakeClock
+
+    from chaos import ReferenceAdapter
+    from chaos.core.world import World
+
+    class Strict(ReferenceAdapter):
+        receiver = "strict"
+
+    class Typo(ReferenceAdapter):
+        receiver = "exactly-once"
+
+    lines = {s.name: s.line() for s in capabilities(Strict())}
+    assert lines["receiver"] == "  yes  receiver = 'strict'"
+    assert lines["receiver"] != {s.name: s.line() for s in capabilities(ReferenceAdapter())}["receiver"]
+    with pytest.raises(ValueError, match="receiver is 'exactly-once'; use 'dedupes' .* or 'strict'"):
+        World.for_adapter(str(tmp_path), FakeClock(0.0), Typo())
+    applied = {}
+    for adapter in (ReferenceAdapter(), Strict()):
+        directory = tmp_path / type(adapter).__name__
+        directory.mkdir()
+        world = World.for_adapter(str(directory), FakeClock(0.0), adapter)
+        world.sender.send("doc-1:delivery", "delivery", {"n": 1})
+        world.sender.send("doc-1:delivery", "delivery", {"n": 1})
+        applied[world.receiver] = (world.applied_effects(), [d.applied for d in world.deliveries()])
+        world.close()
+    assert applied == {"dedupes": ({"doc-1:delivery": 1}, [True, False]), "strict": ({"doc-1:delivery": 2}, [True, True])}
+    from chaos.core.sandbox import Sandbox  # what a fault plan runs on: the same world
+
+    assert Sandbox(Strict(), str(tmp_path / "plan")).world.receiver == "strict"
