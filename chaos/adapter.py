@@ -182,6 +182,10 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("iteration", "adapter", "iteration = 'one-call' or 'until-idle': 'until-idle' where run_once does one step "
                f"per call (an iteration is then calls until one answers 'idle' or 'busy', at most {ITERATION_CALLS_MAX})",
                "'one-call' (one run_once is a job's whole run; later steps run only in the recovery, never at a crash point)", ""),
+    Capability("recovery", "adapter", "recovery = 'lease-expiry', 'restart' or 'at-open': how your engine gets a dead worker's "
+               "work back ('restart': the dead worker starts again under its own identity; 'at-open': the next process to open "
+               "the engine recovers it; neither waits for a lease)",
+               "'lease-expiry' (time passes the lease, then a worker of a new identity takes over)", ""),
     Capability("initial_states", "adapter", "initial_states() -> the states a job may be created in",
                "'pending' if the table has it, else the table's first state", ""),
     Capability("tasks", "adapter", "tasks() -> {reference task: your task}, e.g. {'extract': 'summarise'}",
@@ -206,7 +210,7 @@ CAPABILITIES: tuple[Capability, ...] = (
 
 
 # Capabilities declared as a word: ``python -m chaos adapter`` shows the word declared.
-DECLARED_WORDS = ("submit_conflict", "receiver", "iteration")
+DECLARED_WORDS = ("submit_conflict", "receiver", "iteration", "recovery")
 
 
 @dataclass(frozen=True)
@@ -240,7 +244,7 @@ def _adapter_has(adapter: Any, name: str) -> bool:
         return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
     if name == "conflict_errors":  # needed only where a different payload must be refused
         return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
-    if name in ("fault_errors", "submit_conflict", "receiver", "iteration"):
+    if name in ("fault_errors", *DECLARED_WORDS):
         return getattr(adapter, name, None) is not None
     return callable(getattr(adapter, name, None))
 

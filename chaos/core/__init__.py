@@ -1,5 +1,6 @@
 """The process core every mode shares: forking and killing a worker (process), crash points and
-the recorder (points), the shared clock, what one iteration of an engine's loop is (iteration),
+the recorder (points), the shared clock, what one iteration of an engine's loop is (iteration), how
+an engine recovers a dead worker's work (recovery),
 the ledger files every process writes, the world of paid calls and deliveries, the invariants,
 the findings and their GitHub annotations, one scenario's run (scenario) and the sandbox a fault
 plan runs in.
@@ -7,5 +8,5 @@ plan runs in.
 
 __all__ = [
     "annotations", "capabilities", "clock", "findings", "invariants", "iteration", "ledger_file", "points", "process",
-    "sandbox", "scenario", "world",
+    "recovery", "sandbox", "scenario", "world",
 ]

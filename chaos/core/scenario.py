@@ -48,6 +48,7 @@ from chaos.core.invariants import (
     zombie_calls,
 )
 from chaos.core.iteration import iteration_model, one_iteration
+from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
 from chaos.core.points import DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, stop_here
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
@@ -99,6 +100,7 @@ PACED_ROUNDS_MAX = 400
 ITERATIONS_PER_ROUND_MAX = 50
 BACKOFF_JUMP_S = 33.0
 EXIT_NOT_REACHED = 3
+DOOMED, RECOVERING = "w-doomed", "w-recover"  # the doomed iteration's worker; a new one that recovers
 EXIT_ERROR = 4
 # What the harness submits for each job unless the adapter says otherwise (``payload(job_id)``).
 DEFAULT_PAYLOAD = '{"source": <job id>}'
@@ -286,6 +288,7 @@ class Run:
         self.world = World.for_adapter(directory, self.clock, adapter)
         self.world.probe = adapter.probe(self.db)
         iteration_model(adapter)  # a wrong word is refused here, before any child runs an iteration
+        recovery_model(adapter)
         self.seed = seed
         self.scenario = scenario
         self.sessions: list[Any] = []
@@ -331,7 +334,7 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
     scenario = run.scenario
     for fault in scenario.faults:
         run.world.arm(fault)
-    session = run.session("w-doomed")
+    session = run.session(DOOMED)
     if scenario.second_worker:
         run.world.during_slow = lambda: one_iteration(run.adapter, run.session("w-second"))()
     if scenario.phase == "worker":
@@ -743,23 +746,33 @@ def _drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Vi
     idempotent-submit violations.
 
     The baseline calls it in the process that ran the iteration (without any fault, nothing
-    restarts), with ``advance``: time passes the lease first, as the harness does before a
-    recovery.
+    restarts), with ``advance``: the time a recovery waits passes first, as the harness lets it
+    pass before a recovery (:func:`chaos.core.recovery.recovery_wait_s`).
+
+    The recovering workers are the adapter's ``recovery`` model's: one new worker, or (restart)
+    every worker of the family that died, the doomed one last, each under its own identity.
     """
     run.world.disarm()
     run.world.during_slow = None
     arm_sticky(run)
     if advance:
-        run.clock.advance(run.adapter.lease_s + 1)
+        run.clock.advance(recovery_wait_s(run.adapter))
+    dead = [action.partition(":")[2] for action in run.scenario.setup if action.startswith("claim:")] + [DOOMED]
+    *first, last = recovering_workers(run.adapter, dead, RECOVERING)
 
     def restart(session: Any, n: int) -> Any:
         _close_quietly(session)
-        return run.session(f"w-recover{n}")
+        return run.session(last if last != RECOVERING else f"{RECOVERING}{n}")
 
     def inspect() -> Any:
         return run.adapter.inspect(run.db)
 
-    session, crashes, _ = settle(run.session("w-recover"), inspect, run.adapter.settled_states(), run.clock, restart=restart,
+    for worker in first:  # a worker restarted takes its own work back, then the last one drains
+        session = run.session(worker)
+        for _ in range(ITERATIONS_PER_ROUND_MAX):
+            if one_iteration(run.adapter, session)() in NO_PROGRESS:
+                break
+    session, crashes, _ = settle(run.session(last), inspect, run.adapter.settled_states(), run.clock, restart=restart,
                                  paced=run.scenario.paced)
     resubmitted = idempotent_submit(session, inspect, run.submitted, getattr(run.adapter, "conflict_errors", ()), submit_policy(run.adapter))
     run.close()
@@ -770,7 +783,7 @@ def recover_and_check(run: Run, family: Family, interruptions: Counter, point_id
                        compare: bool = True) -> Outcome:
     """Let time pass every lease and backoff, drain in a fresh child, then check everything, and
     (with ``compare``) that the outcome is the baseline's."""
-    run.clock.advance(run.adapter.lease_s + 1)
+    run.clock.advance(recovery_wait_s(run.adapter))
     ended = fork(lambda: _drain(run)).wait()
     if ended.exit is Exit.FINISHED:
         drained = ended.value

@@ -30,17 +30,18 @@ from typing import Any, Callable, Iterable
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine import STORE_UNAVAILABLE
+from engine import NO_PROGRESS, STORE_UNAVAILABLE
 
 from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from chaos.core.clock import SharedClock
 from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
 from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine,
-                      Pause, Resume, Run, Send, Submit, events)
+                      Pause, Resume, Run, Send, Submit, WORKERS, events)
 from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, submit_policy
 from chaos.hostfaults.faults import HeldLock, small_pages
 from chaos.matrix.runner import scratch_dir
 from chaos.core.iteration import one_iteration
+from chaos.core.recovery import recovering_workers, recovery_wait_s
 from chaos.core.process import run_in_child
 from chaos.core.scenario import MODES, T0, payload_for, settle, task_names
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
@@ -48,6 +49,7 @@ from chaos.core.world import OUTCOME_FAULTS, Fault, World
 __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "baseline_violations"]
 
 CLIENT, OPS, SENDER, RECOVER = "client", "ops", "sender", "w-recover"
+RESTART_ITERATIONS_MAX = 50  # a restarted worker's iterations at rest, before the last one drains
 PENDING, NEEDS_HUMAN = "pending", "needs_human"
 RETRY_AFTER_S = 30.0
 FAULTS_ARMED_MAX = 4
@@ -476,16 +478,25 @@ class Histories(RuleBasedStateMachine):
         self.log.append(f"{len(self.log) + 1}. at rest: faults stopped, the clock past every lease and backoff, drained")
         self.world.disarm()
         self.world.during_slow = None
-        self.clock.advance(self.adapter.lease_s + 1)
+        self.clock.advance(recovery_wait_s(self.adapter))
         submitted, inspect, settled, conflicts = dict(self.submitted), self._inspect, self.settled, getattr(self.adapter, "conflict_errors", ())
         policy = submit_policy(self.adapter)
+        # The adapter's recovery model: a new worker, or (restart) every worker that ran, each
+        # under its own identity, the last one draining.
+        ran = [w for w in (*WORKERS, SECOND) if self.env.lives[w] or self.env.runs[w]]
+        *first, last = recovering_workers(self.adapter, ran, RECOVER)
 
         def drain(env: Env) -> tuple[list[Violation], list[Violation]]:
             def restart(session: Any, n: int) -> Any:
-                env.bury(RECOVER)
-                return env.session(RECOVER)
+                env.bury(last)
+                return env.session(last)
 
-            session, crashed, _ = settle(env.session(RECOVER), inspect, settled, self.clock, restart=restart)
+            for worker in first:
+                iteration = one_iteration(self.adapter, env.session(worker))
+                for _ in range(RESTART_ITERATIONS_MAX):
+                    if iteration() in NO_PROGRESS:
+                        break
+            session, crashed, _ = settle(env.session(last), inspect, settled, self.clock, restart=restart)
             return crashed, idempotent_submit(session, inspect, submitted, conflicts, policy)
 
         crashed, resubmitted = live(self.env, RECOVER, drain)

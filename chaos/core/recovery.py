@@ -1,0 +1,70 @@
+"""How an engine recovers the work of a worker that died: its lease expires, it restarts with the
+same identity, or the next process to open the engine recovers it.
+
+An adapter declares ``recovery`` (default ``"lease-expiry"``), and the harness recovers as that
+engine would be recovered in production:
+
+- ``"lease-expiry"``: time passes the dead worker's lease (``lease_s`` and a second), then a worker
+  of a new identity drains the system (the reference engine; most engines with leases).
+- ``"restart"``: every worker that died starts again under its own identity, with no time passing
+  first, then drains the system (engines that recover a worker's unfinished work when that worker,
+  by its executor or host id, comes back: a job held by a worker that never returns stays held).
+- ``"at-open"``: no time passes; a worker of a new identity opens the engine and drains it (engines
+  that put unfinished work back when a process opens the store).
+
+>>> class Restarting:
+...     recovery = "restart"
+...     lease_s = 30.0
+>>> recovery_wait_s(Restarting()), recovering_workers(Restarting(), ["w-doomed"], "w-recover")
+(0.0, ['w-doomed'])
+>>> class Leased:
+...     lease_s = 30.0
+>>> recovery_wait_s(Leased()), recovering_workers(Leased(), ["w-doomed"], "w-recover")
+(31.0, ['w-recover'])
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Iterable
+
+__all__ = ["RECOVERIES", "Recovery", "recovering_workers", "recovery_model", "recovery_wait_s"]
+
+
+class Recovery(StrEnum):
+    LEASE_EXPIRY = "lease-expiry"
+    RESTART = "restart"
+    AT_OPEN = "at-open"
+
+
+RECOVERIES = tuple(r.value for r in Recovery)
+
+
+def recovery_model(adapter: Any) -> Recovery:
+    """How ``adapter``'s engine recovers a dead worker's work: its ``recovery`` ("lease-expiry",
+    the default, "restart" or "at-open")."""
+    model = getattr(adapter, "recovery", None)
+    if model is None:
+        return Recovery.LEASE_EXPIRY
+    if model not in RECOVERIES:
+        raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: recovery is {model!r}; use 'lease-expiry' (the default: "
+                         "a new worker takes over once the lease has expired), 'restart' (the dead worker restarts under its "
+                         "own identity) or 'at-open' (the next process to open the engine recovers the work)")
+    return Recovery(model)
+
+
+def recovery_wait_s(adapter: Any) -> float:
+    """The time that passes between a worker's death and its recovery: past the lease for an
+    engine that recovers by lease expiry, none for the others."""
+    if recovery_model(adapter) is Recovery.LEASE_EXPIRY:
+        return float(adapter.lease_s) + 1.0
+    return 0.0
+
+
+def recovering_workers(adapter: Any, dead: Iterable[str], fresh: str) -> list[str]:
+    """The identities that recover, in order, after the workers ``dead`` died: each of them again
+    for an engine that recovers by restart (the last one then drains), else one new worker
+    ``fresh``."""
+    if recovery_model(adapter) is Recovery.RESTART:
+        return list(dict.fromkeys(dead)) or [fresh]
+    return [fresh]
