@@ -397,3 +397,14 @@ class NoCompareAndSwap(_Variant):
 
 
 OVERLAP = OVERLAP + (NoCompareAndSwap,)
+
+
+# -- two independent bugs in one engine ------------------------------------------------------------
+class NoHeartbeatAndMarkBeforeSend(NoHeartbeat, MarkBeforeSend):
+    """Two planted bugs at once: the worker never heartbeats (:class:`NoHeartbeat`) and the sender
+    marks a row sent before it sends it (:class:`MarkBeforeSend`). Each is caught by its own
+    invariant, **bounded-spend** and **outbox-at-least-once**: an exploration must report both,
+    and, told to ignore one, still find the other."""
+
+    catches = NoHeartbeat.catches + MarkBeforeSend.catches
+    families = NoHeartbeat.families + MarkBeforeSend.families
