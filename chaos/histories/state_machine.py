@@ -18,6 +18,7 @@ minimal program.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import inspect
 import json
 import os
@@ -35,10 +36,12 @@ from engine import STORE_UNAVAILABLE
 from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from chaos.core.clock import SharedClock
 from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
-from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine,
-                      Pause, Resume, Run, Send, Submit, events)
-from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, submit_policy
+from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery,
+                      KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events)
+from chaos.core.invariants import (INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, retry_spread,
+                                   submit_policy)
 from chaos.hostfaults.faults import HeldLock, small_pages
+from chaos.matrix.families import STORM_FAULTS
 from chaos.matrix.runner import scratch_dir
 from chaos.core.process import run_in_child
 from chaos.core.scenario import MODES, T0, payload_for, settle, task_names
@@ -46,7 +49,7 @@ from chaos.core.world import OUTCOME_FAULTS, Fault, World
 
 __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IGNORABLE", "AT_REST", "BEFORE", "baseline_violations", "kind_of", "violated"]
 
-CLIENT, OPS, SENDER, RECOVER = "client", "ops", "sender", "w-recover"
+CLIENT, OPS, SENDER, RECOVER, STORMER = "client", "ops", "sender", "w-recover", "w-storm"
 PENDING, NEEDS_HUMAN = "pending", "needs_human"
 RETRY_AFTER_S = 30.0
 FAULTS_ARMED_MAX = 4
@@ -168,6 +171,7 @@ class Histories(RuleBasedStateMachine):
         self.memos: dict[tuple[str, str], str] | None = None
         self.log: list[str] = []
         self.kills = 0
+        self.stormed = False  # a storm ran (one a history)
         self.kind = "Submit"  # of the event that ran last: the one a violation found now is revealed by
         self.ok = True  # False while a step runs and after any failure: teardown then only cleans up
         self.stats["examples"] += 1
@@ -372,6 +376,55 @@ class Histories(RuleBasedStateMachine):
         exit_kind = kill(self.env, worker, phase, how.mode, tag, point, None)
         self._count_interruptions({worker, SECOND})
         return f"{exit_kind} at {point.id} (after durable write {scaled // POSITIONS} of {len(segments) - 1})"
+
+    # -- a retry storm ------------------------------------------------------------------------------
+    def _storm(self, event: Storm) -> str:
+        """Submit the herd, let each of its jobs meet the matrix's storm faults, drain them on a
+        paced clock in a fresh process, then check ``retry-spread`` on the calls it made (the
+        rule's invariant check follows, as after any event)."""
+        if self.stormed:
+            return "ignored: a storm ran already"
+        if self.frozen:
+            return f"ignored: {', '.join(sorted(self.frozen))} frozen (a drain would take over what it holds)"
+        if self.held_lock is not None or self.env.page_limit is not None:
+            return "ignored: the machine is at fault (a drain could not write)"
+        self.stormed = True
+        bodies = {job: self._payload("plain", job) for job in STORM_JOB_IDS}
+        live(self.env, CLIENT, lambda env: [env.session(CLIENT).submit(job, body) for job, body in bodies.items()])
+        self.submitted.update({job: json.dumps(body, sort_keys=True) for job, body in bodies.items()})
+        names = task_names(self.adapter)
+        # The herd's faults only: the history's own jobs meet what was armed for them, later.
+        outage = [dataclasses.replace(f, task=names.get(f.task, f.task) if f.task else None, jobs=STORM_JOB_IDS) for f in STORM_FAULTS]
+        herd, inspect, settled, clock = frozenset(STORM_JOB_IDS), self._inspect, self.settled, self.clock
+
+        def of_the_herd() -> Snapshot:
+            snapshot = inspect()
+            return dataclasses.replace(snapshot, jobs={j: v for j, v in snapshot.jobs.items() if j in herd},
+                                       outbox=[row for row in snapshot.outbox if row.job_id in herd])
+
+        def drain(env: Env) -> tuple[list[Violation], bool]:
+            env.world.disarm()  # this process's copy: the faults armed for the history stay armed in it
+            env.world.during_slow = None
+            for fault in outage:
+                env.world.arm(fault)
+
+            def restart(session: Any, n: int) -> Any:
+                env.bury(STORMER)
+                return env.session(STORMER)
+
+            _, crashed, done = settle(env.session(STORMER), of_the_herd, settled, clock, restart=restart, paced=True)
+            return crashed, done
+
+        started = self.clock.now()
+        crashed, done = live(self.env, STORMER, drain)
+        problems = crashed[:1]
+        if not done:
+            waiting = sorted(j for j, v in of_the_herd().jobs.items() if v.state not in settled or v.lease_owner is not None)
+            problems.append(Violation("drains", f"the storm's paced drain did not settle {', '.join(waiting)}"))
+        problems += retry_spread(self._evidence(self._inspect()))
+        if problems:
+            self._fail(problems)
+        return f"{len(STORM_JOB_IDS)} jobs met the outage and settled in {self.clock.now() - started:.1f} s of paced clock"
 
     # -- frozen workers -----------------------------------------------------------------------------
     def _pause(self, event: Pause) -> str:
