@@ -422,9 +422,11 @@ class Histories(RuleBasedStateMachine):
             waiting = sorted(j for j, v in of_the_herd().jobs.items() if v.state not in settled or v.lease_owner is not None)
             problems.append(Violation("drains", f"the storm's paced drain did not settle {', '.join(waiting)}"))
         problems += retry_spread(self._evidence(self._inspect()))
+        outcome = f"{len(STORM_JOB_IDS)} jobs met the outage and {'settled' if done else 'did not settle'} in {self.clock.now() - started:.1f} s of paced clock"
         if problems:
+            self.log[-1] += f": {outcome}"  # what happened, in the report of the violation raised now
             self._fail(problems)
-        return f"{len(STORM_JOB_IDS)} jobs met the outage and settled in {self.clock.now() - started:.1f} s of paced clock"
+        return outcome
 
     # -- frozen workers -----------------------------------------------------------------------------
     def _pause(self, event: Pause) -> str:

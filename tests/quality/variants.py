@@ -208,7 +208,8 @@ class NoJitter(_Variant):
     Each job on its own backs off correctly, so every single-job test passes. But every job that
     failed during the same outage retries at the same instant, again and again: the recovery of
     the provider is met by the whole herd at once, and becomes the second outage. Caught by
-    **retry-spread** in the ``retry-storm`` family, whose sixteen jobs fail three times each.
+    **retry-spread** in the ``retry-storm`` family, whose sixteen jobs fail three times each, and
+    in a random history's ``Storm``, which lets sixteen jobs of its own meet the same faults.
     """
 
     catches = ("retry-spread",)
@@ -218,7 +219,8 @@ class NoJitter(_Variant):
         return super().make_worker(store, workflow, rng=_TopOfWindow(rng.random()), **kw)
 
 
-# Caught by the matrix only: the state machine's histories have at most five jobs, never a herd.
+# Caught by a herd only: the matrix's retry-storm family, or a random history's Storm (sixteen jobs
+# of its own; the history's pool of five is never a herd).
 TIMING = (NoJitter,)
 
 
