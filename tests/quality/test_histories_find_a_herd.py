@@ -10,6 +10,9 @@ finding of ``NoJitter`` is in ``test_machine_finds_planted_bugs.py``.
 
 from __future__ import annotations
 
+import importlib
+import os
+
 import pytest
 
 from chaos import ReferenceAdapter
@@ -98,3 +101,15 @@ def test_a_storm_waits_for_a_calm_machine(history):
     assert storm(machine).endswith(": ignored: the machine is at fault (a drain could not write)")
     assert not machine.stormed
 
+
+
+def test_a_storms_faults_reach_the_steps_by_the_adapters_own_task_names(history, monkeypatch):
+    # tinyflow (examples/minimal_engine) calls its extract "draft": a storm armed on "extract"
+    # would never fire there, and its history would pass with no herd at all.
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "minimal_engine"))
+    tinyflow = importlib.import_module("crash").TinyflowAdapter
+    machine = history(tinyflow())
+    assert "16 jobs met the outage and settled" in storm(machine), machine.log
+    assert {(task, kind) for _, task, kind in machine.world.faults_met()} == {("draft", "connection"), ("draft", "timeout")}
+    assert {job for job, _, _ in machine.world.faults_met()} == set(STORM_JOB_IDS)
+    machine.teardown()
