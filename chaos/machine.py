@@ -5,9 +5,11 @@ Gate your own engine (through its adapter) in two lines of any test module::
     import chaos.machine
     TestMyEngine = chaos.machine.state_machine_test("mypkg.crash:adapter", profile="ci")
 
-A failure shows Hypothesis's shrunk program, what each step did (where a worker was killed, what
-a run returned), the violated invariant and what it protects, and the one command that replays
-it: ``python -m chaos explore --target mypkg.crash:adapter --profile ci --seed 0``.
+Every distinct failure (one per invariant and kind of event that revealed it) shows Hypothesis's
+shrunk program, what each step did (where a worker was killed, what a run returned), the violated
+invariant and what it protects, and the one command that replays it:
+``python -m chaos explore --target mypkg.crash:adapter --profile ci --seed 0``. ``ignore=`` (the
+CLI's ``--ignore``) looks past a known weakness: those invariants are counted, not failed on.
 
 >>> report = explore(profile="ci", max_examples=2, stateful_step_count=5)
 >>> report.passed, report.examples
@@ -28,10 +30,11 @@ from typing import Any, Iterable, Iterator
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from chaos.adapter import REFERENCE_TARGET, load_adapter
-from chaos.histories.state_machine import Histories, InvariantViolated, baseline_violations, machine_for
+from chaos.histories.state_machine import AT_REST, BEFORE, IGNORABLE, Histories, InvariantViolated, baseline_violations, machine_for
 from chaos.core.invariants import Violation
 from chaos.core.scenario import MODES
 
@@ -39,6 +42,8 @@ __all__ = [
     "PROFILES",
     "DEFAULT_SEED",
     "ExploreReport",
+    "Finding",
+    "IGNORABLE",
     "Histories",
     "InvariantViolated",
     "explore",
@@ -51,14 +56,15 @@ __all__ = [
 
 DEFAULT_SEED = 0
 # Every history is a fresh database, so no example database: a CI run cannot be surprised by an
-# example stored by an earlier one, and a seed alone replays a run. One bug per report, no
+# example stored by an earlier one, and a seed alone replays a run. Every distinct failure is
+# reported (Hypothesis tells them apart by type: one per invariant and kind of event), no
 # "explain" phase (it traces lines, as the crash points do).
 _COMMON = dict(
     deadline=None,
     database=None,
     derandomize=False,
     print_blob=False,
-    report_multiple_bugs=False,
+    report_multiple_bugs=True,
     suppress_health_check=list(HealthCheck),
     phases=(Phase.explicit, Phase.generate, Phase.shrink),
 )
@@ -76,8 +82,37 @@ for _name, _profile in PROFILES.items():
 
 
 @dataclass
+class Finding:
+    """One distinct failure: the invariant and the kind of event that revealed it, shrunk."""
+
+    invariant: str
+    event: str
+    failure: str
+    program: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    replay: str = ""
+    flaky: bool = False  # failed once, passed when Hypothesis ran it again: not shrunk
+    error: BaseException | None = field(default=None, repr=False, compare=False)  # as Hypothesis raised it
+
+    def format(self) -> str:
+        if self.flaky:
+            lines = ["program (flaky: it failed, then passed when run again; as it ran when it failed):"]
+        else:
+            lines = ["shrunk program:"]
+        lines += [f"  {line}" for line in self.program] or ["  (Hypothesis printed no program)"]
+        lines += ["", self.failure]
+        if self.replay and self.replay not in self.failure:
+            lines.append(f"replay: {self.replay}")
+        return "\n".join(lines)
+
+
+@dataclass
 class ExploreReport:
-    """What one exploration did, and the first failure it found (shrunk), if any."""
+    """What one exploration did, and every distinct failure it found (each shrunk), if any.
+
+    ``failure``, ``program`` and ``violations`` are those of the first (smallest) finding;
+    ``ignored`` counts the violations of ignored invariants seen, per invariant.
+    """
 
     target: str
     profile: str
@@ -86,44 +121,68 @@ class ExploreReport:
     examples: int = 0
     raised: int = 0
     seconds: float = 0.0
-    failure: str | None = None
-    program: list[str] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    ignored: dict[str, int] = field(default_factory=dict)
     replay: str = ""
 
     @property
     def passed(self) -> bool:
-        return self.failure is None
+        return not self.findings
+
+    @property
+    def failure(self) -> str | None:
+        return self.findings[0].failure if self.findings else None
+
+    @property
+    def program(self) -> list[str]:
+        return self.findings[0].program if self.findings else []
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self.findings[0].violations if self.findings else []
 
     @property
     def invariants(self) -> set[str]:
-        return {v.invariant for v in self.violations}
+        """Every invariant a finding violated."""
+        return {v.invariant for f in self.findings for v in f.violations}
 
     @property
     def rules_per_s(self) -> float:
         return self.rules / self.seconds if self.seconds else 0.0
 
     def format(self) -> str:
-        """The report as a person reads it: the shrunk program, the failure, the replay command."""
+        """The report as a person reads it: for each finding the shrunk program, the failure, the
+        replay command."""
         head = (
             f"explore {self.target} (profile {self.profile}, seed {self.seed}): {self.rules} rules in "
             f"{self.examples} histories, {self.seconds:.1f}s ({self.rules_per_s:.0f} rules/s)"
         )
         if self.raised:
             head += f"; {self.raised} worker iteration(s) ended by an exception (the process died, and was restarted)"
+        ignored = [f"ignored: {name}, violated {n} time(s)" for name, n in sorted(self.ignored.items())]
         if self.passed:
-            return f"{head}: every invariant held"
-        lines = [f"{head}: FAILED", "", "shrunk program:"]
-        lines += [f"  {line}" for line in self.program] or ["  (not printed)"]
-        lines += ["", self.failure or ""]
-        if self.replay and self.replay not in (self.failure or ""):
-            lines.append(f"replay: {self.replay}")
+            return "\n".join([f"{head}: every invariant held" + (" but the ignored ones" if self.ignored else ""), *ignored])
+        count = len(self.findings)
+        lines = [f"{head}: FAILED" + (f", {count} distinct findings" if count > 1 else ""), *ignored]
+        for number, finding in enumerate(self.findings, 1):
+            if count > 1:
+                lines += ["", f"finding {number} of {count}: {finding.invariant}, revealed by {_revealed(finding.event)}"]
+            lines += ["", finding.format()]
         return "\n".join(lines)
 
 
-def replay_command(target: str, profile: str, seed: int) -> str:
-    """The one command that runs the same exploration again (and so shrinks to the same program)."""
+def _revealed(event: str) -> str:
+    """What revealed a finding, for its heading: ``a Run``, ``the checks at rest``, ..."""
+    if event == AT_REST:
+        return "the checks at rest"
+    return event if event == BEFORE else f"a {event}"
+
+
+def replay_command(target: str, profile: str, seed: int, ignore: Iterable[str] = ()) -> str:
+    """The one command that runs the same exploration again (and so shrinks to the same programs)."""
     parts = ["python", "-m", "chaos", "explore", "--target", target, "--profile", profile, "--seed", str(seed)]
+    for name in ignore:
+        parts += ["--ignore", name]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -133,16 +192,19 @@ def explore(
     profile: str = "ci",
     seed: int | None = None,
     modes: Iterable[str] = MODES,
+    ignore: Iterable[str] = (),
     **overrides: Any,
 ) -> ExploreReport:
     """Run random histories of ``target`` (``module:attr`` or an adapter) under a profile.
 
     ``seed`` defaults to :data:`DEFAULT_SEED` for ``ci`` (the same histories every run), to
     pytest's ``--hypothesis-seed`` when given, and to a fresh seed for ``nightly``. ``overrides``
-    are Hypothesis settings (e.g. ``max_examples=10``). Never raises for a violation: look at
-    :attr:`ExploreReport.passed`.
+    are Hypothesis settings (e.g. ``max_examples=10``). A violation of an invariant in ``ignore``
+    (names from :data:`IGNORABLE`) is counted in :attr:`ExploreReport.ignored`, not a finding: a
+    team looks past a known weakness for other bugs. Never raises for a violation: look at
+    :attr:`ExploreReport.passed` and :attr:`ExploreReport.findings`.
     """
-    report, _ = _explore(target, profile, seed, tuple(modes), overrides)
+    report, _ = _explore(target, profile, seed, tuple(modes), overrides, tuple(ignore))
     return report
 
 
@@ -152,6 +214,7 @@ def state_machine_test(
     *,
     seed: int | None = None,
     modes: Iterable[str] = MODES,
+    ignore: Iterable[str] = (),
     **overrides: Any,
 ) -> type[unittest.TestCase]:
     """A ``unittest.TestCase`` class (pytest collects it) that explores ``target``'s histories.
@@ -161,21 +224,28 @@ def state_machine_test(
     'TestCrashgateHistories'
 
     The adapter is loaded when the test runs, so a wrong target fails that test, not collection.
-    A failure re-raises the original error with the shrunk program and the replay command added.
-    The seed is ``seed``, else ``@hypothesis.seed(N)`` on the class, else ``--hypothesis-seed``,
+    A failure re-raises the original error with the shrunk program and the replay command added
+    (several distinct ones: the first finding's error, the others in its notes). ``ignore`` is as for
+    :func:`explore`. The seed is ``seed``, else ``@hypothesis.seed(N)`` on the class, else ``--hypothesis-seed``,
     else the profile's default.
     """
     _profile(profile)
-    chosen = tuple(modes)
+    chosen, ignored = tuple(modes), tuple(ignore)
+    _check_ignore(ignored)
 
     class TestCrashgateHistories(unittest.TestCase):
         def runTest(self) -> None:
             pinned = seed if seed is not None else getattr(type(self), "_hypothesis_internal_use_seed", None)
-            report, error = _explore(target, profile, pinned, chosen, overrides)
+            report, error = _explore(target, profile, pinned, chosen, overrides, ignored)
             if error is not None:
-                if report.replay not in str(error):
-                    error.add_note(f"replay: {report.replay}")
-                raise error
+                # The first (shortest) finding's own error, the others as notes: a test framework
+                # shows one failure, and every finding in it.
+                first = report.findings[0].error if report.findings and report.findings[0].error is not None else error
+                for number, other in enumerate(report.findings[1:], 2):
+                    first.add_note(f"\nfinding {number} of {len(report.findings)}: {other.invariant}, revealed by {_revealed(other.event)}\n{other.format()}")
+                if report.replay not in str(first):
+                    first.add_note(f"replay: {report.replay}")
+                raise first
 
     TestCrashgateHistories.__doc__ = f"Random histories of {target} (profile {profile})."
     return TestCrashgateHistories
@@ -185,7 +255,7 @@ def run_cli(args: Any) -> int:
     """Run ``explore`` from parsed arguments: 0 if every invariant held, 1 on a violation, 2 on bad input."""
     overrides = {} if args.max_examples is None else {"max_examples": args.max_examples}
     try:
-        report = explore(args.target, profile=args.profile, seed=args.seed, **overrides)
+        report = explore(args.target, profile=args.profile, seed=args.seed, ignore=getattr(args, "ignore", None) or (), **overrides)
     except ValueError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
@@ -217,6 +287,12 @@ def _profile(name: str) -> settings:
         raise ValueError(f"profile {name!r} is not one of: {', '.join(PROFILES)}") from None
 
 
+def _check_ignore(ignore: tuple[str, ...]) -> None:
+    unknown = sorted(set(ignore) - set(IGNORABLE))
+    if unknown:
+        raise ValueError(f"--ignore {', '.join(map(repr, unknown))} is not an invariant random histories check; pass one of: {', '.join(IGNORABLE)}")
+
+
 def _seed(profile: str, seed: int | None) -> int:
     if seed is not None:
         return seed
@@ -228,38 +304,118 @@ def _seed(profile: str, seed: int | None) -> int:
     return random.SystemRandom().randrange(2**32)
 
 
-def _explore(target: Any, profile: str, seed: int | None, modes: tuple[str, ...], overrides: dict[str, Any]) -> tuple[ExploreReport, BaseException | None]:
+def _explore(target: Any, profile: str, seed: int | None, modes: tuple[str, ...], overrides: dict[str, Any],
+             ignore: tuple[str, ...] = ()) -> tuple[ExploreReport, BaseException | None]:
+    _check_ignore(ignore)
     chosen = settings(_profile(profile), **overrides)
     adapter = load_adapter(target) if isinstance(target, str) else target
     name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__qualname__}"
     seed = _seed(profile, seed)
-    machine: type[Histories] = machine_for(adapter, target=name, modes=modes)
-    report = ExploreReport(name, profile, seed, replay=replay_command(name, profile, seed))
+    machine: type[Histories] = machine_for(adapter, target=name, modes=modes, ignore=ignore)
+    report = ExploreReport(name, profile, seed, replay=replay_command(name, profile, seed, ignore))
     machine.replay = report.replay
     hypothesis.seed(seed)(machine)
     error: BaseException | None = None
     started = time.perf_counter()
     failed_baseline = baseline_violations(adapter)
     if failed_baseline:
-        report.violations = failed_baseline
-        report.failure = f"InvariantViolated: {failed_baseline[0]}"
-        return report, InvariantViolated(failed_baseline, "before any history", [], report.replay)
+        report.findings = [Finding("baseline", BEFORE, f"InvariantViolated: {failed_baseline[0]}", violations=failed_baseline, replay=report.replay)]
+        return report, InvariantViolated(failed_baseline, BEFORE, [], report.replay)
     try:
-        with _without_local_constants():
+        with _without_local_constants(), _generating_to_the_end():
             run_state_machine_as_test(machine, settings=chosen)
-    except Exception as exc:  # a violation, or anything the engine raised: both are reported
+    except Exception as exc:  # violations, or anything the engine raised: all are reported
         error = exc
     report.seconds = time.perf_counter() - started
     report.rules = machine.stats["rules"]
     report.examples = machine.stats["examples"]
     report.raised = machine.stats["raised"]
+    report.ignored = dict(machine.ignored)
     if error is not None:
-        # Hypothesis attaches the shrunk program to the error, one step per note.
-        notes = [line for note in getattr(error, "__notes__", []) for line in str(note).splitlines()]
-        report.program = [line for line in notes if line.startswith("state")]
-        report.violations = list(getattr(error, "violations", []))
-        report.failure = f"{type(error).__name__}: {error}"
+        report.findings = _findings(error, report.replay)
     return report, error
+
+
+FINDINGS_MAX = 100  # a bound on the walk through nested exception groups
+
+
+def _findings(error: BaseException, replay: str) -> list[Finding]:
+    """One finding per distinct failure Hypothesis reported (an ``ExceptionGroup`` of them when
+    there are several), each (invariant, event kind) once, the shortest program first (one whose
+    shrinking ran out of time is long)."""
+    failures = [error]
+    if isinstance(error, BaseExceptionGroup) and not isinstance(error, FlakyFailure):
+        failures = list(error.exceptions)
+    assert len(failures) <= FINDINGS_MAX, f"{len(failures)} failures: more than {FINDINGS_MAX}"
+    out: dict[tuple[str, str], Finding] = {}
+    for failure in failures:
+        finding = _finding(failure, replay)
+        out.setdefault((finding.invariant, finding.event), finding)
+    return sorted(out.values(), key=lambda f: len(f.program))
+
+
+def _finding(error: BaseException, replay: str) -> Finding:
+    # Hypothesis attaches the shrunk program to the error, one step per note.
+    notes = [line for note in getattr(error, "__notes__", []) for line in str(note).splitlines()]
+    program = [line for line in notes if line.startswith("state")]
+    flaky = isinstance(error, FlakyFailure)
+    seen = _first_violation(error) if flaky else error
+    failure = f"{type(error).__name__}: {error}"
+    if flaky and seen is not None:
+        # Hypothesis could not make it fail again, so it printed no program: the one that ran
+        # when it failed is in the violation's log, and the violation is the one that was seen.
+        program = program or list(getattr(seen, "log", []))
+        failure = f"{failure}\nwhat was seen when it failed:\n{type(seen).__name__}: {seen}"
+    if isinstance(seen, InvariantViolated):
+        invariant, event, violations = seen.invariant, seen.kind, list(seen.violations)
+    else:  # the engine or the harness raised: a failure too, known by its type
+        invariant, event, violations = "raised", type(seen or error).__name__, []
+    return Finding(invariant or "raised", event, failure, program, violations, replay, flaky, error)
+
+
+def _first_violation(error: BaseException) -> BaseException | None:
+    """The first exception inside a (flaky) group that is not a group itself."""
+    pending = [error]
+    for _ in range(FINDINGS_MAX):
+        if not pending:
+            return None
+        current = pending.pop(0)
+        if not isinstance(current, BaseExceptionGroup):
+            return current
+        pending = list(current.exceptions) + pending
+    return None
+
+
+@contextlib.contextmanager
+def _generating_to_the_end() -> Iterator[None]:
+    """Keep Hypothesis generating histories until ``max_examples`` after a first failure.
+
+    With ``report_multiple_bugs``, Hypothesis stops generating 10 seconds after the first failure,
+    or once as many calls again found nothing new: a slow history (a fork, a frozen worker) makes
+    that a handful, and the bugs behind the first go unseen. Explore is a search for bugs: it
+    spends its whole budget looking. Twice ``max_examples`` calls bound a run whose every history
+    fails (failing histories are not "valid" examples). Without a shrink phase Hypothesis's rule
+    stands (stop at the first failure).
+    """
+    engine = importlib.import_module("hypothesis.internal.conjecture.engine")
+    runner = getattr(engine, "ConjectureRunner", None)
+    original = getattr(runner, "should_generate_more", None)
+    if original is None:
+        yield  # a Hypothesis without the method: its own rule stands
+        return
+
+    def should_generate_more(self: Any) -> bool:
+        keep_looking = self.settings.report_multiple_bugs and Phase.shrink in self.settings.phases
+        if not getattr(self, "interesting_examples", None) or not keep_looking:
+            return bool(original(self))  # nothing found yet, or a run that wants out fast
+        budget = self.settings.max_examples
+        return self.valid_examples < budget and self.call_count < 2 * budget
+
+    runner.should_generate_more = should_generate_more
+    try:
+        yield
+    finally:
+        runner.should_generate_more = original
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ first calls fail, then the provider answers it.
 >>> world = World(tempfile.mkdtemp(), FakeClock(0.0))
 >>> world.arm(Fault("rate_limit", task="extract", retry_after_s=30))
 >>> world.pending_faults()
-[Fault(kind='rate_limit', task='extract', retry_after_s=30, duration_s=None, sticky=False, per_job=0)]
+[Fault(kind='rate_limit', task='extract', retry_after_s=30, duration_s=None, sticky=False, per_job=0, jobs=())]
 """
 
 from __future__ import annotations
@@ -195,6 +195,9 @@ class Fault:
     never so many that a job runs out of attempts. Faults with ``per_job`` armed one after another
     take turns: ``connection`` once, then ``timeout`` twice, is three failures in a row per job.
 
+    A fault with ``jobs`` hits only those jobs' calls (every job's if empty): an outage a history
+    lets a herd of its own meet, leaving the history's other jobs to the faults drawn for them.
+
     >>> Fault("timeout", task="extract", per_job=2)
     Traceback (most recent call last):
     ...
@@ -207,6 +210,7 @@ class Fault:
     duration_s: float | None = None
     sticky: bool = False
     per_job: int = 0
+    jobs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -339,6 +343,8 @@ class World:
         used up; a ``per_job`` one applies while the job has met it fewer times than that."""
         for index, fault in enumerate(self._faults):
             if fault.task is not None and fault.task != task:
+                continue
+            if fault.jobs and job_id not in fault.jobs:
                 continue
             if fault.per_job and not self._hits_job(fault, task, job_id):
                 continue

@@ -6,8 +6,8 @@ shrinks it field by field: a kill towards the first crash point, a clock jump to
 event towards ``Advance(seconds=1)``, the one that changes least.
 
 All events are drawn by one rule (runs with three times the odds of most others, sends and
-armed faults with twice; the machine's faults and heals, pauses and resumes share one draw)
-rather than one rule each: Hypothesis's "swarm"
+armed faults with twice; the machine's faults and heals, pauses and resumes share one draw, and
+a :class:`Storm`, the costliest event, has a small share of it) rather than one rule each: Hypothesis's "swarm"
 selection switches most rules off in many examples, and a history with no runs, or only clock
 jumps, tests nothing here.
 
@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Union
 from hypothesis import strategies as st
 
 from chaos.core.world import FAULT_KINDS
+from chaos.matrix.families import STORM_JOBS
 
 __all__ = [
     "Advance",
@@ -38,10 +39,12 @@ __all__ = [
     "Resume",
     "Run",
     "Send",
+    "Storm",
     "Submit",
     "events",
     "ACTIONS",
     "JOB_IDS",
+    "STORM_JOB_IDS",
     "PAYLOADS",
     "POSITIONS",
     "FAULT_TASKS",
@@ -51,6 +54,9 @@ __all__ = [
 ]
 
 JOB_IDS = ("doc-1", "doc-2", "doc-3", "doc-4", "doc-5")  # a small pool: duplicates and conflicts happen
+# A storm's herd: as many jobs as the crash matrix's retry storm, with ids of their own, outside
+# the pool (no other event touches them).
+STORM_JOB_IDS = tuple(f"storm-{n}" for n in range(1, len(STORM_JOBS) + 1))
 WORKERS = ("w1", "w2")
 FREEZABLE = WORKERS + ("sender",)  # the processes a pause can freeze
 PAYLOADS: dict[str, Callable[[str], Any]] = {
@@ -182,7 +188,18 @@ class Heal:
     """The machine's faults go away: space is freed, the write lock released."""
 
 
-Event = Union[Advance, Run, Send, Submit, Arm, Human, Pause, Resume, Machine, Heal]
+@dataclass(frozen=True)
+class Storm:
+    """An outage meets a herd: the :data:`STORM_JOB_IDS` jobs are submitted, and each meets the
+    crash matrix's retry storm (``chaos.matrix.families.STORM_FAULTS``: its extract fails three
+    times in a row, then answers); a worker of its own drains them in a fresh process on a paced
+    clock (moved only to the next lease, backoff or outbox row due), so the ledger shows when each
+    retry came, and ``retry-spread`` is checked on them. One storm a history: a later one is
+    ignored. It waits for a calm machine: ignored while a worker is frozen or the machine is at
+    fault (a drain cannot make progress past either)."""
+
+
+Event = Union[Advance, Run, Send, Submit, Arm, Human, Pause, Resume, Machine, Heal, Storm]
 
 
 def positions() -> st.SearchStrategy[int]:
@@ -224,7 +241,10 @@ def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
     # (Two equal strategy objects would count once: one_of drops repeats of the same object.)
     # The machine's faults and heals, and (when kills fork) pauses and resumes, share one branch:
     # together as likely as one fault armed.
-    machine: st.SearchStrategy[Event] = st.sampled_from([Machine(fault) for fault in MACHINE_FAULTS] + [Heal()] * len(MACHINE_FAULTS))
+    # A storm (sixteen jobs drained at once, the costliest event) takes one share in seven of it.
+    machine: st.SearchStrategy[Event] = st.sampled_from(
+        [Machine(fault) for fault in MACHINE_FAULTS] + [Heal()] * len(MACHINE_FAULTS) + [Storm()]
+    )
     if "fork" in modes:
         machine = machine | st.builds(Pause, worker=st.sampled_from(FREEZABLE), at=positions()) | st.sampled_from(
             [Resume(worker) for worker in FREEZABLE]

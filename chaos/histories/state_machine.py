@@ -18,6 +18,7 @@ minimal program.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import inspect
 import json
 import os
@@ -35,10 +36,12 @@ from engine import NO_PROGRESS, STORE_UNAVAILABLE
 from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter
 from chaos.core.clock import SharedClock
 from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
-from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, Advance, Arm, Event, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine,
-                      Pause, Resume, Run, Send, Submit, WORKERS, events)
-from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, submit_policy
+from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, WORKERS, Advance, Arm, Event, Heal, Human, Kill,
+                      KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events)
+from chaos.core.invariants import (INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, retry_spread,
+                                   submit_policy)
 from chaos.hostfaults.faults import HeldLock, small_pages
+from chaos.matrix.families import STORM_FAULTS
 from chaos.matrix.runner import scratch_dir
 from chaos.core.iteration import one_iteration
 from chaos.core.recovery import recovering_workers, recovery_wait_s
@@ -46,9 +49,9 @@ from chaos.core.process import run_in_child
 from chaos.core.scenario import MODES, T0, payload_for, settle, task_names
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
 
-__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "baseline_violations"]
+__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IGNORABLE", "AT_REST", "BEFORE", "baseline_violations", "kind_of", "violated"]
 
-CLIENT, OPS, SENDER, RECOVER = "client", "ops", "sender", "w-recover"
+CLIENT, OPS, SENDER, RECOVER, STORMER = "client", "ops", "sender", "w-recover", "w-storm"
 RESTART_ITERATIONS_MAX = 50  # a restarted worker's iterations at rest, before the last one drains
 PENDING, NEEDS_HUMAN = "pending", "needs_human"
 RETRY_AFTER_S = 30.0
@@ -66,6 +69,10 @@ GAVE_UP = STORE_UNAVAILABLE
 HUMAN_ACTIONS = "human-actions"
 # A job that lost its worker this many times may be parked by the engine's give-up rule.
 GIVE_UP_INTERRUPTIONS = 5
+# The invariants a history checks that an exploration may be told to look past (``ignore``).
+IGNORABLE = (*INVARIANTS, HUMAN_ACTIONS)
+# The kind of event of a violation found once the history is over, and of one found before it began.
+AT_REST, BEFORE = "at rest", "before any history"
 HUMAN_ACTIONS_DOC = (
     "An illegal human action (requeue, resolve, cancel) raises the engine's clear error and changes "
     "nothing; a legal one is accepted."
@@ -73,10 +80,19 @@ HUMAN_ACTIONS_DOC = (
 
 
 class InvariantViolated(AssertionError):
-    """An invariant did not hold during a random history; the message says what happened."""
+    """An invariant did not hold during a random history; the message says what happened.
+
+    A history raises :func:`violated`'s subclass for the invariant and the kind of event that
+    revealed it, so that Hypothesis tells the findings apart (it knows a failure by its type and
+    the line that raised it, which is the same for every invariant).
+    """
+
+    invariant: str = ""
+    kind: str = ""
 
     def __init__(self, violations: list[Violation], when: str, log: list[str], replay: str) -> None:
         self.violations = violations
+        self.log = list(log)  # what happened, kept for a failure Hypothesis could not replay (flaky)
         lines = [f"{len(violations)} violation(s) {when}:"]
         lines += [f"  {v}" for v in violations]
         for name in sorted({v.invariant for v in violations}):
@@ -89,6 +105,32 @@ class InvariantViolated(AssertionError):
         super().__init__("\n".join(lines))
 
 
+_VIOLATED: dict[tuple[str, str], type[InvariantViolated]] = {}
+
+
+def violated(invariant: str, kind: str) -> type[InvariantViolated]:
+    """The :class:`InvariantViolated` subclass for ``invariant`` revealed by an event of ``kind``
+    (made once, then the same class every time: Hypothesis compares the types).
+
+    >>> violated("bounded-spend", "Run") is violated("bounded-spend", "Run")
+    True
+    >>> violated("bounded-spend", "Run") is violated("bounded-spend", "Send")
+    False
+    """
+    cls = _VIOLATED.get((invariant, kind))
+    if cls is None:
+        # Named like its base, so a report reads "InvariantViolated: ..." whatever the finding.
+        cls = type("InvariantViolated", (InvariantViolated,), {"invariant": invariant, "kind": kind, "__module__": __name__})
+        cls.__qualname__ = f"InvariantViolated[{invariant}, {kind}]"
+        _VIOLATED[(invariant, kind)] = cls
+    return cls
+
+
+def kind_of(event: Event) -> str:
+    """The kind of an event, as findings are told apart: its type, and whether it kills."""
+    return type(event).__name__ + (" with a kill" if getattr(event, "kill", None) is not None else "")
+
+
 class Histories(RuleBasedStateMachine):
     """Random histories of one adapter's engine. Use :func:`machine_for`, which sets the adapter."""
 
@@ -96,7 +138,9 @@ class Histories(RuleBasedStateMachine):
     target: str = REFERENCE_TARGET
     modes: tuple[str, ...] = MODES
     replay: str = ""
+    ignore: frozenset[str] = frozenset()
     stats: Counter = Counter()
+    ignored: Counter = Counter()  # violations of ignored invariants seen, per invariant
 
     def __init__(self) -> None:
         super().__init__()
@@ -130,6 +174,8 @@ class Histories(RuleBasedStateMachine):
         self.memos: dict[tuple[str, str], str] | None = None
         self.log: list[str] = []
         self.kills = 0
+        self.stormed = False  # a storm ran (one a history)
+        self.kind = "Submit"  # of the event that ran last: the one a violation found now is revealed by
         self.ok = True  # False while a step runs and after any failure: teardown then only cleans up
         self.stats["examples"] += 1
 
@@ -153,8 +199,17 @@ class Histories(RuleBasedStateMachine):
         )
 
     def _fail(self, violations: list[Violation], when: str | None = None) -> None:
+        """Raise the violations, unless every one is of an ignored invariant (then count them and
+        return: the history goes on, looking for something else)."""
+        kept = [v for v in violations if v.invariant not in self.ignore]
+        for v in violations:
+            if v.invariant in self.ignore:
+                self.ignored[v.invariant] += 1
+        if not kept:
+            return
         self.ok = False
-        raise InvariantViolated(violations, when or f"at step {len(self.log)}", self.log, self.replay)
+        kind = AT_REST if when == AT_REST else self.kind
+        raise violated(kept[0].invariant, kind)(kept, when or f"at step {len(self.log)}", self.log, self.replay)
 
     @invariant()
     def every_invariant_holds_now(self) -> None:
@@ -177,6 +232,7 @@ class Histories(RuleBasedStateMachine):
         self.ok = False
         self.stats["rules"] += 1
         self.log.append(f"{len(self.log) + 1}. {event}")
+        self.kind = kind_of(event)
         handler = getattr(self, "_" + type(event).__name__.lower())
         outcome = handler(event)
         self._count_frozen_expiries()
@@ -292,6 +348,7 @@ class Histories(RuleBasedStateMachine):
         if not legal:
             where = "an unknown job" if state is None else f"a job in state {state!r}"
             self._fail([Violation(HUMAN_ACTIONS, f"{what} on {where} was accepted")])
+            return f"accepted on {where} (ignored)"  # only reached when human-actions is ignored
         after = self._inspect().jobs[event.job].state
         self.touched.add(event.job)
         # The step the job now waits for runs again: one more paid call for it is no waste.
@@ -322,6 +379,57 @@ class Histories(RuleBasedStateMachine):
         exit_kind = kill(self.env, worker, phase, how.mode, tag, point, None)
         self._count_interruptions({worker, SECOND})
         return f"{exit_kind} at {point.id} (after durable write {scaled // POSITIONS} of {len(segments) - 1})"
+
+    # -- a retry storm ------------------------------------------------------------------------------
+    def _storm(self, event: Storm) -> str:
+        """Submit the herd, let each of its jobs meet the matrix's storm faults, drain them on a
+        paced clock in a fresh process, then check ``retry-spread`` on the calls it made (the
+        rule's invariant check follows, as after any event)."""
+        if self.stormed:
+            return "ignored: a storm ran already"
+        if self.frozen:
+            return f"ignored: {', '.join(sorted(self.frozen))} frozen (a drain would take over what it holds)"
+        if self.held_lock is not None or self.env.page_limit is not None:
+            return "ignored: the machine is at fault (a drain could not write)"
+        self.stormed = True
+        bodies = {job: self._payload("plain", job) for job in STORM_JOB_IDS}
+        live(self.env, CLIENT, lambda env: [env.session(CLIENT).submit(job, body) for job, body in bodies.items()])
+        self.submitted.update({job: json.dumps(body, sort_keys=True) for job, body in bodies.items()})
+        names = task_names(self.adapter)
+        # The herd's faults only: the history's own jobs meet what was armed for them, later.
+        outage = [dataclasses.replace(f, task=names.get(f.task, f.task) if f.task else None, jobs=STORM_JOB_IDS) for f in STORM_FAULTS]
+        herd, inspect, settled, clock = frozenset(STORM_JOB_IDS), self._inspect, self.settled, self.clock
+
+        def of_the_herd() -> Snapshot:
+            snapshot = inspect()
+            return dataclasses.replace(snapshot, jobs={j: v for j, v in snapshot.jobs.items() if j in herd},
+                                       outbox=[row for row in snapshot.outbox if row.job_id in herd])
+
+        def drain(env: Env) -> tuple[list[Violation], bool]:
+            env.world.disarm()  # this process's copy: the faults armed for the history stay armed in it
+            env.world.during_slow = None
+            for fault in outage:
+                env.world.arm(fault)
+
+            def restart(session: Any, n: int) -> Any:
+                env.bury(STORMER)
+                return env.session(STORMER)
+
+            _, crashed, done = settle(env.session(STORMER), of_the_herd, settled, clock, restart=restart, paced=True)
+            return crashed, done
+
+        started = self.clock.now()
+        crashed, done = live(self.env, STORMER, drain)
+        problems = crashed[:1]
+        if not done:
+            waiting = sorted(j for j, v in of_the_herd().jobs.items() if v.state not in settled or v.lease_owner is not None)
+            problems.append(Violation("drains", f"the storm's paced drain did not settle {', '.join(waiting)}"))
+        problems += retry_spread(self._evidence(self._inspect()))
+        outcome = f"{len(STORM_JOB_IDS)} jobs met the outage and {'settled' if done else 'did not settle'} in {self.clock.now() - started:.1f} s of paced clock"
+        if problems:
+            self.log[-1] += f": {outcome}"  # what happened, in the report of the violation raised now
+            self._fail(problems)
+        return outcome
 
     # -- frozen workers -----------------------------------------------------------------------------
     def _pause(self, event: Pause) -> str:
@@ -504,7 +612,7 @@ class Histories(RuleBasedStateMachine):
         violations = crashed[:1] + check(self._evidence(snapshot), at_rest=True) + resubmitted
         violations += self._same_outcome(snapshot)
         if violations:
-            self._fail(violations, "at rest")
+            self._fail(violations, AT_REST)
 
     def _same_outcome(self, snapshot: Snapshot) -> list[Violation]:
         """``same-outcome`` for a history: every job whose history gives it no reason to end
@@ -546,11 +654,16 @@ class Histories(RuleBasedStateMachine):
         return base
 
 
-def machine_for(adapter: Any, *, target: str | None = None, modes: Iterable[str] = MODES) -> type[Histories]:
+def machine_for(adapter: Any, *, target: str | None = None, modes: Iterable[str] = MODES, ignore: Iterable[str] = ()) -> type[Histories]:
     """A :class:`Histories` subclass for ``adapter`` (an adapter object, or ``module:attr``).
 
-    ``modes`` are the kill modes the kills draw from (``fork``, ``inprocess``).
+    ``modes`` are the kill modes the kills draw from (``fork``, ``inprocess``). A violation of an
+    invariant in ``ignore`` (names from :data:`IGNORABLE`) is counted in ``ignored``, not raised.
     """
+    ignore = frozenset(ignore)
+    unknown = sorted(ignore - set(IGNORABLE))
+    if unknown:
+        raise ValueError(f"ignore {', '.join(map(repr, unknown))}: not an invariant random histories check; pass one of: {', '.join(IGNORABLE)}")
     if isinstance(adapter, str):
         target = target or adapter
         adapter = load_adapter(adapter)
@@ -569,6 +682,8 @@ def machine_for(adapter: Any, *, target: str | None = None, modes: Iterable[str]
         "target": target or f"{type(adapter).__module__}:{type(adapter).__qualname__}",
         "modes": modes,
         "stats": Counter(),
+        "ignore": ignore,
+        "ignored": Counter(),
         "step": step,
         "__module__": __name__,
         "__doc__": f"Random histories of the {stem} engine ({', '.join(modes)} kills).",

@@ -11,11 +11,12 @@ from __future__ import annotations
 from chaos.core.scenario import Scenario
 from chaos.core.world import Fault
 
-__all__ = ["reference_scenarios"]
+__all__ = ["reference_scenarios", "STORM_JOBS", "STORM_FAULTS"]
 
 LEASE_EXPIRY = "advance:121"
 # The retry storm: enough jobs that a herd is a herd (chaos.core.invariants.HERD_MIN wide
-# retries), few enough that each point's recovery stays cheap.
+# retries), few enough that each point's recovery stays cheap. Random histories let a herd as
+# large meet the same faults (chaos.histories.events.Storm).
 STORM_JOBS = tuple(f"doc-{n}" for n in range(1, 17))
 # Each job's extract fails three times in a row (a refused connection, then two timeouts), then
 # answers: every job's last retry is drawn from full jitter's widest early window (1-8 s), and no

@@ -38,3 +38,12 @@ def test_a_target_that_cannot_be_loaded_exits_2_with_one_line():
     out = explore("--target", "no_such_module:adapter")
     assert out.returncode == 2
     assert out.stderr.startswith("error: cannot load target 'no_such_module:adapter'")
+
+
+def test_an_unknown_invariant_to_ignore_exits_2_with_one_line_naming_it_and_the_valid_names():
+    out = explore("--ignore", "bounded-spend", "--ignore", "no-such-invariant", "--max-examples", "1")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stdout == ""
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("error: --ignore 'no-such-invariant' is not an invariant random histories check; pass one of: ")
+    assert "bounded-spend, memo-stable" in out.stderr and "human-actions" in out.stderr

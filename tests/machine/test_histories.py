@@ -196,8 +196,6 @@ def _line_of(path: str, marker: str) -> int:
 SENT_AT = _line_of(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "quality", "variants.py"),
                    "# BUG: not via the outbox")
 GOLDEN = f"""\
-explore tests.quality.variants:EffectInStep (profile ci, seed 0): FAILED
-
 shrunk program:
   state = EffectInStepHistories()
   state.start(jobs=1)
@@ -222,7 +220,13 @@ def _without_timing(text):
 
 def test_a_failure_prints_the_shrunk_program_what_happened_and_the_replay_command_golden():
     report = explore("tests.quality.variants:EffectInStep", profile="ci")
-    assert _without_timing(report.format()) == GOLDEN
+    assert not report.passed
+    by_a_run = next(f for f in report.findings if (f.invariant, f.event) == ("outbox-at-least-once", "Run"))
+    assert by_a_run.format() == GOLDEN
+    text = report.format()
+    assert _without_timing(text).startswith("explore tests.quality.variants:EffectInStep (profile ci, seed 0): FAILED\n")
+    assert "\n\n" + GOLDEN + "\n" in text + "\n"
+    assert text.count("shrunk program:") == len(report.findings)
 
 
 def test_the_same_seed_explores_and_shrinks_to_the_same_program():
@@ -262,7 +266,7 @@ def test_the_seed_comes_from_the_argument_then_at_seed_on_the_class_then_hypothe
     import hypothesis
 
     seen = []
-    monkeypatch.setattr("chaos.machine._explore", lambda target, profile, seed, modes, overrides: (seen.append(seed), (None, None))[1])
+    monkeypatch.setattr("chaos.machine._explore", lambda target, profile, seed, modes, overrides, ignore=(): (seen.append(seed), (None, None))[1])
     state_machine_test(seed=7)().runTest()
     hypothesis.seed(11)(case := state_machine_test())
     case().runTest()
@@ -417,3 +421,54 @@ def test_a_worker_frozen_while_the_disk_was_full_wakes_to_the_space_freed_meanwh
     # It committed its steps after waking: the limit it was forked with was lifted when it woke.
     assert machine.adapter.inspect(machine.env.db).jobs["doc-1"].state == "delivered"
     machine._drain_and_check()
+
+
+# -- distinct findings, ignored invariants, flaky failures ---------------------------------------
+def test_each_invariant_and_kind_of_event_raises_its_own_class_so_hypothesis_tells_them_apart(history):
+    from chaos.histories.state_machine import violated
+
+    machine = history(_CancelAnything())
+    step(machine, Run("w1"))
+    with pytest.raises(InvariantViolated) as caught:
+        step(machine, Human("cancel", "doc-1"))
+    assert type(caught.value) is violated("human-actions", "Human")
+    assert type(caught.value).__name__ == "InvariantViolated"  # the report reads as before
+    assert violated("human-actions", "Human") is not violated("human-actions", "Run")
+
+
+def test_an_ignored_invariant_is_counted_and_the_history_goes_on():
+    machine = machine_for(_CancelAnything(), ignore=["human-actions"])()
+    try:
+        machine.start(1)
+        step(machine, Run("w1"))
+        machine._step(Human("cancel", "doc-1"))  # the check after it would see the move, unignored
+        assert machine.log[-1].endswith("accepted on a job in state 'delivered' (ignored)")
+        assert machine.ignored["human-actions"] == 1
+    finally:
+        machine.ok = False
+        machine.teardown()
+
+
+def test_an_unknown_invariant_to_ignore_is_refused_with_the_valid_names():
+    with pytest.raises(ValueError, match="'bounded-spent' is not an invariant random histories check; pass one of: legal-transitions, "):
+        explore(ignore=["bounded-spent"])
+    with pytest.raises(ValueError, match="ignore 'nope': not an invariant random histories check"):
+        machine_for(ReferenceAdapter(), ignore=["nope"])
+
+
+def test_a_flaky_failure_prints_the_program_that_ran_and_the_violation_that_was_seen():
+    from hypothesis.errors import FlakyFailure
+
+    from chaos.core.invariants import Violation
+    from chaos.histories.state_machine import violated
+    from chaos.machine import ExploreReport, _findings
+
+    seen = violated("bounded-spend", "Run")([Violation("bounded-spend", "step 'extract' of 'doc-1' paid 2 times")], "after step 2", ["1. Submit(job='doc-1', payload='plain'): created", "2. Run(worker='w1', kill=None): done"], "")
+    flaky = FlakyFailure("Inconsistent results: An example failed on the first run but now succeeds.", [seen])
+    report = ExploreReport("t:a", "ci", 0, findings=_findings(flaky, "python -m chaos explore --target t:a --profile ci --seed 0"))
+    text = report.format()
+    assert "(not printed)" not in text
+    assert "program (flaky: it failed, then passed when run again; as it ran when it failed):\n  1. Submit(job='doc-1', payload='plain'): created\n  2. Run(" in text
+    assert "what was seen when it failed:\nInvariantViolated: 1 violation(s) after step 2:\n  bounded-spend: step 'extract' of 'doc-1' paid 2 times" in text
+    assert report.invariants == {"bounded-spend"} and report.findings[0].flaky
+    assert text.endswith("replay: python -m chaos explore --target t:a --profile ci --seed 0")

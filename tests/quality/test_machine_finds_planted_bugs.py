@@ -5,7 +5,8 @@ the unmodified engine passes the same profile.
 Method: ``chaos.machine.explore`` on each variant with the ``ci`` profile exactly as a project's
 CI would run it (seed 0: the same histories on every run). ``ReleaseInFinally`` is only visible to
 a real process stopped in its tracks (a ``finally`` that an exception would run), so its finding
-must come from a fork-mode kill or a frozen process. Of the overlap variants, see
+must come from a fork-mode kill or a frozen process. ``NoJitter`` (a backoff without jitter) needs a
+herd: its finding comes from a ``Storm``. Of the overlap variants, see
 ``tests/machine/test_histories.py`` and the pause matrix.
 """
 
@@ -16,12 +17,12 @@ import pytest
 from chaos import ReferenceAdapter
 from chaos.machine import explore
 
-from .variants import PLANTED, ReleaseInFinally
+from .variants import PLANTED, TIMING, ReleaseInFinally
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("variant", PLANTED + (ReleaseInFinally,), ids=lambda v: v.__name__)
+@pytest.mark.parametrize("variant", PLANTED + TIMING + (ReleaseInFinally,), ids=lambda v: v.__name__)
 def test_the_ci_profile_finds_each_planted_bug_with_the_right_invariant(variant):
     report = explore(variant(), profile="ci")
     assert not report.passed, f"{variant.__name__} was not found:\n{report.format()}"
@@ -30,6 +31,8 @@ def test_the_ci_profile_finds_each_planted_bug_with_the_right_invariant(variant)
     assert report.program[-1] == "state.teardown()"
     if variant is ReleaseInFinally:  # a real process stopped (SIGKILL, or SIGSTOP): no finally ran
         assert "mode='fork'" in report.failure or "Pause(" in report.failure, report.format()
+    if variant in TIMING:  # only a storm's herd reveals it
+        assert ("retry-spread", "Storm") in {(f.invariant, f.event) for f in report.findings}, report.format()
 
 
 def test_the_unmodified_engine_passes_the_ci_profile():

@@ -208,7 +208,8 @@ class NoJitter(_Variant):
     Each job on its own backs off correctly, so every single-job test passes. But every job that
     failed during the same outage retries at the same instant, again and again: the recovery of
     the provider is met by the whole herd at once, and becomes the second outage. Caught by
-    **retry-spread** in the ``retry-storm`` family, whose sixteen jobs fail three times each.
+    **retry-spread** in the ``retry-storm`` family, whose sixteen jobs fail three times each, and
+    in a random history's ``Storm``, which lets sixteen jobs of its own meet the same faults.
     """
 
     catches = ("retry-spread",)
@@ -218,7 +219,8 @@ class NoJitter(_Variant):
         return super().make_worker(store, workflow, rng=_TopOfWindow(rng.random()), **kw)
 
 
-# Caught by the matrix only: the state machine's histories have at most five jobs, never a herd.
+# Caught by a herd only: the matrix's retry-storm family, or a random history's Storm (sixteen jobs
+# of its own; the history's pool of five is never a herd).
 TIMING = (NoJitter,)
 
 
@@ -397,3 +399,14 @@ class NoCompareAndSwap(_Variant):
 
 
 OVERLAP = OVERLAP + (NoCompareAndSwap,)
+
+
+# -- two independent bugs in one engine ------------------------------------------------------------
+class NoHeartbeatAndMarkBeforeSend(NoHeartbeat, MarkBeforeSend):
+    """Two planted bugs at once: the worker never heartbeats (:class:`NoHeartbeat`) and the sender
+    marks a row sent before it sends it (:class:`MarkBeforeSend`). Each is caught by its own
+    invariant, **bounded-spend** and **outbox-at-least-once**: an exploration must report both,
+    and, told to ignore one, still find the other."""
+
+    catches = NoHeartbeat.catches + MarkBeforeSend.catches
+    families = NoHeartbeat.families + MarkBeforeSend.families
