@@ -29,6 +29,8 @@ from typing import Any, Callable
 
 from engine import NO_PROGRESS
 
+from chaos.core.declared import declared
+
 __all__ = ["ITERATIONS", "Iteration", "ITERATION_CALLS_MAX", "NeverIdle", "iteration_model", "one_iteration"]
 
 
@@ -48,13 +50,10 @@ class NeverIdle(RuntimeError):
 def iteration_model(adapter: Any) -> Iteration:
     """What one iteration of ``adapter``'s engine is: its ``iteration`` ("one-call", the default,
     or "until-idle")."""
-    model = getattr(adapter, "iteration", None)
-    if model is None:
-        return Iteration.ONE_CALL
-    if model not in ITERATIONS:
-        raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: iteration is {model!r}; use 'one-call' (the default: "
-                         "one run_once is a job's whole run) or 'until-idle' (run_once is called until it answers 'idle' or 'busy')")
-    return Iteration(model)
+    return declared(adapter, "iteration", Iteration, {
+        Iteration.ONE_CALL: "one run_once is a job's whole run",
+        Iteration.UNTIL_IDLE: "run_once is called until it answers 'idle' or 'busy'",
+    })
 
 
 def one_iteration(adapter: Any, session: Any) -> Callable[[], str]:

@@ -28,6 +28,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Iterable
 
+from chaos.core.declared import declared
+
 __all__ = ["RECOVERIES", "Recovery", "recovering_workers", "recovery_model", "recovery_wait_s"]
 
 
@@ -43,14 +45,11 @@ RECOVERIES = tuple(r.value for r in Recovery)
 def recovery_model(adapter: Any) -> Recovery:
     """How ``adapter``'s engine recovers a dead worker's work: its ``recovery`` ("lease-expiry",
     the default, "restart" or "at-open")."""
-    model = getattr(adapter, "recovery", None)
-    if model is None:
-        return Recovery.LEASE_EXPIRY
-    if model not in RECOVERIES:
-        raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: recovery is {model!r}; use 'lease-expiry' (the default: "
-                         "a new worker takes over once the lease has expired), 'restart' (the dead worker restarts under its "
-                         "own identity) or 'at-open' (the next process to open the engine recovers the work)")
-    return Recovery(model)
+    return declared(adapter, "recovery", Recovery, {
+        Recovery.LEASE_EXPIRY: "a new worker takes over once the lease has expired",
+        Recovery.RESTART: "the dead worker restarts under its own identity",
+        Recovery.AT_OPEN: "the next process to open the engine recovers the work",
+    })
 
 
 def recovery_wait_s(adapter: Any) -> float:

@@ -42,6 +42,7 @@ from engine import (
 from engine import generated_document, local_answer
 
 from chaos.core.ledger_file import open_ledger
+from chaos.core.declared import declared
 
 __all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
@@ -171,13 +172,8 @@ APPLY_EFFECT = {
 def receiver_model(adapter: Any) -> Receiver:
     """The receiver ``adapter``'s engine sends to: its ``receiver`` ("dedupes", the default, or
     "strict", which applies every delivery of a key again)."""
-    model = getattr(adapter, "receiver", None)
-    if model is None:
-        return Receiver.DEDUPES
-    if model not in RECEIVERS:
-        raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: receiver is {model!r}; use 'dedupes' (the default: "
-                         "the receiver applies each effect key once) or 'strict' (every delivery is applied)")
-    return Receiver(model)
+    return declared(adapter, "receiver", Receiver, {Receiver.DEDUPES: "the receiver applies each effect key once",
+                                                    Receiver.STRICT: "every delivery is applied"})
 
 
 @dataclass(frozen=True)

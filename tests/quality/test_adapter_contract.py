@@ -34,10 +34,8 @@ NOTES_ADAPTER_LINES_MAX = 20
 
 
 @pytest.fixture
-def tinyflow(monkeypatch):
+def tinyflow(minimal_engine_path):
     """The example's adapter, importable here and in the matrix's worker processes."""
-    monkeypatch.syspath_prepend(EXAMPLE)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([EXAMPLE, ROOT, os.environ.get("PYTHONPATH", "")]))
     return load_adapter("crash:adapter")
 
 

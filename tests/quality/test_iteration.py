@@ -17,10 +17,8 @@ FAMILIES = ["clean", "sender"]
 
 
 @pytest.fixture
-def stepwise(monkeypatch):
+def stepwise(minimal_engine_path):
     """The test engine's module, importable here and in the matrix's worker processes."""
-    monkeypatch.syspath_prepend(EXAMPLE)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([EXAMPLE, ROOT, os.environ.get("PYTHONPATH", "")]))
     from . import stepwise_tinyflow
 
     return stepwise_tinyflow

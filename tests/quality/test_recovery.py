@@ -5,8 +5,6 @@ in the crash matrix and at the end of a random history."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from chaos import run_matrix
@@ -15,17 +13,13 @@ from chaos.core.recovery import recovering_workers, recovery_model, recovery_wai
 from chaos.histories.events import Kill, Run
 from chaos.histories.state_machine import InvariantViolated, machine_for
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLE = os.path.join(ROOT, "examples", "minimal_engine")
 # clean: the doomed worker dies mid-job; lost-lease: a worker claims and dies before the doomed one runs.
 FAMILIES = ["clean", "lost-lease"]
 
 
 @pytest.fixture
-def restarting(monkeypatch):
+def restarting(minimal_engine_path):
     """The test engine's module, importable here and in the matrix's worker processes."""
-    monkeypatch.syspath_prepend(EXAMPLE)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([EXAMPLE, ROOT, os.environ.get("PYTHONPATH", "")]))
     from . import restart_tinyflow
 
     return restart_tinyflow

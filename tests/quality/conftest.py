@@ -1,0 +1,18 @@
+"""What the quality tests of engines built on ``examples/minimal_engine`` (tinyflow) share."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "minimal_engine")
+
+
+@pytest.fixture
+def minimal_engine_path(monkeypatch):
+    """tinyflow's modules importable here and in the matrix's worker processes."""
+    monkeypatch.syspath_prepend(EXAMPLE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([EXAMPLE, ROOT, os.environ.get("PYTHONPATH", "")]))
+    return EXAMPLE
