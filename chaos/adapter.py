@@ -186,6 +186,10 @@ CAPABILITIES: tuple[Capability, ...] = (
                "work back ('restart': the dead worker starts again under its own identity; 'at-open': the next process to open "
                "the engine recovers it; neither waits for a lease)",
                "'lease-expiry' (time passes the lease, then a worker of a new identity takes over)", ""),
+    Capability("poison_payload", "adapter", "poison_payload(job_id) -> a payload your first step refuses (a failed job "
+               "to requeue, in random histories)", "the reference workflow's, {'source': ''}", ""),
+    Capability("needs_human_states", "adapter", "needs_human_states() -> the states in which a job waits for a person "
+               "(resolve is legal there, in random histories)", "'needs_human' if the table has it, else none", ""),
     Capability("initial_states", "adapter", "initial_states() -> the states a job may be created in",
                "'pending' if the table has it, else the table's first state", ""),
     Capability("tasks", "adapter", "tasks() -> {reference task: your task}, e.g. {'extract': 'summarise'}",

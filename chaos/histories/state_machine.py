@@ -53,7 +53,7 @@ __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IG
 
 CLIENT, OPS, SENDER, RECOVER, STORMER = "client", "ops", "sender", "w-recover", "w-storm"
 RESTART_ITERATIONS_MAX = 50  # a restarted worker's iterations at rest, before the last one drains
-PENDING, NEEDS_HUMAN = "pending", "needs_human"
+NEEDS_HUMAN = "needs_human"  # the reference's state of a job waiting for a person
 RETRY_AFTER_S = 30.0
 FAULTS_ARMED_MAX = 4
 START_JOBS_MAX = 3
@@ -160,7 +160,12 @@ class Histories(RuleBasedStateMachine):
         self.settled = a.settled_states()
         self.final_effects = a.final_effects()
         self.working = {w: step for step, (w, _) in self.step_states.items()}
-        self.failed_states = {s for s in self.settled if self.table.get(s) and s != NEEDS_HUMAN}
+        # A person's actions: cancel a job not yet started, resolve one waiting for a person,
+        # requeue a failed one; in the adapter's states (``initial_states()``, ``needs_human_states()``).
+        self.cancellable = initial_states(a)
+        hook = getattr(a, "needs_human_states", None)
+        self.awaiting_human = frozenset(hook()) if callable(hook) else frozenset({NEEDS_HUMAN}) & set(self.table)
+        self.failed_states = {s for s in self.settled if self.table.get(s) and s not in self.awaiting_human}
         self.human_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "human_errors", ()))
         self.unavailable_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "unavailable_errors", ()))
         self.frozen: dict[str, Frozen] = {}
@@ -168,7 +173,7 @@ class Histories(RuleBasedStateMachine):
         self.humane = _humane(self.env)
         self.submitted: dict[str, str] = {}
         self.touched: set[str] = set()  # jobs a person's action moved
-        self.refused_payloads = {json.dumps(PAYLOADS["poison"](j), sort_keys=True) for j in JOB_IDS}
+        self.refused_payloads = {json.dumps(self._payload("poison", j), sort_keys=True) for j in JOB_IDS}
         self.interruptions: Counter = Counter()
         self.counted: set[tuple[Any, ...]] = set()
         self.memos: dict[tuple[str, str], str] | None = None
@@ -362,7 +367,7 @@ class Histories(RuleBasedStateMachine):
             return False
         if verb == "requeue":
             return state in self.failed_states
-        return state == (NEEDS_HUMAN if verb == "resolve" else PENDING)
+        return state in (self.awaiting_human if verb == "resolve" else self.cancellable)
 
     def _kill_at_point(self, worker: str, phase: str, how: Kill) -> str:
         self.kills += 1
@@ -645,12 +650,14 @@ class Histories(RuleBasedStateMachine):
 
     def _payload(self, kind: str, job: str) -> Any:
         """The payload a submit sends: the adapter's own (``payload(job_id)``) for a plain one; a
-        revised one conflicts with it; a poison one is what the first step refuses."""
+        revised one conflicts with it; a poison one is what the first step refuses: the adapter's
+        ``poison_payload(job_id)``, else the reference workflow's (an empty source)."""
+        if kind == "poison":
+            hook = getattr(self.adapter, "poison_payload", None)
+            return hook(job) if callable(hook) else PAYLOADS["poison"](job)
         base = payload_for(self.adapter, job)
         if kind == "revised":
             return {**base, "revision": 2} if isinstance(base, dict) else {"revised": base}
-        if kind == "poison":
-            return PAYLOADS["poison"](job)
         return base
 
 

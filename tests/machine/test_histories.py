@@ -472,3 +472,40 @@ def test_a_flaky_failure_prints_the_program_that_ran_and_the_violation_that_was_
     assert "what was seen when it failed:\nInvariantViolated: 1 violation(s) after step 2:\n  bounded-spend: step 'extract' of 'doc-1' paid 2 times" in text
     assert report.invariants == {"bounded-spend"} and report.findings[0].flaky
     assert text.endswith("replay: python -m chaos explore --target t:a --profile ci --seed 0")
+
+
+# -- an adapter's own poison payload and states for a person's actions ----------------------------
+def test_a_poison_submit_sends_the_adapters_own_refused_payload_and_the_history_ends_clean(history):
+    from tests.quality.user_workflows import NotesAdapter
+
+    class PoisonNotes(NotesAdapter):
+        def poison_payload(self, job_id):
+            return {"text": ""}  # the notes' first step refuses an empty note
+
+    machine = history(PoisonNotes())
+    step(machine, Submit("doc-2", "poison"))
+    assert machine.submitted["doc-2"] == '{"text": ""}'
+    assert '{"text": ""}' in machine.refused_payloads  # its outcome is its own, not compared
+    step(machine, Run("w1"))  # doc-1, submitted at the start
+    step(machine, Run("w1"))
+    state = machine.adapter.inspect(machine.env.db).jobs["doc-2"].state
+    assert state in machine.failed_states, state
+    assert machine._legal("requeue", state)
+    machine._drain_and_check()
+
+
+def test_a_persons_actions_are_legal_in_the_adapters_own_states(history):
+    machine = history()
+    assert machine._legal("cancel", "pending") and machine._legal("resolve", "needs_human")
+    assert not machine._legal("cancel", "needs_human") and not machine._legal("resolve", "pending")
+
+    class Renamed(ReferenceAdapter):
+        def initial_states(self):
+            return {"pending"}
+
+        def needs_human_states(self):
+            return {"failed_verify"}  # a person settles a failed verification here
+
+    renamed = history(Renamed())
+    assert renamed._legal("resolve", "failed_verify") and not renamed._legal("resolve", "needs_human")
+    assert "failed_verify" not in renamed.failed_states
