@@ -219,7 +219,7 @@ def _without_timing(text):
 
 
 def test_a_failure_prints_the_shrunk_program_what_happened_and_the_replay_command_golden():
-    report = explore("tests.quality.variants:EffectInStep", profile="ci")
+    report = explore("tests.quality.variants:EffectInStep", profile="ci", report_multiple_bugs=False)
     assert not report.passed
     by_a_run = next(f for f in report.findings if (f.invariant, f.event) == ("outbox-at-least-once", "Run"))
     assert by_a_run.format() == GOLDEN
@@ -230,8 +230,8 @@ def test_a_failure_prints_the_shrunk_program_what_happened_and_the_replay_comman
 
 
 def test_the_same_seed_explores_and_shrinks_to_the_same_program():
-    first = explore("tests.quality.variants:EffectInStep", profile="ci", seed=3)
-    again = explore("tests.quality.variants:EffectInStep", profile="ci", seed=3)
+    first = explore("tests.quality.variants:EffectInStep", profile="ci", seed=3, report_multiple_bugs=False)
+    again = explore("tests.quality.variants:EffectInStep", profile="ci", seed=3, report_multiple_bugs=False)
     assert (first.rules, first.examples, first.program) == (again.rules, again.examples, again.program)
     assert first.replay == replay_command("tests.quality.variants:EffectInStep", "ci", 3)
 
@@ -254,7 +254,7 @@ def test_the_factory_returns_a_test_case_that_passes_for_the_reference_engine():
 
 
 def test_the_factory_test_fails_with_the_program_and_the_replay_command_for_a_planted_bug():
-    case = state_machine_test("tests.quality.variants:EffectInStep", profile="ci")
+    case = state_machine_test("tests.quality.variants:EffectInStep", profile="ci", report_multiple_bugs=False)
     with pytest.raises(InvariantViolated) as caught:
         case().runTest()
     notes = "\n".join(getattr(caught.value, "__notes__", []))
