@@ -70,6 +70,7 @@ class JobView:
     next_run_at: float | None
     last_error: str | None = None  # what the engine says went wrong last (shown in failures)
     result: str | None = None  # the job's result as stored (compared by same-outcome)
+    lease_token: str | int | None = None  # the lease's fencing token, where the engine has one
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,9 @@ CAPABILITIES: tuple[Capability, ...] = (
                "the reference's task names (a family whose fault names a task your workflow lacks is reported skipped)", ""),
     Capability("fault_errors", "adapter", "fault_errors: {fault kind: exception factory}, e.g. PYTHON_ERRORS",
                "the reference engine's error types (ENGINE_ERRORS: engine.StepTimeout, ...)", ""),
+    Capability("schema", "adapter", "schema: a chaos.adapters.sql.SqlSchema naming your tables (SqliteAdapter declares one)",
+               "none", "the damage faults (damage-payload, damage-memo, damage-state) and, on PostgreSQL, the lock-held "
+               "fault and the integrity check's consistency query"),
     Capability("probe", "adapter", "probe(db) -> fn(job, step, worker, token, now) -> (memo committed, lease valid)",
                "calls are not classified", "no-spend-after-memo"),
     Capability("writer_attribution", "adapter", "create(db, *, attribute_writers=True) installs the writer triggers",
@@ -248,7 +252,7 @@ def _adapter_has(adapter: Any, name: str) -> bool:
         return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
     if name == "conflict_errors":  # needed only where a different payload must be refused
         return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
-    if name in ("fault_errors", *DECLARED_WORDS):
+    if name in ("fault_errors", "schema", *DECLARED_WORDS):
         return getattr(adapter, name, None) is not None
     return callable(getattr(adapter, name, None))
 

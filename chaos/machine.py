@@ -178,9 +178,12 @@ def _revealed(event: str) -> str:
     return event if event == BEFORE else f"a {event}"
 
 
-def replay_command(target: str, profile: str, seed: int, ignore: Iterable[str] = ()) -> str:
-    """The one command that runs the same exploration again (and so shrinks to the same programs)."""
+def replay_command(target: str, profile: str, seed: int, ignore: Iterable[str] = (), max_examples: int | None = None) -> str:
+    """The one command that runs the same exploration again (and so shrinks to the same programs):
+    the same budget too, where it was not the profile's."""
     parts = ["python", "-m", "chaos", "explore", "--target", target, "--profile", profile, "--seed", str(seed)]
+    if max_examples is not None:
+        parts += ["--max-examples", str(max_examples)]
     for name in ignore:
         parts += ["--ignore", name]
     return " ".join(shlex.quote(p) for p in parts)
@@ -312,7 +315,7 @@ def _explore(target: Any, profile: str, seed: int | None, modes: tuple[str, ...]
     name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__qualname__}"
     seed = _seed(profile, seed)
     machine: type[Histories] = machine_for(adapter, target=name, modes=modes, ignore=ignore)
-    report = ExploreReport(name, profile, seed, replay=replay_command(name, profile, seed, ignore))
+    report = ExploreReport(name, profile, seed, replay=replay_command(name, profile, seed, ignore, overrides.get("max_examples")))
     machine.replay = report.replay
     hypothesis.seed(seed)(machine)
     error: BaseException | None = None

@@ -110,6 +110,7 @@ class ReferenceAdapter:
     name = "reference"
     lease_s = 120.0
     session_type: type = ReferenceSession  # what open() returns: the harness reads its capabilities
+    schema: SqlSchema = REFERENCE_SCHEMA  # the tables the host's damage faults overwrite
     conflict_errors: tuple[type[BaseException], ...] = (IdempotencyConflict,)
     # What a person's action may answer instead of acting: refused (illegal now, no such job, a
     # damaged row to repair first) or "the database is busy, try again"; none of them changes

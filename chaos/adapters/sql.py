@@ -154,7 +154,8 @@ class SqlSchema:
         conn.execute("BEGIN")
         try:
             snap = Snapshot()
-            columns = ", ".join(_col(c) for c in (j.id, j.state, j.payload, j.lease_owner, j.lease_until, j.next_run_at, j.last_error, j.result))
+            columns = ", ".join(_col(c) for c in (j.id, j.state, j.payload, j.lease_owner, j.lease_until, j.next_run_at, j.last_error,
+                                                  j.result, j.token))
             for r in conn.execute(f"SELECT {columns} FROM {_ident(j.name)}"):
                 snap.jobs[r[0]] = JobView(*r[1:])
             snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
@@ -173,6 +174,48 @@ class SqlSchema:
 
     def probe(self, db_path: str) -> "SqlProbe":
         return SqlProbe(self, db_path)
+
+    def tables(self) -> list[str]:
+        """The engine's tables the schema names, jobs first."""
+        return [t.name for t in (self.job, self.memo, self.outbox) if t is not None]
+
+    def overwrite(self, conn: Any, job_id: str, what: str, value: str, *, step: str | None = None) -> str | None:
+        """Overwrite one stored value with ``value``, as a damaged disk or a bad migration would,
+        and return what was there (None: no such row, nothing written).
+
+        ``what`` is ``"payload"`` or ``"state"`` (the job's row) or ``"memo"`` (the output of the
+        memo row of ``step``). ``conn`` runs statements with ``?`` placeholders: the host's damage
+        faults pass a connection of the harness's own, whose writes the audit names a person's.
+        """
+        j, m = self.job, self.memo
+        if what in ("payload", "state"):
+            table, column, where, params = j.name, getattr(j, what), [j.id], (job_id,)
+        elif what == "memo" and m is not None and step is not None:
+            table, column, where, params = m.name, m.output, [m.job_id, m.step], (job_id, step)
+        else:
+            raise ValueError(f"cannot overwrite {what!r} (step {step!r}): name 'payload', 'state', or 'memo' with a step of a schema with a memo table")
+        condition = " AND ".join(f"{_ident(c)} = ?" for c in where)
+        row = conn.execute(f"SELECT {_ident(column)} FROM {_ident(table)} WHERE {condition}", params).fetchone()
+        if row is None:
+            return None
+        conn.execute(f"UPDATE {_ident(table)} SET {_ident(column)} = ? WHERE {condition}", (value, *params))
+        return row[0]
+
+    def consistency_sql(self) -> list[tuple[str, str]]:
+        """(what, a query counting it) for each kind of row the engine could only leave behind by
+        a write applied in part: memo or outbox rows without their job, a lease half-written."""
+        j, m, o = self.job, self.memo, self.outbox
+        jt, jid = _ident(j.name), _ident(j.id)
+        out = []
+        for table, what in ((m, "memo rows"), (o, "outbox rows")):
+            if table is not None:
+                out.append((f"{what} without their job", f"SELECT count(*) FROM {_ident(table.name)} t "
+                            f"WHERE NOT EXISTS (SELECT 1 FROM {jt} j WHERE j.{jid} = t.{_ident(table.job_id)})"))
+        if j.lease_until is not None:
+            own, until = _ident(j.lease_owner), _ident(j.lease_until)
+            out.append(("jobs with a lease owner and no expiry, or the reverse",
+                        f"SELECT count(*) FROM {jt} WHERE ({own} IS NULL) <> ({until} IS NULL)"))
+        return out
 
 
 class SqlProbe:

@@ -73,6 +73,7 @@ __all__ = [
     "discard",
     "kill_at",
     "Abandon",
+    "DOOMED",
     "EXIT_ERROR",
     "EXIT_NOT_REACHED",
     "PAUSE_KINDS",

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from chaos.core.invariants import Violation
+from chaos.core.invariants import Violation, initial_states
 from chaos.hostfaults.worker import EXIT_DRAINED, EXIT_STUCK, ScenarioDb
 from chaos.adapters.postgres import is_postgres
 from chaos.core.scenario import EXIT_NOT_REACHED, RECOVERY_ROUNDS_MAX
@@ -23,18 +23,9 @@ from chaos.core.scenario import EXIT_NOT_REACHED, RECOVERY_ROUNDS_MAX
 __all__ = ["CHECKS", "DAMAGED_STATE", "acknowledged_kept", "integrity", "lease_respected", "quarantined", "worker_survives"]
 
 DAMAGED_STATE = "garbled"  # the state a damaged job's row is given: not in any table
-# What stands in for PRAGMA integrity_check on PostgreSQL (see integrity): rows the engine could
-# only have left behind by a write applied in part.
-CONSISTENCY_SQL_PG = """
-    SELECT 'memo rows without their job', count(*) FROM step_result s WHERE NOT EXISTS (SELECT 1 FROM job j WHERE j.id = s.job_id)
-    UNION ALL
-    SELECT 'outbox rows without their job', count(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM job j WHERE j.id = o.job_id)
-    UNION ALL
-    SELECT 'jobs with a lease owner and no expiry, or the reverse', count(*) FROM job WHERE (lease_owner IS NULL) <> (lease_until IS NULL)
-"""
 
 
-def integrity(db: str) -> list[Violation]:
+def integrity(db: str, schema: Any = None) -> list[Violation]:
     """The fault corrupted nothing: on SQLite, ``PRAGMA integrity_check`` answers ``ok``.
 
     Protects against a write path that leaves a half-written page behind when a write or an fsync
@@ -43,12 +34,15 @@ def integrity(db: str) -> list[Violation]:
     PostgreSQL has no such pragma, and needs none here: its files are written by the server, and
     none of the faults that run on PostgreSQL (lock, clock, damage) touches them, so a page check
     (amcheck) would test the server, not the engine. What replaces it is a consistency query on
-    what the engine writes: no memo or outbox row without its job, and no lease half-written (an
-    owner without an expiry, or the reverse). It is weaker than a page check.
+    what the engine writes, from the adapter's ``schema`` (without one, none runs): no memo or
+    outbox row without its job, and no lease half-written (an owner without an expiry, or the
+    reverse). It is weaker than a page check.
     """
     if is_postgres(db):
+        queries = schema.consistency_sql() if schema is not None else []
         with ScenarioDb(db) as conn:
-            problems = [f"{count} {what}" for what, count in conn.execute(CONSISTENCY_SQL_PG).fetchall() if count]
+            counted = [(what, conn.execute(query).fetchone()[0]) for what, query in queries]
+            problems = [f"{count} {what}" for what, count in counted if count]
         return [Violation("integrity", f"consistency query: {'; '.join(problems)}")] if problems else []
     conn = sqlite3.connect(db, timeout=30)
     try:
@@ -83,15 +77,22 @@ def acknowledged_kept(adapter: Any, before: Any, after: Any, state_damaged: str 
 
 
 def _ranks(adapter: Any) -> dict[str, int]:
-    """How far along the workflow a state is: the number of steps done before it."""
+    """How far along the workflow a state is: the number of steps done before it (a job is
+    created at 0, and a final state is as far as a job goes)."""
     table = adapter.states()
-    rank = {"pending": 0}
-    for index, (working, done) in enumerate(adapter.step_states().values()):
+    steps = list(adapter.step_states().values())
+    rank = {state: 0 for state in initial_states(adapter)}
+    failed: set[str] = set()
+    for index, (working, done) in enumerate(steps):
         rank[working] = index
         rank[done] = index + 1
-    for index, (working, _) in enumerate(adapter.step_states().values()):
+    for index, (working, _) in enumerate(steps):
         for nxt in table.get(working, ()):
-            rank.setdefault(nxt, index)  # the failed state (or needs_human) of that step
+            if nxt not in rank or nxt in failed:  # the failed state (or needs_human) of a step, of the last if shared
+                failed.add(nxt)
+                rank[nxt] = index
+    for final in adapter.final_effects():
+        rank[final] = max(rank.get(final, 0), len(steps))
     return rank
 
 
@@ -122,18 +123,19 @@ def worker_survives(status: int, died_of: str | None, restart: Callable[[], str 
     return out
 
 
-def lease_respected(valid: dict[str, tuple[int, float, str]], after: dict[str, tuple[int, float, str]]) -> list[Violation]:
+def lease_respected(valid: dict[str, tuple[Any, float, str]], after: dict[str, tuple[Any, float, str]]) -> list[Violation]:
     """No job is claimed while its lease is valid by the clock of the worker that claims it.
 
     Protects against a claim that decides a lease expired by a clock that moved backwards, or by
     anything but ``lease_until <= now``. Held by a claim whose only test is that one, on the
     claimer's own clock: a clock behind makes leases last longer, never shorter. ``valid`` and
-    ``after`` map each leased job to (token, lease_until, owner) before and after the claims.
+    ``after`` map each leased job to (token, lease_until, owner) before and after the claims (the
+    token None where the engine has none: a claim is then a new owner).
     """
     out = []
     for job_id, (token, until, owner) in sorted(valid.items()):
         now = after.get(job_id)
-        if now is None or now[0] != token:
+        if now is None or (now[0], now[2]) != (token, owner):
             out.append(Violation(
                 "lease-respected",
                 f"job {job_id!r} was taken from {owner!r} while its lease (until {until:.0f}) was valid by the claimer's clock",
@@ -141,21 +143,25 @@ def lease_respected(valid: dict[str, tuple[int, float, str]], after: dict[str, t
     return out
 
 
-def quarantined(db: str, job_id: str, what: str, settled: frozenset[str], *, state_damaged: bool) -> tuple[bool, list[Violation]]:
-    """A job whose row was damaged and read again ends in a failed state, with a ``last_error``
-    that names the damage: it is quarantined, not crashed on, and not retried.
+def quarantined(snapshot: Any, job_id: str, what: str, settled: frozenset[str], *, state_damaged: bool,
+                parked: frozenset[str] | None = None) -> tuple[bool, list[Violation]]:
+    """A job whose row was damaged and read again ends parked (a settled state that is not
+    final), with a ``last_error`` saying why: it is quarantined, not crashed on, and not retried.
 
     Protects against a loop that crashes on a row it cannot parse (and so stops for every job),
     and against one that retries it forever. Held by parsing every stored row where it is read and
-    parking the job on :class:`engine.DamagedRow`. Returns (whether the damage was read, violations).
+    parking the job on :class:`engine.DamagedRow` (the reference's ``last_error`` starts with
+    ``quarantined:``). ``snapshot`` is the adapter's view after the worker ran on; ``parked``
+    defaults to every settled state. Returns (whether the damage was read, violations).
     """
-    with ScenarioDb(db) as conn:
-        row = conn.execute("SELECT state, last_error FROM job WHERE id = ?", (job_id,)).fetchone()
-    if row is None:
+    job = snapshot.jobs.get(job_id)
+    if job is None:
         return False, []  # acknowledged-kept reports a lost row
-    state, error = row
-    if error and error.startswith("quarantined:"):
+    state, error = job.state, job.last_error
+    if error and error.startswith("quarantined:"):  # the reference's word for it: the damage was read
         return True, []
+    if state_damaged and state in (settled if parked is None else parked) and state != DAMAGED_STATE and error:
+        return True, []  # parked, saying why: read as the engine's own quarantine
     if state in settled and state != DAMAGED_STATE and not state_damaged:
         return False, []  # finished before the damage was read again
     return True, [Violation("quarantined", f"job {job_id!r}, whose {what} was damaged, ended in {state!r} with last_error {error!r}")]

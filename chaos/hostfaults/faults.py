@@ -75,6 +75,7 @@ from chaos.hostfaults.power import POWER_KINDS
 from chaos.hostfaults.power_faults import run_power_cut
 from chaos.core.process import Exit, fork, run_in_child
 from chaos.core.scenario import (
+    DOOMED,
     Family,
     Outcome,
     Scenario,
@@ -96,6 +97,7 @@ __all__ = [
     "machine_points",
     "machine_scenarios",
     "refuse_on_a_server",
+    "refuse_without_schema",
     "run_machine_fault",
     "run_preloaded",
     "HeldLock",
@@ -190,6 +192,32 @@ def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -
         raise ValueError(
             f"{reasons}. Leave {named} out of --faults here and run {named} on SQLite (python -m chaos matrix "
             f"--faults {','.join(kinds)}, without --db or --backend postgresql); lock, clock and damage run on PostgreSQL"
+        )
+
+
+def refuse_without_schema(faults: Any, adapter: Any, name: str, db: str | None = None) -> None:
+    """Raise ValueError if ``faults`` (machine sub-kinds) include one that writes the engine's
+    rows, or on PostgreSQL locks its tables, and ``adapter`` declares no ``schema`` to find them
+    by (the harness reads no engine table itself). The message names the kinds and the fix.
+
+    >>> class Bare: ...
+    >>> refuse_without_schema(["clock-back", "lock-held"], Bare(), "mine:adapter")  # SQLite: none needs it
+    >>> refuse_without_schema(["damage-memo"], Bare(), "mine:adapter")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: target 'mine:adapter' declares no schema, which damage-memo needs: ... or leave damage out of --faults
+    """
+    if getattr(adapter, "schema", None) is not None:
+        return
+    on_a_server = db is not None or getattr(adapter, "template_db", None) is not None
+    needing = [sub for sub in faults if KIND_OF.get(sub) == "damage" or (on_a_server and sub == "lock-held")]
+    if needing:
+        kinds = sorted({KIND_OF[sub] for sub in needing})
+        raise ValueError(
+            f"target {name!r} declares no schema, which {', '.join(needing)} needs: the harness overwrites a stored "
+            "payload, state or memo row, or locks the tables on PostgreSQL, by the tables it names. Give the adapter "
+            "schema = chaos.adapters.sql.SqlSchema(...) (SqliteAdapter declares one), or leave "
+            f"{' and '.join(kinds)} out of --faults"
         )
 
 
@@ -321,15 +349,17 @@ def _run_machine_fault(adapter: Any, family: Family, point: Point, run: Run, *, 
     child.forget()  # reaped above
     problems += worker_survives(status, page.read().get("error"), lambda: _restart(run))
     if exit_kind != "not-reached":
-        problems += integrity(run.db)
+        problems += integrity(run.db, getattr(adapter, "schema", None))
         state_damaged = damage.job_id if damage is not None and damage.kind == "damage-state" else None
         problems += acknowledged_kept(adapter, before, adapter.inspect(run.db), state_damaged)
     if damage is not None:
-        bitten, seen = quarantined(run.db, damage.job_id, damage.what, adapter.settled_states(), state_damaged=damage.kind == "damage-state")
+        settled = adapter.settled_states()
+        bitten, seen = quarantined(adapter.inspect(run.db), damage.job_id, damage.what, settled,
+                                   state_damaged=damage.kind == "damage-state", parked=settled - set(adapter.final_effects()))
         problems += seen
         if not bitten and damage.kind != "damage-state":
             exit_kind = "no-effect"
-        damage.repair(run.db)
+        damage.repair(run)
         run.adapter = _Undamaged(adapter, damage)
     # A damaged row is meant to change its job's outcome (it is quarantined): only the other
     # faults of the machine must leave the outcome as it is without any fault.
@@ -364,16 +394,16 @@ def _act(run: Run, fault: str, page: Page, problems: list[Violation]) -> tuple[A
     something to damage, and the steps the fault interrupted."""
     interruptions: Counter = Counter()
     if fault == "lock-held":
-        lock = HeldLock.take(run.db)  # held until the worker has run on against it a few times
+        lock = HeldLock.take(run.db, getattr(run.adapter, "schema", None))  # held until the worker has run on against it a few times
         return lock, None, lock is not None, interruptions
     if KIND_OF[fault] == "damage":
         damage = _Damage.apply(run, fault)
         return None, damage, damage is not None, interruptions
     if fault == "clock-back":
         run.clock.advance(-CLOCK_STEP_BACK_S)
-        leases = _leases(run.db, run.clock.now())
+        leases = _leases(run, run.clock.now())
         _, other = other_worker(run, "w-other")
-        problems += other + lease_respected(leases, _leases(run.db, float("-inf")))
+        problems += other + lease_respected(leases, _leases(run, float("-inf")))
     elif fault == "clock-forward":
         interruptions = Counter(working(run))  # the frozen worker's lease expires: its step is interrupted
         run.clock.advance(CLOCK_LEAP_S)
@@ -415,7 +445,7 @@ OPEN_TRANSACTIONS_PG = (
 # PostgreSQL's equivalent of SQLite's BEGIN IMMEDIATE: EXCLUSIVE conflicts with every write (and
 # with SELECT ... FOR UPDATE) but not with plain reads, so the worker's writes wait, time out
 # (lock_timeout) and are rolled back, while its reads and the harness's inspection go on.
-LOCK_TABLES_PG = "LOCK TABLE job, step_result, outbox IN EXCLUSIVE MODE"
+LOCK_TABLES_PG = "LOCK TABLE {tables} IN EXCLUSIVE MODE"  # the tables the adapter's schema names
 LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks never hang the harness
 
 
@@ -426,14 +456,15 @@ class HeldLock:
         self.conn = conn
 
     @classmethod
-    def take(cls, db: str) -> "HeldLock | None":
-        """Take the lock, or None if another transaction holds what it needs (nothing to inject)."""
+    def take(cls, db: str, schema: Any = None) -> "HeldLock | None":
+        """Take the lock, or None if another transaction holds what it needs (nothing to inject).
+        On PostgreSQL the lock is on the tables of ``schema`` (the adapter's)."""
         conn = ScenarioDb(db)
         try:
             if conn.postgres:
                 conn.execute(LOCK_TAKE_TIMEOUT_PG)
                 conn.execute("BEGIN")
-                conn.execute(LOCK_TABLES_PG)
+                conn.execute(LOCK_TABLES_PG.format(tables=", ".join(f'"{t}"' for t in schema.tables())))
             else:
                 conn.execute("BEGIN IMMEDIATE")
         except Exception:
@@ -493,13 +524,11 @@ def _remove_fifos(pid: int) -> None:
                 pass
 
 
-def _leases(db: str, now: float) -> dict[str, tuple[int, float, str]]:
-    """job -> (token, lease_until, owner) of every lease still valid at ``now``."""
-    with ScenarioDb(db) as conn:
-        rows = conn.execute(
-            "SELECT id, lease_token, lease_until, lease_owner FROM job WHERE lease_owner IS NOT NULL AND lease_until > ?", (now,)
-        ).fetchall()
-    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+def _leases(run: Run, now: float) -> dict[str, tuple[Any, float, str]]:
+    """job -> (token, lease_until, owner) of every lease still valid at ``now``, as the adapter sees them."""
+    jobs = run.adapter.inspect(run.db).jobs
+    return {job_id: (j.lease_token, j.lease_until, j.lease_owner) for job_id, j in jobs.items()
+            if j.lease_owner is not None and j.lease_until is not None and j.lease_until > now}
 
 
 class _Damage:
@@ -514,47 +543,43 @@ class _Damage:
 
     @classmethod
     def apply(cls, run: Run, fault: str) -> _Damage | None:
-        """Damage a row of an unsettled job that the worker will read again, if there is one."""
-        settled = tuple(run.adapter.settled_states())
+        """Damage a row of an unsettled job that the worker will read again, if there is one,
+        through the adapter's schema (the jobs chosen from what its ``inspect`` shows)."""
+        adapter = run.adapter
+        schema = adapter.schema
+        snapshot = adapter.inspect(run.db)
+        settled = adapter.settled_states()
+        # The jobs the worker will read again, the one the frozen worker holds last (an unleased
+        # job first, then one another worker holds).
+        jobs = sorted((j for j in snapshot.jobs.items() if j[1].state not in settled),
+                      key=lambda j: (0 if j[1].lease_owner is None else 1 + (j[1].lease_owner == DOOMED), j[0]))
         with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:  # the audit triggers name the writer
-            # The jobs the worker will read again, the one the frozen worker holds last (an
-            # unleased job first, as SQLite sorts NULL: PostgreSQL puts it last, so sort here).
-            rows = conn.execute(
-                f"SELECT id, payload, state, next_run_at, lease_owner = 'w-doomed' AS held FROM job "
-                f"WHERE state NOT IN ({','.join('?' * len(settled))})",
-                settled,
-            ).fetchall()
-            jobs = sorted(rows, key=lambda j: (0 if j[4] is None else 1 + int(j[4]), j[0]))
             if fault == "damage-memo":
-                memos = [
-                    conn.execute("SELECT job_id, step, output FROM step_result WHERE job_id = ? ORDER BY at, step", (job[0],)).fetchone()
-                    for job in jobs
-                ]
-                found = next((m for m in memos if m is not None), None)
+                steps = list(adapter.step_states())
+                # Each job's first memo row in the workflow's order: the one read again first.
+                found = next(((job_id, step) for job_id, _ in jobs for step in steps if (job_id, step) in snapshot.memos), None)
                 if found is None:
                     return None
-                conn.execute("UPDATE step_result SET output = ? WHERE job_id = ? AND step = ?", (DAMAGED_JSON, found[0], found[1]))
-                return cls(fault, found[0], found[1], found[2])
+                original = schema.overwrite(conn, found[0], "memo", DAMAGED_JSON, step=found[1])
+                return None if original is None else cls(fault, found[0], found[1], original)
             if fault == "damage-state":
                 # The job the frozen worker holds first: its next write meets the damage. A job
                 # nobody will claim (no next_run_at) is not the worker's to find.
-                jobs = sorted((j for j in jobs if j[3] is not None), key=lambda j: (not j[4], j[0]))
+                jobs = sorted((j for j in jobs if j[1].next_run_at is not None), key=lambda j: (j[1].lease_owner != DOOMED, j[0]))
             if not jobs:
                 return None
-            job_id, payload, state = jobs[0][:3]
-            if fault == "damage-payload":
-                conn.execute("UPDATE job SET payload = ? WHERE id = ?", (DAMAGED_JSON, job_id))
-                return cls(fault, job_id, None, payload)
-            conn.execute("UPDATE job SET state = ? WHERE id = ?", (DAMAGED_STATE, job_id))
-            return cls(fault, job_id, None, state)
+            job_id = jobs[0][0]
+            what, value = ("payload", DAMAGED_JSON) if fault == "damage-payload" else ("state", DAMAGED_STATE)
+            original = schema.overwrite(conn, job_id, what, value)
+            return None if original is None else cls(fault, job_id, None, original)
 
-    def repair(self, db: str) -> None:
+    def repair(self, run: Run) -> None:
         """What an operator does after the quarantine: put back the payload that was submitted
         (so that re-submitting it stays a no-op). Damaged memo rows and states stay as they are."""
         if self.kind != "damage-payload":
             return
-        with ScenarioDb(db, writer=HUMAN_WRITER) as conn:
-            conn.execute("UPDATE job SET payload = ? WHERE id = ?", (self.original, self.job_id))
+        with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:
+            run.adapter.schema.overwrite(conn, self.job_id, "payload", self.original)
 
 
 class _Undamaged:

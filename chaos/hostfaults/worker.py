@@ -29,6 +29,7 @@ from chaos.core.scenario import (
     doomed_iteration,
     Run,
     short_busy,
+    store_conn,
     settle,
 )
 
@@ -155,9 +156,10 @@ def _count(page: Page, outcome: Any) -> None:
 
 def _fill_disk(session: Any) -> Callable[[], None]:
     """The disk is full at the database's current size; returns what frees it again."""
-    conn = getattr(getattr(session, "store", None), "conn", None)
+    conn = store_conn(session)
     if not isinstance(conn, sqlite3.Connection):
-        raise TypeError("the disk-full fault needs a session whose store has a sqlite3 connection (session.store.conn)")
+        raise TypeError("the disk-full fault needs a session that offers connection() -> its sqlite3.Connection "
+                        "(see chaos.adapter.CAPABILITIES)")
     limit = conn.execute("PRAGMA max_page_count").fetchone()[0]
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {int(pages) + DISK_PAGES_LEFT}")  # integers we read
@@ -190,8 +192,10 @@ def working(run: Run) -> set[tuple[str, str]]:
 
 
 def drain(run: Run, session: Any) -> bool:
-    """Run ``session`` (and the sender) until every job settled, time passing every lease and backoff."""
-    _, _, settled = settle(session, lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock, gave_up=NO_PROGRESS | ERRORS)
+    """Run ``session`` (and the sender) until every job settled, time passing every lease and
+    backoff (one retry at a time in a paced family, as its recovery after a crash)."""
+    _, _, settled = settle(session, lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock,
+                           gave_up=NO_PROGRESS | ERRORS, paced=run.scenario.paced)
     return settled
 
 

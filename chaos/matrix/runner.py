@@ -255,7 +255,7 @@ def run_matrix(
     if unknown:
         raise ValueError(f"fault kinds {unknown} are not known; choose from: {', '.join(FAULTS)} (or a sub-kind: {', '.join(KIND_OF)})")
     machine = [sub for f in faults for sub in expand(f)]
-    from chaos.hostfaults.faults import refuse_on_a_server
+    from chaos.hostfaults.faults import refuse_on_a_server, refuse_without_schema
 
     refuse_on_a_server(machine, db, target)  # disk and io act on SQLite files; lock, clock, damage run on PostgreSQL too
     if any(KIND_OF[sub] == "io" for sub in machine) and libfiu_missing():
@@ -270,11 +270,13 @@ def run_matrix(
         if not hasattr(adapter, "use_database"):
             raise ValueError(f"target {target_name!r} takes no --db: its scenario databases are files")
         adapter.use_database(db)
+    refuse_without_schema(machine, adapter, target_name, db)
     replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
     all_scenarios = [for_adapter(s, adapter) for s in all_scenarios]
     if scenarios is None and machine:
-        all_scenarios = list(all_scenarios) + [s for s in machine_scenarios() if s.name not in {a.name for a in all_scenarios}]
+        all_scenarios = list(all_scenarios) + [for_adapter(s, adapter) for s in machine_scenarios()
+                                               if s.name not in {a.name for a in all_scenarios}]
     wanted = set(families) if families is not None else None
     only_family, _, only_point = (point or "").partition("::")
     if point and not only_point:

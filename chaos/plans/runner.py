@@ -33,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from chaos.adapters.postgres import is_postgres
 from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
 from chaos.hostfaults.faults import (
     CHECKS,
@@ -41,6 +42,7 @@ from chaos.hostfaults.faults import (
     libfiu_missing,
     machine_points,
     refuse_on_a_server,
+    refuse_without_schema,
     run_machine_fault,
     run_preloaded,
     small_pages,
@@ -140,6 +142,7 @@ def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int, faults:
     )
     try:
         refuse_on_a_server(machine_kinds(faults), None, adapter)  # a full disk or libfiu act on SQLite files only
+        refuse_without_schema(machine_kinds(faults), adapter, f"{type(adapter).__module__}:{type(adapter).__qualname__}")
     except ValueError as exc:
         raise PlanError(f"{plan.path}: {exc} (in a fault plan: leave them out of its key 'points.fault', or of --chaos-faults)") from None
     os.makedirs(workdir, exist_ok=True)
@@ -149,6 +152,41 @@ def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int, faults:
     else:
         groups = _groups(adapter, family, workdir, seed=seed, deep=section.deep)
     return PreparedPoints(plan, family, groups, workdir)
+
+
+class CommittedStates:
+    """The jobs' committed states, as the adapter's ``inspect`` shows them, read again only when
+    another connection has committed since the last read (SQLite's ``PRAGMA data_version``; a
+    database on a server is read every time): read before every line of an iteration, it costs a
+    pragma where nothing was written."""
+
+    class Unreadable(Exception):
+        """The database could not be read."""
+
+    def __init__(self, adapter: Any, db: str) -> None:
+        self.adapter, self.db = adapter, db
+        self.version: int | None = None
+        self.states: tuple[str, ...] = ()
+        self.conn: sqlite3.Connection | None = None
+        if not is_postgres(db):
+            try:
+                self.conn = sqlite3.connect(db, timeout=30, isolation_level=None, check_same_thread=False)
+            except sqlite3.Error:
+                pass
+
+    def read(self) -> tuple[str, ...]:
+        try:
+            version = self.conn.execute("PRAGMA data_version").fetchone()[0] if self.conn is not None else None
+            if version is None or version != self.version:
+                jobs = self.adapter.inspect(self.db).jobs
+                self.states, self.version = tuple(jobs[j].state for j in sorted(jobs)), version
+        except Exception as exc:  # whatever the adapter's inspect raises: no grouping, not a crash
+            raise CommittedStates.Unreadable(f"{type(exc).__name__}: {exc}") from exc
+        return self.states
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
 
 
 def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool) -> list[str]:
@@ -163,20 +201,16 @@ def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool
 
     def body() -> tuple[list[str], list[tuple[str, ...]]] | None:
         iteration = doomed_iteration(run)
-        try:
-            conn = sqlite3.connect(run.db, timeout=30, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error:
-            return None
+        committed = CommittedStates(adapter, run.db)
         # Read before each line runs: a kill at that point leaves exactly this committed state.
-        recorder = Recorder(adapter.trace_paths(), run.only(deep),
-                            observe={"states": lambda: tuple(r[0] for r in conn.execute("SELECT state FROM job ORDER BY id"))})
+        recorder = Recorder(adapter.trace_paths(), run.only(deep), observe={"states": committed.read})
         try:
             with recorder:
                 iteration()
-        except sqlite3.Error:  # not the reference schema: the points cannot be grouped by step
+        except CommittedStates.Unreadable:  # the points cannot be grouped by step
             return None
         finally:
-            conn.close()
+            committed.close()
         return [p.id for p in recorder.points], recorder.observed["states"]
 
     try:

@@ -185,7 +185,7 @@ def test_the_reference_engine_passes_a_short_exploration_with_both_kill_modes():
     report = explore(profile="ci", max_examples=6, stateful_step_count=25)
     assert report.passed, report.format()
     assert report.examples >= 6 and report.rules > 50
-    assert report.replay == "python -m chaos explore --target chaos:reference_adapter --profile ci --seed 0"
+    assert report.replay == "python -m chaos explore --target chaos:reference_adapter --profile ci --seed 0 --max-examples 6"
 
 
 def _line_of(path: str, marker: str) -> int:

@@ -20,6 +20,7 @@ from chaos.cli import main
 from chaos.hostfaults.checks import integrity
 from chaos.hostfaults.faults import MACHINE_FAULTS, run_machine_fault
 from chaos.adapters.postgres import PostgresReferenceAdapter
+from chaos.adapters.reference import REFERENCE_SCHEMA
 from engine import PostgresStore, Step, StepOutput, Worker, Workflow
 
 from .variants import MACHINE_PLANTED
@@ -141,11 +142,12 @@ def test_a_machine_fault_called_directly_refuses_disk_on_postgresql(pg_server):
 
 
 def test_the_consistency_query_that_replaces_integrity_check_finds_a_row_left_without_its_job(pg_url):
+    # Its queries come from the adapter's schema (the reference's tables here).
     PostgresStore(pg_url).close()
-    assert integrity(pg_url) == []
+    assert integrity(pg_url, REFERENCE_SCHEMA) == []
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("INSERT INTO step_result (job_id, step, output, cost, at) VALUES ('ghost', 'fetch', '{}', 0, 0)")
-    [violation] = integrity(pg_url)
+    [violation] = integrity(pg_url, REFERENCE_SCHEMA)
     assert violation.invariant == "integrity" and "1 memo rows without their job" in violation.detail
 
 

@@ -80,7 +80,7 @@ def _readme_commands() -> list[str]:
     return re.findall(r"^\s*(PYTHONPATH=\. python -m chaos .+)$", text, flags=re.M)
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(5))
 def test_the_readmes_commands_show_what_it_says(index):
     command = _readme_commands()[index]
     argv = re.sub(r"\s+#\s.*$", "", command.split("python -m chaos ", 1)[1])  # a trailing comment, not a point's #n
@@ -95,6 +95,11 @@ def test_the_readmes_commands_show_what_it_says(index):
         assert done.returncode == 1, out
         assert "FAILS WITHOUT ANY FAULT in 1 of 1 families (lost-lease)" in out and "bounded-spend: job 'doc-1' step 'draft'" in out
         assert "paid from newsletter.py:" in out  # the user's step, not the adapter that bridges it
+    elif "backlog" in args:  # the host's faults (the exact findings: test_host_faults_on_tinyflow.py)
+        assert done.returncode == 1, out
+        for invariant in ("fenced-writes", "worker-survives", "quarantined", "legal-transitions", "drains"):
+            assert re.search(rf"FINDING \d+: {invariant} at ", out), (invariant, out)
+        assert "declares no schema" not in out and "no such column" not in out
     elif "--point" in args:
         assert done.returncode == 1, out
         assert re.search(r"fenced-writes .*\n  seen: worker 'w-doomed' wrote .* after 'w-b' had taken it over", out), out
@@ -103,8 +108,8 @@ def test_the_readmes_commands_show_what_it_says(index):
         assert "fenced-writes" in out and "bounded-spend" in out
 
 
-def test_the_readme_lists_four_commands():
-    assert len(_readme_commands()) == 4
+def test_the_readme_lists_five_commands():
+    assert len(_readme_commands()) == 5
 
 
 def test_an_adapter_names_what_its_missing_capabilities_disable(tinyflow):
