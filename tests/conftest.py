@@ -46,6 +46,29 @@ def make_worker(store, workflow, clock):
     return make
 
 
+@pytest.fixture
+def history():
+    """Fresh random histories (``history(adapter=None, jobs=1)``: the reference engine's by
+    default, the jobs of the pool submitted), checked after each step by the test; cleaned up
+    after it."""
+    from chaos import ReferenceAdapter
+    from chaos.histories.state_machine import machine_for
+
+    machines = []
+
+    def make(adapter=None, jobs=1):
+        machine = machine_for(adapter or ReferenceAdapter())()
+        machines.append(machine)
+        machine.start(jobs)
+        machine.every_invariant_holds_now()
+        return machine
+
+    yield make
+    for machine in machines:
+        machine.ok = False  # only clean up: a test that wants the at-rest checks calls teardown itself
+        machine.teardown()
+
+
 # The throwaway PostgreSQL server (a session fixture) and a fresh database per test (pg_url).
 from pg_fixtures import pg_server, pg_url  # noqa: E402,F401  (tests/ is on sys.path via this conftest)
 

@@ -13,31 +13,12 @@ import unittest
 
 import pytest
 
-import engine
 from chaos import ReferenceAdapter
 from chaos.histories.events import Advance, Arm, Heal, Human, Kill, KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Submit
 from chaos.adapter import load_adapter
 from chaos.histories.state_machine import InvariantViolated, machine_for
 from chaos.machine import PROFILES, explore, replay_command, state_machine_test
 from hypothesis import Phase, settings
-
-
-@pytest.fixture
-def history():
-    """A fresh history of the reference engine with one job submitted; checked after each step."""
-    machines = []
-
-    def make(adapter=None, jobs=1):
-        machine = machine_for(adapter or ReferenceAdapter())()
-        machines.append(machine)
-        machine.start(jobs)
-        machine.every_invariant_holds_now()
-        return machine
-
-    yield make
-    for machine in machines:
-        machine.ok = False  # only clean up: a test that wants the at-rest checks calls teardown itself
-        machine.teardown()
 
 
 def step(machine, event):

@@ -19,27 +19,9 @@ from chaos import ReferenceAdapter
 from chaos.core.invariants import FAILURES_IN_A_ROW_MIN
 from chaos.histories import state_machine
 from chaos.histories.events import STORM_JOB_IDS, Machine, Storm
-from chaos.histories.state_machine import machine_for, violated
+from chaos.histories.state_machine import violated
 
 from .variants import NoJitter
-
-
-@pytest.fixture
-def history():
-    """A fresh history of ``adapter`` with two jobs of the pool submitted."""
-    machines = []
-
-    def make(adapter):
-        machine = machine_for(adapter)()
-        machines.append(machine)
-        machine.start(2)
-        machine.every_invariant_holds_now()
-        return machine
-
-    yield make
-    for machine in machines:
-        machine.ok = False  # only clean up: a test that wants the at-rest checks calls teardown itself
-        machine.teardown()
 
 
 def storm(machine):
@@ -60,7 +42,7 @@ def retry_times(machine):
 
 
 def test_the_reference_engine_spreads_a_storms_retries_and_its_history_ends_clean(history):
-    machine = history(ReferenceAdapter())
+    machine = history(ReferenceAdapter(), jobs=2)
     assert "16 jobs met the outage and settled" in storm(machine), machine.log
     times = retry_times(machine)
     assert len(times) == len(STORM_JOB_IDS)  # each job retried once after its three failures
@@ -71,7 +53,7 @@ def test_the_reference_engine_spreads_a_storms_retries_and_its_history_ends_clea
 
 
 def test_a_storm_reveals_a_backoff_without_jitter_by_retry_spread(history):
-    machine = history(NoJitter())
+    machine = history(NoJitter(), jobs=2)
     with pytest.raises(violated("retry-spread", "Storm")) as caught:
         storm(machine)
     assert "16 of 16 retries after three failures in a row fell within 1s" in str(caught.value)
@@ -82,13 +64,13 @@ def test_a_storm_drained_without_pacing_looks_like_a_herd_even_for_the_reference
     # the same instant, so the reference's pass above depends on the storm's paced drain.
     settle = state_machine.settle
     monkeypatch.setattr(state_machine, "settle", lambda *args, paced=False, **kw: settle(*args, paced=False, **kw))
-    machine = history(ReferenceAdapter())
+    machine = history(ReferenceAdapter(), jobs=2)
     with pytest.raises(violated("retry-spread", "Storm")):
         storm(machine)
 
 
 def test_a_storms_faults_hit_its_own_jobs_only_and_a_second_storm_is_ignored(history):
-    machine = history(ReferenceAdapter())
+    machine = history(ReferenceAdapter(), jobs=2)
     storm(machine)
     assert {job for job, _, _ in machine.world.faults_met()} == set(STORM_JOB_IDS)
     assert machine._inspect().jobs["doc-1"].state == "delivered"  # drained with them, faultless
@@ -96,7 +78,7 @@ def test_a_storms_faults_hit_its_own_jobs_only_and_a_second_storm_is_ignored(his
 
 
 def test_a_storm_waits_for_a_calm_machine(history):
-    machine = history(ReferenceAdapter())
+    machine = history(ReferenceAdapter(), jobs=2)
     machine._step(Machine("lock-held"))
     assert storm(machine).endswith(": ignored: the machine is at fault (a drain could not write)")
     assert not machine.stormed
@@ -108,7 +90,7 @@ def test_a_storms_faults_reach_the_steps_by_the_adapters_own_task_names(history,
     # would never fire there, and its history would pass with no herd at all.
     monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "minimal_engine"))
     tinyflow = importlib.import_module("crash").TinyflowAdapter
-    machine = history(tinyflow())
+    machine = history(tinyflow(), jobs=2)
     assert "16 jobs met the outage and settled" in storm(machine), machine.log
     assert {(task, kind) for _, task, kind in machine.world.faults_met()} == {("draft", "connection"), ("draft", "timeout")}
     assert {job for job, _, _ in machine.world.faults_met()} == set(STORM_JOB_IDS)
