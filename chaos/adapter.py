@@ -50,9 +50,13 @@ __all__ = [
     "REFERENCE_TARGET",
     "Session",
     "Snapshot",
+    "ServerDatabases",
     "capabilities",
+    "create_database",
     "describe_capabilities",
     "load_adapter",
+    "probe_of",
+    "server_databases",
     "session_capabilities",
 ]
 
@@ -158,6 +162,43 @@ class Adapter(Protocol):
     def open(self, db_path: str, world: Any, *, worker_id: str, clock: Any, rng: random.Random) -> Session: ...
 
     def inspect(self, db_path: str) -> Snapshot: ...
+
+
+@runtime_checkable
+class ServerDatabases(Protocol):
+    """Optional: an adapter whose databases live on a server, not in files (the PostgreSQL
+    reference adapter). ``template_db`` makes a family's template in a new database,
+    ``new_scenario_db`` copies it for one scenario, ``drop_db`` drops either; all three or none."""
+
+    def template_db(self, directory: str) -> str: ...
+
+    def new_scenario_db(self, template: str, directory: str) -> str: ...
+
+    def drop_db(self, db_path: str) -> None: ...
+
+
+def server_databases(adapter: Adapter) -> ServerDatabases | None:
+    """``adapter`` as a maker of server databases, or None where its databases are files."""
+    return adapter if all(callable(getattr(adapter, hook, None)) for hook in ("template_db", "new_scenario_db", "drop_db")) else None  # type: ignore[return-value]
+
+
+def create_database(adapter: Adapter, db_path: str, *, attribute_writers: bool = True) -> None:
+    """``adapter.create(db_path)``, with the writer attribution where the adapter offers it (its
+    ``create`` takes ``attribute_writers``) and it is wanted."""
+    if attribute_writers and "attribute_writers" in _inspect_module.signature(adapter.create).parameters:
+        adapter.create(db_path, attribute_writers=True)  # type: ignore[call-arg]
+    else:
+        adapter.create(db_path)
+
+
+Probe = Callable[[str, str, str, Any, float], "tuple[bool, bool]"]
+
+
+def probe_of(adapter: Adapter, db_path: str) -> Probe | None:
+    """The adapter's ``probe`` on ``db_path`` (is a step's memo committed, does the caller hold the
+    lease, at the moment of a paid call), or None where it offers none (calls are then not classified)."""
+    probe = getattr(adapter, "probe", None)
+    return probe(db_path) if callable(probe) else None
 
 
 @dataclass(frozen=True)
@@ -266,7 +307,7 @@ def session_capabilities(session: Any) -> dict[str, bool]:
     return {name: all(callable(getattr(session, m, None)) for m in methods) for name, methods in SESSION_METHODS.items()}
 
 
-def capabilities(adapter: Any, session: Any = None, *, session_has: Mapping[str, bool] | None = None) -> list[CapabilityStatus]:
+def capabilities(adapter: Adapter, session: Any = None, *, session_has: Mapping[str, bool] | None = None) -> list[CapabilityStatus]:
     """Each optional capability, whether ``adapter`` (and ``session``, if given) offers it.
 
     Session capabilities come from ``session_has`` (as :func:`session_capabilities` gives them for
@@ -284,7 +325,7 @@ def capabilities(adapter: Any, session: Any = None, *, session_has: Mapping[str,
     return out
 
 
-def describe_capabilities(adapter: Any, session: Any = None, *, session_has: Mapping[str, bool] | None = None,
+def describe_capabilities(adapter: Adapter, session: Any = None, *, session_has: Mapping[str, bool] | None = None,
                           missing_only: bool = False) -> list[str]:
     """One line per capability (or per missing one): offered, or what its absence disables."""
     return [s.line() for s in capabilities(adapter, session, session_has=session_has) if not (missing_only and s.present)]
@@ -293,7 +334,7 @@ def describe_capabilities(adapter: Any, session: Any = None, *, session_has: Map
 REQUIRED = ("states", "settled_states", "final_effects", "step_states", "trace_paths", "targets", "create", "open", "inspect")
 
 
-def load_adapter(spec: str) -> Any:
+def load_adapter(spec: str) -> Adapter:
     """Import ``module:attribute`` and return the adapter it names (calling a class or factory).
 
     Raises ValueError, naming the target and the fix, for a spec that does not load or an object

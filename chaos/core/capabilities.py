@@ -11,29 +11,29 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING
 
 from chaos.adapter import describe_capabilities, session_capabilities
 from chaos.core.clock import SharedClock
 from chaos.core.process import Exit, fork
 from chaos.core.world import World
 
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
+
 __all__ = ["open_and_ask", "capability_report"]
 
 
-def open_and_ask(adapter: Any) -> dict[str, bool] | str:
+def open_and_ask(adapter: Adapter) -> dict[str, bool] | str:
     """The session capabilities of ``adapter`` (a session opened in a child on a scratch
     database), or the error that creating the database or opening the session raised."""
     directory = tempfile.mkdtemp(prefix="crashgate-adapter-")
 
     def body() -> dict[str, bool]:
-        import inspect
+        from chaos.adapter import create_database
 
         db = os.path.join(directory, "engine.db")
-        if "attribute_writers" in inspect.signature(adapter.create).parameters:
-            adapter.create(db, attribute_writers=True)
-        else:
-            adapter.create(db)
+        create_database(adapter, db)
         clock = SharedClock(0.0)
         world = World.for_adapter(directory, clock, adapter)
         import random
@@ -54,7 +54,7 @@ def open_and_ask(adapter: Any) -> dict[str, bool] | str:
     return ended.error or str(ended.exit)
 
 
-def capability_report(adapter: Any, *, missing_only: bool = False) -> list[str]:
+def capability_report(adapter: Adapter, *, missing_only: bool = False) -> list[str]:
     """One line per capability of ``adapter`` (or per missing one), sessions included."""
     has = open_and_ask(adapter)
     if isinstance(has, str):

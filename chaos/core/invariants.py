@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence, TYPE_CHECKING
 
 from chaos.adapter import Snapshot
 from chaos.core.world import Call, Delivery
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = [
     "Evidence",
@@ -66,10 +69,10 @@ class Violation:
 class Evidence:
     """Everything an invariant may look at, gathered by the harness after a scenario or a rule."""
 
-    table: Mapping[str, tuple[str, ...] | list[str]]
+    table: Mapping[str, Sequence[str]]
     step_states: Mapping[str, tuple[str, str]]
     settled_states: frozenset[str]
-    final_effects: Mapping[str, tuple[str, ...] | list[str]]
+    final_effects: Mapping[str, Sequence[str]]
     snapshot: Snapshot
     calls: list[Call]
     deliveries: list[Delivery]
@@ -79,7 +82,7 @@ class Evidence:
     initial_states: frozenset[str] = frozenset({"pending"})  # the states a job may be created in
 
     @classmethod
-    def gather(cls, adapter: Any, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
+    def gather(cls, adapter: Adapter, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
         """Read everything the catalog needs: the adapter's table and a snapshot of ``db``, and
         the world's ledger."""
         return cls(
@@ -96,7 +99,7 @@ class Evidence:
         )
 
 
-def submit_policy(adapter: Any) -> str:
+def submit_policy(adapter: Adapter) -> str:
     """What ``adapter``'s engine does with an existing id and another payload: its
     ``submit_conflict`` ("raises", the default, or "first-wins")."""
     policy = getattr(adapter, "submit_conflict", "raises")
@@ -105,7 +108,7 @@ def submit_policy(adapter: Any) -> str:
     return policy
 
 
-def initial_states(adapter: Any) -> frozenset[str]:
+def initial_states(adapter: Adapter) -> frozenset[str]:
     """The states a job of ``adapter`` may be created in: its ``initial_states()``, else
     ``pending`` where its table has one (the reference's), else the table's first state."""
     declared = getattr(adapter, "initial_states", None)
@@ -524,7 +527,7 @@ def same_outcome(baseline: Any, outcome: Any, allowed: tuple[str, ...] = ()) -> 
     return out
 
 
-def baseline_failures(scenario: Any, adapter: Any, baseline: Any, payload_hint: str) -> list[Violation]:
+def baseline_failures(scenario: Any, adapter: Adapter, baseline: Any, payload_hint: str) -> list[Violation]:
     """The family's run without any fault ends as the family expects: every job in one of its
     expected states (the workflow's final state, for a family without a poison fault).
 

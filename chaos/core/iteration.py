@@ -25,11 +25,14 @@ one that has not after :data:`ITERATION_CALLS_MAX` calls raises :class:`NeverIdl
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Callable
+from typing import Any, Callable, TYPE_CHECKING
 
 from engine import NO_PROGRESS
 
 from chaos.core.declared import declared
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = ["ITERATIONS", "Iteration", "ITERATION_CALLS_MAX", "NeverIdle", "iteration_model", "one_iteration"]
 
@@ -47,7 +50,7 @@ class NeverIdle(RuntimeError):
     """A session's ``run_once``, declared ``until-idle``, still made progress after the bound."""
 
 
-def iteration_model(adapter: Any) -> Iteration:
+def iteration_model(adapter: Adapter) -> Iteration:
     """What one iteration of ``adapter``'s engine is: its ``iteration`` ("one-call", the default,
     or "until-idle")."""
     return declared(adapter, "iteration", Iteration, {
@@ -56,7 +59,7 @@ def iteration_model(adapter: Any) -> Iteration:
     })
 
 
-def one_iteration(adapter: Any, session: Any) -> Callable[[], str]:
+def one_iteration(adapter: Adapter, session: Any) -> Callable[[], str]:
     """One iteration of ``session``'s loop, as ``adapter`` declares it. It answers as ``run_once``
     does: the last call's word where it made no progress at all or stayed ``busy``, else the last
     word that was progress (so "busy" still says the worker gave up on a locked database)."""

@@ -26,9 +26,12 @@ engine would be recovered in production:
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Iterable
+from typing import Iterable, TYPE_CHECKING
 
 from chaos.core.declared import declared
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = ["RECOVERIES", "Recovery", "recovering_workers", "recovery_model", "recovery_wait_s"]
 
@@ -42,7 +45,7 @@ class Recovery(StrEnum):
 RECOVERIES = tuple(r.value for r in Recovery)
 
 
-def recovery_model(adapter: Any) -> Recovery:
+def recovery_model(adapter: Adapter) -> Recovery:
     """How ``adapter``'s engine recovers a dead worker's work: its ``recovery`` ("lease-expiry",
     the default, "restart" or "at-open")."""
     return declared(adapter, "recovery", Recovery, {
@@ -52,7 +55,7 @@ def recovery_model(adapter: Any) -> Recovery:
     })
 
 
-def recovery_wait_s(adapter: Any) -> float:
+def recovery_wait_s(adapter: Adapter) -> float:
     """The time that passes between a worker's death and its recovery: past the lease for an
     engine that recovers by lease expiry, none for the others."""
     if recovery_model(adapter) is Recovery.LEASE_EXPIRY:
@@ -60,7 +63,7 @@ def recovery_wait_s(adapter: Any) -> float:
     return 0.0
 
 
-def recovering_workers(adapter: Any, dead: Iterable[str], fresh: str) -> list[str]:
+def recovering_workers(adapter: Adapter, dead: Iterable[str], fresh: str) -> list[str]:
     """The identities that recover, in order, after the workers ``dead`` died: each of them again
     for an engine that recovers by restart (the last one then drains), else one new worker
     ``fresh``."""

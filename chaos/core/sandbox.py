@@ -24,12 +24,15 @@ import math
 import os
 import random
 from collections import Counter
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from engine import NO_PROGRESS, FakeClock
 
 from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, submit_policy, wasted_calls
 from chaos.core.world import Call, Fault, World
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = ["Sandbox", "T0"]
 
@@ -49,7 +52,7 @@ class Sandbox:
     :meth:`close`. ``seed`` seeds each worker's RNG (its backoff jitter), so a run replays exactly.
     """
 
-    def __init__(self, adapter: Any, directory: str, *, seed: int = 0, clock_at: float = T0) -> None:
+    def __init__(self, adapter: Adapter, directory: str, *, seed: int = 0, clock_at: float = T0) -> None:
         os.makedirs(directory, exist_ok=True)
         self.adapter = adapter
         self.dir = directory
@@ -57,8 +60,7 @@ class Sandbox:
         self.seed = seed
         self.clock = FakeClock(clock_at)
         self.started_at = clock_at
-        self.world = World.for_adapter(directory, self.clock, adapter)
-        self.world.probe = adapter.probe(self.db)
+        self.world = World.for_adapter(directory, self.clock, adapter, self.db)
         adapter.create(self.db)
         self.submitted: dict[str, str] = {}
         # Steps a person decided to run again (requeue, resolve reverify): each may be paid once more.

@@ -29,7 +29,7 @@ import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, TYPE_CHECKING
 
 from engine import NO_PROGRESS
 from engine import Outcome as RunOutcome  # the engine's run outcomes; Outcome below is a point's
@@ -52,6 +52,9 @@ from chaos.core.recovery import recovering_workers, recovery_model, recovery_wai
 from chaos.core.points import DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, stop_here
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = [
     "Scenario",
@@ -107,7 +110,7 @@ EXIT_ERROR = 4
 DEFAULT_PAYLOAD = '{"source": <job id>}'
 
 
-def payload_for(adapter: Any, job_id: str) -> Any:
+def payload_for(adapter: Adapter, job_id: str) -> Any:
     """The payload the harness submits for ``job_id``: the adapter's ``payload(job_id)`` where it
     has one, else ``{"source": job_id}`` (what the reference workflow's fetch step reads)."""
     hook = getattr(adapter, "payload", None)
@@ -163,7 +166,7 @@ class Scenario:
             needed.append(self.phase.split(":")[1])
         return tuple(needed)
 
-    def expected_states(self, adapter: Any) -> frozenset[str]:
+    def expected_states(self, adapter: Adapter) -> frozenset[str]:
         """The states every job must end in without any fault."""
         if self.expect is not None:
             return resolve_states(self.expect, adapter)
@@ -171,14 +174,14 @@ class Scenario:
         return resolve_states(("<settled>",) if open_ended else ("<final>",), adapter)
 
 
-def task_names(adapter: Any) -> dict[str, str]:
+def task_names(adapter: Adapter) -> dict[str, str]:
     """The adapter's ``tasks()``: the reference's task names (``fetch``, ``extract``, ``verify``,
     ``send``) mapped to its own, so that the reference families' faults reach its steps."""
     tasks = getattr(adapter, "tasks", None)
     return dict(tasks()) if callable(tasks) else {}
 
 
-def for_adapter(scenario: Scenario, adapter: Any) -> Scenario:
+def for_adapter(scenario: Scenario, adapter: Adapter) -> Scenario:
     """``scenario`` with its faults' tasks renamed by the adapter's :func:`task_names`."""
     names = task_names(adapter)
     if not names or not scenario.faults:
@@ -187,7 +190,7 @@ def for_adapter(scenario: Scenario, adapter: Any) -> Scenario:
     return dataclasses.replace(scenario, faults=faults)
 
 
-def resolve_states(names: tuple[str, ...], adapter: Any) -> frozenset[str]:
+def resolve_states(names: tuple[str, ...], adapter: Adapter) -> frozenset[str]:
     """States named in a family, with ``<final>``, ``<parked>`` and ``<settled>`` resolved for
     ``adapter``'s workflow."""
     final = frozenset(adapter.final_effects())
@@ -278,7 +281,7 @@ class Run:
     under test.
     """
 
-    def __init__(self, adapter: Any, directory: str, clock_at: float, seed: int, scenario: Scenario,
+    def __init__(self, adapter: Adapter, directory: str, clock_at: float, seed: int, scenario: Scenario,
                  db: str | None = None, *, drop: bool = False) -> None:
         self.adapter = adapter
         self.dir = directory
@@ -286,8 +289,7 @@ class Run:
         self.drop = drop
         self.owner_pid = os.getpid()  # only this process drops ``db``, never a forked child closing its copy
         self.clock = SharedClock(clock_at)
-        self.world = World.for_adapter(directory, self.clock, adapter)
-        self.world.probe = adapter.probe(self.db)
+        self.world = World.for_adapter(directory, self.clock, adapter, self.db)
         iteration_model(adapter)  # a wrong word is refused here, before any child runs an iteration
         recovery_model(adapter)
         self.seed = seed
@@ -318,9 +320,12 @@ class Run:
         release = getattr(self.adapter, "release", None)
         if release is not None:
             release(self.db)
-        if self.drop and os.getpid() == self.owner_pid:
+        from chaos.adapter import server_databases
+
+        server = server_databases(self.adapter)
+        if self.drop and os.getpid() == self.owner_pid and server is not None:
             self.drop = False
-            self.adapter.drop_db(self.db)
+            server.drop_db(self.db)
 
     def evidence(self, submitted: dict[str, str], interruptions: Counter, snapshot: Any = None) -> Evidence:
         return Evidence.gather(self.adapter, self.db, self.world, submitted=submitted, interruptions=interruptions, snapshot=snapshot)
@@ -355,7 +360,7 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
     return human
 
 
-def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
+def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
     """Build the scenario's template (in a child), then record the points of its doomed iteration.
 
     A family whose setup raises, or whose baseline does not end as it expects, comes back with
@@ -411,14 +416,11 @@ def prepare(adapter: Any, scenario: Scenario, workdir: str, *, seed: int, deep: 
     return family
 
 
-def _create(adapter: Any, db_path: str) -> None:
+def _create(adapter: Adapter, db_path: str) -> None:
     """Create the scenario database, with writer attribution where the adapter offers it."""
-    import inspect
+    from chaos.adapter import create_database
 
-    if "attribute_writers" in inspect.signature(adapter.create).parameters:
-        adapter.create(db_path, attribute_writers=True)
-    else:
-        adapter.create(db_path)
+    create_database(adapter, db_path)
 
 
 def setup_action(run: Run, session: Any, action: str) -> None:
@@ -437,7 +439,7 @@ def setup_action(run: Run, session: Any, action: str) -> None:
         raise ValueError(f"setup action {action!r}: use run, send, advance:<s> or claim:<worker>")
 
 
-def copy_template(family: Family, directory: str, adapter: Any = None) -> str | None:
+def copy_template(family: Family, directory: str, adapter: Adapter | None = None) -> str | None:
     """A fresh copy of the template in a new directory (a WAL file is copied, never the -shm).
 
     Returns the copy's database when the adapter made it (``new_scenario_db``, e.g. PostgreSQL's
@@ -451,12 +453,15 @@ def copy_template(family: Family, directory: str, adapter: Any = None) -> str | 
         source = os.path.join(family.template, name)
         if os.path.exists(source):
             shutil.copyfile(source, os.path.join(directory, name))
-    if family.template_db:
-        return adapter.new_scenario_db(family.template_db, directory)
+    from chaos.adapter import server_databases
+
+    server = server_databases(adapter) if adapter is not None else None
+    if family.template_db and server is not None:
+        return server.new_scenario_db(family.template_db, directory)
     return None
 
 
-def fresh_run(adapter: Any, family: Family, directory: str, seed: int) -> Run:
+def fresh_run(adapter: Adapter, family: Family, directory: str, seed: int) -> Run:
     """A new run on a fresh copy of the family's template."""
     db = copy_template(family, directory, adapter)
     run = Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
@@ -464,10 +469,13 @@ def fresh_run(adapter: Any, family: Family, directory: str, seed: int) -> Run:
     return run
 
 
-def discard(adapter: Any, family: Family) -> None:
+def discard(adapter: Adapter, family: Family) -> None:
     """Drop a family's template database, where the adapter made one (its files go with the workdir)."""
-    if family.template_db:
-        adapter.drop_db(family.template_db)
+    from chaos.adapter import server_databases
+
+    server = server_databases(adapter)
+    if family.template_db and server is not None:
+        server.drop_db(family.template_db)
         family.template_db = ""
 
 
@@ -483,7 +491,7 @@ class Recording:
     durable: list[Any] = field(default_factory=list)  # the durable state at each point; [] when not watched
 
 
-def record(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
+def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
     """Run the doomed iteration cleanly under a line recorder, then on to the end without any
     fault, all in one child; return its points and its baseline.
 
@@ -566,7 +574,7 @@ def _not_applicable(scenario: Scenario, baseline: Outcome) -> str:
             "task names to yours with the adapter's tasks(), see chaos.adapter.CAPABILITIES)")
 
 
-def _payload_hint(adapter: Any, family: Family) -> str:
+def _payload_hint(adapter: Adapter, family: Family) -> str:
     """What a failed baseline says about the payloads: what was submitted, and how to change it."""
     sample = next(iter(family.submitted.items()), None)
     shown = f"{sample[1]} for job {sample[0]!r}" if sample else DEFAULT_PAYLOAD
@@ -591,7 +599,7 @@ def attribute_writes(session: Any, worker_id: str) -> None:
         conn.create_function("chaos_writer", 0, lambda: getattr(session, "writer", worker_id))
 
 
-def run_point(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
+def run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
     """Kill the doomed iteration at ``point`` (in a child), recover in a fresh child, and check
     every invariant."""
     if mode not in MODES:
@@ -906,7 +914,7 @@ def other_worker(run: Run, name: str) -> tuple[float, list[Violation]]:
     return 0.0, [raised(f"worker {name!r}, while a peer was frozen", ended.error or str(ended.exit))]
 
 
-def run_pause(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
+def run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
     """Freeze the worker at ``point``; another worker runs with its lease still valid
     (``expired=False``) or past it; then resume the frozen worker, drain, and check."""
     started = time.perf_counter()
@@ -947,7 +955,7 @@ def _worker_b(run: Run) -> Callable[[], Any]:
     return one_iteration(run.adapter, short_busy(run.session("w-b")))
 
 
-def run_interleaving(adapter: Any, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
+def run_interleaving(adapter: Adapter, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
     """Two-level interleaving on one job: A frozen at ``first``; time passes A's lease; B runs
     until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check."""
     started = time.perf_counter()

@@ -29,7 +29,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TYPE_CHECKING
 
 from engine import (
     BadRequest,
@@ -43,6 +43,9 @@ from engine import generated_document, local_answer
 
 from chaos.core.ledger_file import open_ledger
 from chaos.core.declared import declared
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
@@ -169,7 +172,7 @@ APPLY_EFFECT = {
 }
 
 
-def receiver_model(adapter: Any) -> Receiver:
+def receiver_model(adapter: Adapter) -> Receiver:
     """The receiver ``adapter``'s engine sends to: its ``receiver`` ("dedupes", the default, or
     "strict", which applies every delivery of a key again)."""
     return declared(adapter, "receiver", Receiver, {Receiver.DEDUPES: "the receiver applies each effect key once",
@@ -270,11 +273,18 @@ class World:
         self.sender = _Receiver(self)
 
     @classmethod
-    def for_adapter(cls, directory: str, clock: Any, adapter: Any) -> "World":
-        """The world of a run of ``adapter``: its lease, its ``fault_errors`` if it maps them, and
-        its ``receiver`` if it declares one (see :func:`receiver_model`)."""
+    def for_adapter(cls, directory: str, clock: Any, adapter: Adapter, db: str | None = None) -> "World":
+        """The world of a run of ``adapter``: its lease, its ``fault_errors`` if it maps them, its
+        ``receiver`` if it declares one (see :func:`receiver_model`) and, given the run's ``db``,
+        its probe where it offers one (else paid calls are not classified)."""
         world = cls(directory, clock, lease_s=adapter.lease_s, errors=getattr(adapter, "fault_errors", None),
                     receiver=receiver_model(adapter))
+        if db is not None:
+            from chaos.adapter import probe_of
+
+            probe = probe_of(adapter, db)
+            if probe is not None:
+                world.probe = probe
         try:
             world.glue = (inspect.getfile(type(adapter)),)  # the adapter bridges; the user's line is in their step
         except TypeError:  # a class defined where inspect cannot find its file

@@ -22,12 +22,15 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, TYPE_CHECKING
 
 from chaos.core.invariants import AT_REST, Evidence, Violation, check, idempotent_submit, initial_states, wasted_calls, zombie_calls
 from chaos.fleet.receiver import deliveries, receiver_figures
 from chaos.fleet.services import CallLedger
 from chaos.core.world import Call
+
+if TYPE_CHECKING:
+    from chaos.adapters.reference import ReferenceAdapter
 
 __all__ = ["Verdict", "judge", "interruptions_of", "HEADLINE", "INVARIANT_NAMES", "payload_json"]
 
@@ -77,7 +80,7 @@ def interruptions_of(calls: list[Call], *, killed: Iterable[str], abandons: Iter
     return out
 
 
-def judge(adapter: Any, db: str, *, calls_path: str, receiver_path: str, submitted: dict[str, str], killed: set[str], seed: int,
+def judge(adapter: ReferenceAdapter, db: str, *, calls_path: str, receiver_path: str, submitted: dict[str, str], killed: set[str], seed: int,
           lost: Counter | None = None) -> Verdict:
     """Run the at-rest catalog and idempotent-submit; compute the figures the reports print.
 
@@ -142,7 +145,7 @@ class _Session:
         self.store.submit(job_id, payload, now=time.time())
 
 
-def _resubmit(adapter: Any, db: str, submitted: dict[str, str], seed: int) -> list[Violation]:
+def _resubmit(adapter: ReferenceAdapter, db: str, submitted: dict[str, str], seed: int) -> list[Violation]:
     ids = sorted(submitted)
     sample = random.Random(seed).sample(ids, min(RESUBMIT_SAMPLE_MAX, len(ids)))
     store = adapter.make_store(db)

@@ -34,7 +34,7 @@ import sqlite3
 import struct
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TYPE_CHECKING
 
 from engine import NO_PROGRESS, FakeClock
 
@@ -43,6 +43,9 @@ from chaos.core.points import Killer, Point, Recorder
 from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
 from chaos.core.scenario import Abandon, attribute_writes, store_conn
 from chaos.core.world import Fault, World
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised"]
 
@@ -60,7 +63,7 @@ class Env:
     of an iteration and the iteration then killed make the same random choices.
     """
 
-    def __init__(self, adapter: Any, directory: str, clock: Any, world: World, tag: str, db: str | None = None) -> None:
+    def __init__(self, adapter: Adapter, directory: str, clock: Any, world: World, tag: str, db: str | None = None) -> None:
         self.adapter = adapter
         self.directory = directory
         self.db = db if db is not None else os.path.join(directory, "engine.db")
@@ -241,8 +244,7 @@ def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
             shutil.copyfile(path, os.path.join(directory, name))
     db = copy_db(main.db, main.template, directory) if copy_db is not None else os.path.join(directory, "engine.db")
     clock = FakeClock(main.clock.now())
-    world = World.for_adapter(directory, clock, adapter)
-    world.probe = adapter.probe(db)
+    world = World.for_adapter(directory, clock, adapter, db)
     for fault in main.world.pending_faults():
         world.arm(fault)
     ledger_writes = [0]
@@ -270,7 +272,11 @@ def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
             release = getattr(adapter, "release", None)
             if release is not None:
                 release(db)
-            adapter.drop_db(db)
+            from chaos.adapter import server_databases
+
+            server = server_databases(adapter)
+            if server is not None:
+                server.drop_db(db)
         shutil.rmtree(directory, ignore_errors=True)
     segments: list[list[Point]] = []
     previous = None

@@ -19,21 +19,20 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import inspect
 import json
 import os
 import shutil
 import sqlite3
 import tempfile
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TYPE_CHECKING
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
 
-from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter
+from chaos.adapter import REFERENCE_TARGET, Snapshot, create_database, load_adapter, server_databases
 from chaos.core.clock import SharedClock
 from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
 from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, WORKERS, Advance, Arm, Event, Heal, Human, Kill,
@@ -48,6 +47,9 @@ from chaos.core.recovery import recovering_workers, recovery_wait_s
 from chaos.core.process import run_in_child
 from chaos.core.scenario import MODES, T0, payload_for, settle, task_names
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IGNORABLE", "AT_REST", "BEFORE", "baseline_violations", "kind_of", "violated"]
 
@@ -134,7 +136,7 @@ def kind_of(event: Event) -> str:
 class Histories(RuleBasedStateMachine):
     """Random histories of one adapter's engine. Use :func:`machine_for`, which sets the adapter."""
 
-    adapter: Any = None
+    adapter: Adapter  # set by machine_for on the subclass it makes
     target: str = REFERENCE_TARGET
     modes: tuple[str, ...] = MODES
     replay: str = ""
@@ -150,8 +152,7 @@ class Histories(RuleBasedStateMachine):
         directory = tempfile.mkdtemp(prefix="history-", dir=_scratch_root())
         db = _create(a, directory)
         clock = SharedClock(T0)  # a forked worker's time passes for everyone
-        world = World.for_adapter(directory, clock, a)
-        world.probe = a.probe(db)
+        world = World.for_adapter(directory, clock, a, db)
         self.env = Env(a, directory, clock, world, "main", db=db)
         self.env.template = _TEMPLATES.get((os.getpid(), id(a))) if _server_side(a) else None
         self.world, self.clock = world, clock
@@ -581,8 +582,9 @@ class Histories(RuleBasedStateMachine):
             release = getattr(self.adapter, "release", None)  # an adapter's cached reader, if any
             if release is not None:
                 release(self.env.db)
-            if _server_side(self.adapter):  # a database of the adapter's own: the history owns it
-                self.adapter.drop_db(self.env.db)
+            server = server_databases(self.adapter)
+            if server is not None:  # a database of the adapter's own: the history owns it
+                server.drop_db(self.env.db)
             shutil.rmtree(self.env.directory, ignore_errors=True)
 
     def _drain_and_check(self) -> None:
@@ -661,7 +663,7 @@ class Histories(RuleBasedStateMachine):
         return base
 
 
-def machine_for(adapter: Any, *, target: str | None = None, modes: Iterable[str] = MODES, ignore: Iterable[str] = ()) -> type[Histories]:
+def machine_for(adapter: Adapter, *, target: str | None = None, modes: Iterable[str] = MODES, ignore: Iterable[str] = ()) -> type[Histories]:
     """A :class:`Histories` subclass for ``adapter`` (an adapter object, or ``module:attr``).
 
     ``modes`` are the kill modes the kills draw from (``fork``, ``inprocess``). A violation of an
@@ -713,7 +715,7 @@ def _scratch_root() -> str:
 _TEMPLATES: dict[tuple[int, int], str] = {}
 
 
-def baseline_violations(adapter: Any) -> list[Violation]:
+def baseline_violations(adapter: Adapter) -> list[Violation]:
     """Histories prove nothing about a workflow that fails without any fault: one job with the
     plain payload, alone in a fresh database, must reach a final state of the workflow."""
     job_id = JOB_IDS[0]
@@ -739,7 +741,7 @@ def _humane(env: Env) -> bool:
 _ALONE: dict[tuple[int, int, str, str], tuple[str, Any, dict[str, str]] | None] = {}
 
 
-def _alone(adapter: Any, job_id: str, payload_json: str) -> tuple[str, Any, dict[str, str]] | None:
+def _alone(adapter: Adapter, job_id: str, payload_json: str) -> tuple[str, Any, dict[str, str]] | None:
     """How ``job_id`` with this payload ends alone, without any fault, in a fresh database and a
     fresh process: its state, result and applied effects (None if that run itself fails). Kept
     per process: the world's answers are deterministic."""
@@ -750,8 +752,7 @@ def _alone(adapter: Any, job_id: str, payload_json: str) -> tuple[str, Any, dict
     try:
         db = _create(adapter, directory)
         clock = SharedClock(T0)
-        world = World.for_adapter(directory, clock, adapter)
-        world.probe = adapter.probe(db)
+        world = World.for_adapter(directory, clock, adapter, db)
         env = Env(adapter, directory, clock, world, "alone", db=db)
 
         def run(e: Env) -> None:
@@ -769,19 +770,20 @@ def _alone(adapter: Any, job_id: str, payload_json: str) -> tuple[str, Any, dict
             release = getattr(adapter, "release", None)
             if release is not None:
                 release(db)
-            if _server_side(adapter):
-                adapter.drop_db(db)
+            server = server_databases(adapter)
+            if server is not None:
+                server.drop_db(db)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return _ALONE[key]
 
 
-def _server_side(adapter: Any) -> bool:
+def _server_side(adapter: Adapter) -> bool:
     """Whether the adapter makes its databases itself (PostgreSQL) instead of engine.db files."""
-    return all(hasattr(adapter, hook) for hook in ("template_db", "new_scenario_db", "drop_db"))
+    return server_databases(adapter) is not None
 
 
-def _create(adapter: Any, directory: str) -> str:
+def _create(adapter: Adapter, directory: str) -> str:
     """A fresh database for a history in ``directory``: a copy of one the adapter created once in
     this process; returns its ``db`` (``<directory>/engine.db``, or the adapter's own database).
 
@@ -792,13 +794,14 @@ def _create(adapter: Any, directory: str) -> str:
     """
     key = (os.getpid(), id(adapter))
     template = _TEMPLATES.get(key)
-    if _server_side(adapter):
+    server = server_databases(adapter)
+    if server is not None:
         if template is None:
-            template = adapter.template_db(directory)
+            template = server.template_db(directory)
             _create_schema(adapter, template)
             _TEMPLATES[key] = template
             _SERVER_TEMPLATES.append((adapter, template))
-        return adapter.new_scenario_db(template, directory)
+        return server.new_scenario_db(template, directory)
     if template is None or not os.path.exists(os.path.join(template, "engine.db")):
         template = _TEMPLATES[key] = tempfile.mkdtemp(prefix="template-", dir=_scratch_root())
         _create_schema(adapter, os.path.join(template, "engine.db"))
@@ -808,15 +811,12 @@ def _create(adapter: Any, directory: str) -> str:
     return os.path.join(directory, "engine.db")
 
 
-def _create_schema(adapter: Any, db: str) -> None:
+def _create_schema(adapter: Adapter, db: str) -> None:
     # A file database gets the smallest pages SQLite allows: a few rows fill a page, so a full
     # disk (max_page_count at the current size) shows within a write or two, as it does in life.
     if not _server_side(adapter):
         adapter = small_pages(adapter)
-    if "attribute_writers" in inspect.signature(adapter.create).parameters:
-        run_in_child(lambda: adapter.create(db, attribute_writers=True), what="the adapter's create")
-    else:
-        run_in_child(lambda: adapter.create(db), what="the adapter's create")
+    run_in_child(lambda: create_database(adapter, db), what="the adapter's create")
 
 
 class _SqliteWriteLock:
@@ -832,11 +832,11 @@ class _SqliteWriteLock:
             self.conn.close()
 
 
-def _hold_write_lock(adapter: Any, db: str) -> Any:
+def _hold_write_lock(adapter: Adapter, db: str) -> Any:
     """Another connection holding what every write of the engine needs (SQLite's write lock;
     on a server, the engine's tables in EXCLUSIVE mode), or None if a frozen worker holds it."""
     if _server_side(adapter):
-        return HeldLock.take(db)
+        return HeldLock.take(db, getattr(adapter, "schema", None))
     conn = sqlite3.connect(db, timeout=FROZEN_BUSY_TIMEOUT_S, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")

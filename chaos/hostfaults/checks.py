@@ -13,12 +13,15 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from chaos.core.invariants import Violation, initial_states
 from chaos.hostfaults.worker import EXIT_DRAINED, EXIT_STUCK, ScenarioDb
 from chaos.adapters.postgres import is_postgres
 from chaos.core.scenario import EXIT_NOT_REACHED, RECOVERY_ROUNDS_MAX
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = ["CHECKS", "DAMAGED_STATE", "acknowledged_kept", "integrity", "lease_respected", "quarantined", "worker_survives"]
 
@@ -52,7 +55,7 @@ def integrity(db: str, schema: Any = None) -> list[Violation]:
     return [] if result == ["ok"] else [Violation("integrity", f"PRAGMA integrity_check: {'; '.join(result)[:300]}")]
 
 
-def acknowledged_kept(adapter: Any, before: Any, after: Any, state_damaged: str | None = None) -> list[Violation]:
+def acknowledged_kept(adapter: Adapter, before: Any, after: Any, state_damaged: str | None = None) -> list[Violation]:
     """Every job the database had acknowledged before the fault is still there, in the same or a
     later state, with every memo row it had.
 
@@ -76,7 +79,7 @@ def acknowledged_kept(adapter: Any, before: Any, after: Any, state_damaged: str 
     return out
 
 
-def _ranks(adapter: Any) -> dict[str, int]:
+def _ranks(adapter: Adapter) -> dict[str, int]:
     """How far along the workflow a state is: the number of steps done before it (a job is
     created at 0, and a final state is as far as a job goes)."""
     table = adapter.states()

@@ -54,8 +54,9 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
+from chaos.adapter import create_database
 from chaos.adapters.reference import HUMAN_WRITER
 from chaos.core.invariants import Violation
 from chaos.hostfaults.checks import (
@@ -86,6 +87,9 @@ from chaos.core.scenario import (
     setup_action,
 )
 from chaos.core.world import Fault
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = [
     "CHECKS",
@@ -195,7 +199,7 @@ def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -
         )
 
 
-def refuse_without_schema(faults: Any, adapter: Any, name: str, db: str | None = None) -> None:
+def refuse_without_schema(faults: Any, adapter: Adapter, name: str, db: str | None = None) -> None:
     """Raise ValueError if ``faults`` (machine sub-kinds) include one that writes the engine's
     rows, or on PostgreSQL locks its tables, and ``adapter`` declares no ``schema`` to find them
     by (the harness reads no engine table itself). The message names the kinds and the fix.
@@ -238,7 +242,7 @@ def machine_scenarios() -> list[Scenario]:
     ]
 
 
-def small_pages(adapter: Any) -> Any:
+def small_pages(adapter: Adapter) -> Any:
     """``adapter``, creating its databases with :data:`PAGE_BYTES`-byte pages (see there).
 
     An adapter whose databases are not files (PostgreSQL: it builds its own template database)
@@ -250,7 +254,7 @@ def small_pages(adapter: Any) -> Any:
 
 
 class _SmallPages:
-    def __init__(self, adapter: Any) -> None:
+    def __init__(self, adapter: Adapter) -> None:
         self._adapter = adapter
 
     def __getattr__(self, name: str) -> Any:
@@ -263,10 +267,7 @@ class _SmallPages:
             conn.execute("VACUUM")  # writes the empty file's header with that page size
         finally:
             conn.close()
-        if attribute_writers:
-            self._adapter.create(db_path, attribute_writers=True)
-        else:
-            self._adapter.create(db_path)
+        create_database(self._adapter, db_path, attribute_writers=attribute_writers)
 
 
 def expand(fault: str) -> tuple[str, ...]:
@@ -291,7 +292,7 @@ def libfiu_missing() -> str | None:
 
 
 # -- in the harness ---------------------------------------------------------------------------------
-def run_machine_fault(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool = True) -> Outcome:
+def run_machine_fault(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool = True) -> Outcome:
     """Inject ``fault`` (a sub-kind, e.g. ``disk-full``) at ``point``, remove it, drain, check."""
     if fault not in KIND_OF:
         raise ValueError(f"machine fault {fault!r} is not one of: {', '.join(KIND_OF)}")
@@ -310,7 +311,7 @@ def run_machine_fault(adapter: Any, family: Family, point: Point, workdir: str, 
         run.close()  # the scenario's own database is dropped even when the harness fails
 
 
-def _run_machine_fault(adapter: Any, family: Family, point: Point, run: Run, *, fault: str, deep: bool, started: float) -> Outcome:
+def _run_machine_fault(adapter: Adapter, family: Family, point: Point, run: Run, *, fault: str, deep: bool, started: float) -> Outcome:
     only = run.only(deep)
     page = Page()
     child = fork(lambda: doomed_worker(run, point, only, fault, page))  # it ends by os._exit: its wait status says how
@@ -347,6 +348,8 @@ def _run_machine_fault(adapter: Any, family: Family, point: Point, run: Run, *, 
         if not found:
             exit_kind = "no-effect"  # nothing there to damage, or the lock was the frozen worker's
     child.forget()  # reaped above
+    if page.read().get("error") is not None:  # the worker died of the fault: its steps in flight were interrupted, as by a kill
+        interruptions |= Counter(working(run))
     problems += worker_survives(status, page.read().get("error"), lambda: _restart(run))
     if exit_kind != "not-reached":
         problems += integrity(run.db, getattr(adapter, "schema", None))
@@ -458,7 +461,9 @@ class HeldLock:
     @classmethod
     def take(cls, db: str, schema: Any = None) -> "HeldLock | None":
         """Take the lock, or None if another transaction holds what it needs (nothing to inject).
-        On PostgreSQL the lock is on the tables of ``schema`` (the adapter's)."""
+        On PostgreSQL the lock is on the tables of ``schema`` (the adapter's; without one, None)."""
+        if schema is None and is_postgres(db):
+            return None
         conn = ScenarioDb(db)
         try:
             if conn.postgres:
@@ -546,7 +551,7 @@ class _Damage:
         """Damage a row of an unsettled job that the worker will read again, if there is one,
         through the adapter's schema (the jobs chosen from what its ``inspect`` shows)."""
         adapter = run.adapter
-        schema = adapter.schema
+        schema = getattr(adapter, "schema")  # refuse_without_schema checked it is there
         snapshot = adapter.inspect(run.db)
         settled = adapter.settled_states()
         # The jobs the worker will read again, the one the frozen worker holds last (an unleased
@@ -579,14 +584,14 @@ class _Damage:
         if self.kind != "damage-payload":
             return
         with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:
-            run.adapter.schema.overwrite(conn, self.job_id, "payload", self.original)
+            getattr(run.adapter, "schema").overwrite(conn, self.job_id, "payload", self.original)
 
 
 class _Undamaged:
     """The adapter, seeing the database without the harness's own damage: the overwrite itself,
     and the quarantine out of a damaged state into a parked one, are not the engine's moves."""
 
-    def __init__(self, adapter: Any, damage: _Damage) -> None:
+    def __init__(self, adapter: Adapter, damage: _Damage) -> None:
         self._adapter = adapter
         self._damage = damage
 
@@ -608,7 +613,7 @@ class _Undamaged:
                     continue
             transitions.append((job_id, before, after))
         snapshot.transitions = transitions
-        if d.kind == "damage-memo":
+        if d.kind == "damage-memo" and d.step is not None:
             changes = list(snapshot.memo_changes)
             if (d.job_id, d.step, "updated") in changes:
                 changes.remove((d.job_id, d.step, "updated"))

@@ -29,9 +29,12 @@ Counter({('doc-1', 'extract'): 1})
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Mapping, TYPE_CHECKING
 
 from chaos.core.invariants import Violation
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = ["DURABLE", "commits_lost", "durable_commits", "lost_commits", "lost_interruptions", "read_acknowledged"]
 
@@ -111,7 +114,7 @@ def commits_lost(acknowledged: Any, survived: Any) -> int:
     return transitions + len(sent_before - sent_after)
 
 
-def read_acknowledged(adapter: Any, db: str) -> Any:
+def read_acknowledged(adapter: Adapter, db: str) -> Any:
     """``adapter.inspect(db)`` in a forked child that dies without closing its connection.
 
     The last connection to close on a WAL database checkpoints it, and a checkpoint fsyncs: a

@@ -23,7 +23,7 @@ import copy
 import os
 import shutil
 import time
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from chaos.core.invariants import check
 from chaos.hostfaults.checks import integrity
@@ -33,12 +33,15 @@ from chaos.hostfaults.power_checks import durable_commits, lost_commits, lost_in
 from chaos.core.invariants import raised
 from chaos.core.scenario import Family, Outcome, copy_template, recover_and_check, steps_in_flight, Run, kill_at
 
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
+
 __all__ = ["at_level", "run_power_cut"]
 
 ENGINE_FILES = ("engine.db", "engine.db-wal")
 
 
-def at_level(adapter: Any, level: str) -> Any:
+def at_level(adapter: Adapter, level: str) -> Any:
     """A copy of ``adapter`` whose stores commit at ``synchronous=level``.
 
     >>> from chaos.adapters.reference import ReferenceAdapter
@@ -60,7 +63,7 @@ def at_level(adapter: Any, level: str) -> Any:
     return leveled
 
 
-def run_power_cut(adapter: Any, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool = True) -> Outcome:
+def run_power_cut(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool = True) -> Outcome:
     """Kill the doomed iteration at ``point``, cut the power, restore it, recover, check."""
     if fault not in LEVEL_OF:
         raise ValueError(f"power fault {fault!r} is not one of: {', '.join(LEVEL_OF)}")
@@ -104,7 +107,7 @@ def run_power_cut(adapter: Any, family: Family, point: Point, workdir: str, *, s
     return outcome
 
 
-def _working(adapter: Any) -> dict[str, str]:
+def _working(adapter: Adapter) -> dict[str, str]:
     """working state -> step, from the adapter's declared step states."""
     return {working: step for step, (working, _) in adapter.step_states().items()}
 

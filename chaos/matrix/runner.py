@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, TYPE_CHECKING
 
 from chaos.adapter import REFERENCE_TARGET, load_adapter
 from chaos.matrix.families import reference_scenarios
@@ -26,6 +26,9 @@ from chaos.hostfaults.power import power_missing
 from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, run_preloaded, small_pages
 from chaos.core.points import Point
 from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, for_adapter, prepare, run_interleaving, run_pause, run_point
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = [
     "MatrixReport",
@@ -296,7 +299,7 @@ def run_matrix(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
+def _run(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
          only_family: str, only_point: str, sample: int | None, jobs: int, faults: tuple[str, ...], pairs: int, started: float,
          replay_extra: tuple[str, ...] = (), exhaustive: bool = False) -> MatrixReport:
     prepared: dict[str, Family] = {}
@@ -309,7 +312,7 @@ def _run(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, *
             discard(adapter, family)  # an adapter's template database (PostgreSQL); files go with the workdir
 
 
-def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdir: str, prepared: dict[str, Family], *, mode: str,
+def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: str, prepared: dict[str, Family], *, mode: str,
                   seed: int, deep: bool, point: str | None, only_family: str, only_point: str, sample: int | None, jobs: int,
                   faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...],
                   exhaustive: bool = False) -> MatrixReport:
@@ -376,7 +379,7 @@ def _run_prepared(adapter: Any, target_name: str, chosen: list[Scenario], workdi
     return report
 
 
-def _prepare_all(adapter: Any, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
+def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
                  machine_names: set[str]) -> list[Family]:
     """Prepare every family (its template, recording and baseline), ``jobs`` at a time, each in a
     child of its own when there are several; in order."""
@@ -454,7 +457,7 @@ def _execute(chunks: list[list[Work]], jobs: int) -> list[tuple[Work, Outcome]]:
     return done
 
 
-def adopt(adapter: Any, families: dict[str, Family], workdir: str, seed: int, mode: str, deep: bool) -> None:
+def adopt(adapter: Adapter, families: dict[str, Family], workdir: str, seed: int, mode: str, deep: bool) -> None:
     _SHARED.update(adapter=adapter, families=families, workdir=workdir, seed=seed, mode=mode, deep=deep)
 
 

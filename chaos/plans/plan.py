@@ -40,7 +40,10 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = [
     "Plan",
@@ -474,7 +477,7 @@ def _expect(path: str, where: str, raw: Any, *, scenario: bool) -> Expect:
 
 
 # -- checks against the target ------------------------------------------------------------------
-def check_against(plan: Plan, adapter: Any) -> None:
+def check_against(plan: Plan, adapter: Adapter) -> None:
     """Check the plan's step, state and task names against the target's workflow."""
     steps = list(adapter.step_states())
     states = sorted(adapter.states())

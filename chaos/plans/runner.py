@@ -31,7 +31,7 @@ import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, TYPE_CHECKING
 
 from chaos.adapters.postgres import is_postgres
 from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
@@ -52,6 +52,9 @@ from chaos.core.points import Point, Recorder
 from chaos.core.sandbox import Sandbox
 from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, prepare, run_interleaving, run_pause, run_point
 from chaos.core.world import Call, Fault
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
 
 __all__ = [
     "PreparedPoints",
@@ -123,7 +126,7 @@ def machine_kinds(faults: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(sub for f in faults for sub in expand(f)))
 
 
-def prepare_points(plan: Plan, adapter: Any, workdir: str, *, seed: int, faults: tuple[str, ...] = ()) -> PreparedPoints:
+def prepare_points(plan: Plan, adapter: Adapter, workdir: str, *, seed: int, faults: tuple[str, ...] = ()) -> PreparedPoints:
     """Record the doomed iteration of ``plan.points`` and group its points by step.
 
     ``faults`` are the kinds the plan's items will run; with a fault of the machine among them,
@@ -163,7 +166,7 @@ class CommittedStates:
     class Unreadable(Exception):
         """The database could not be read."""
 
-    def __init__(self, adapter: Any, db: str) -> None:
+    def __init__(self, adapter: Adapter, db: str) -> None:
         self.adapter, self.db = adapter, db
         self.version: int | None = None
         self.states: tuple[str, ...] = ()
@@ -189,7 +192,7 @@ class CommittedStates:
             self.conn.close()
 
 
-def _groups(adapter: Any, family: Family, workdir: str, *, seed: int, deep: bool) -> list[str]:
+def _groups(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: bool) -> list[str]:
     """Each point's step: the iteration runs once more, in a child, reading the jobs' committed
     states before every line."""
     from chaos.core.process import Exit, fork
@@ -285,7 +288,7 @@ def _base_name(prepared: PreparedPoints, item: PlanItem) -> str:
     return item_name(points[item.index], "crash", points[item.second] if item.second >= 0 else None)
 
 
-def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: str, *, seed: int, mode: str,
+def run_plan_point(prepared: PreparedPoints, index: int, adapter: Adapter, scratch: str, *, seed: int, mode: str,
                    fault: str = "crash", second: int = -1) -> tuple[Outcome, list[str]]:
     """Kill at point ``index`` (or freeze there: ``fault``, see :data:`ITEM_FAULTS`); return the
     outcome and the failed expectations of the plan. A pause forks whatever ``mode`` says: only a
@@ -322,7 +325,7 @@ def run_plan_point(prepared: PreparedPoints, index: int, adapter: Any, scratch: 
     return outcome, failures
 
 
-def _run_io(adapter: Any, family: Family, index: int, scratch: str, *, seed: int, mode: str, fault: str, deep: bool) -> Outcome:
+def _run_io(adapter: Adapter, family: Family, index: int, scratch: str, *, seed: int, mode: str, fault: str, deep: bool) -> Outcome:
     """One io fault, run as the matrix runs it: in a process started by ``fiu-run -x``, whose
     forked worker inherits libfiu's POSIX wrappers (the fault is injected by the real mechanism)."""
     reason = libfiu_missing()
@@ -355,7 +358,7 @@ class ScenarioResult:
         return not self.violations and not self.failures
 
 
-def run_scenario(scenario: ScriptedScenario, adapter: Any, directory: str, *, seed: int) -> ScenarioResult:
+def run_scenario(scenario: ScriptedScenario, adapter: Adapter, directory: str, *, seed: int) -> ScenarioResult:
     """Play the script, drain, then check the invariant catalog and the scenario's expect."""
     started = time.perf_counter()
     box = Sandbox(adapter, directory, seed=seed)
@@ -381,14 +384,14 @@ def run_scenario(scenario: ScriptedScenario, adapter: Any, directory: str, *, se
     return result
 
 
-def _play(box: Sandbox, action: Action, adapter: Any) -> str | None:
+def _play(box: Sandbox, action: Action, adapter: Adapter) -> str | None:
     """Do one action; return what went wrong, if anything."""
     o = action.options
     worker = o.get("worker", "w1")
     expected = o.get("expect_error")
     errors: tuple[type[BaseException], ...] = ()
     if expected == "conflict":
-        errors = tuple(adapter.conflict_errors)
+        errors = tuple(getattr(adapter, "conflict_errors", ())) or (Exception,)
     elif expected == "illegal":
         errors = tuple(getattr(adapter, "human_errors", ())) or (Exception,)
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import ReferenceAdapter, run_matrix
+from chaos.adapter import capabilities
 from chaos.cli import main
 
 FAULTS = ["disk", "lock", "clock", "damage"]
@@ -87,3 +88,31 @@ def bare():
     import crash
 
     return _WithoutSchema(crash.adapter())
+
+
+class _Plain:
+    """tinyflow's adapter without the optional probe and writer attribution: only the required
+    contract and the schema."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        if name == "probe":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def create(self, db_path):
+        self._inner.create(db_path)
+
+
+def test_an_adapter_without_the_optional_probe_and_writer_attribution_is_gated_all_the_same(tinyflow):
+    # Both are optional (chaos.adapter.CAPABILITIES): without a probe calls are not classified,
+    # without the attribution no fenced-writes; crashes and the host's faults run as before.
+    plain = _Plain(tinyflow)
+    lines = {s.name: s for s in capabilities(plain)}
+    assert not lines["probe"].present and not lines["writer_attribution"].present
+    report = run_matrix(plain, families=["clean", "backlog"], faults=["crash", "disk"])
+    assert not [r.id for r in report.results if r.outcome.exit == "error"]
+    assert {r.fault for r in report.results} == {"crash", "disk-full"}
+    assert _found(report) == {"disk-full": {"worker-survives"}}
