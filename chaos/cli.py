@@ -77,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--profile", choices=("ci", "nightly"), default="ci", help="ci: about 4,000 steps, seed 0 (default); nightly: 125,000 steps")
     e.add_argument("--seed", type=int, help="seed of the exploration (default: 0 for ci, a fresh one for nightly; printed either way)")
     e.add_argument("--max-examples", type=positive_int, help="explore at most this many histories (default: the profile's)")
+    e.add_argument("--shrink-seconds", type=positive_int, metavar="S",
+                   help="shrink the findings for at most S seconds in all (default: Hypothesis's five minutes)")
     e.add_argument("--ignore", action="append", default=[], metavar="INVARIANT",
                    help="count this invariant's violations, but do not fail on them: look past a known weakness for other bugs (repeatable)")
     a = sub.add_parser("adapter", help="which optional capabilities an adapter offers, and what each missing one disables")

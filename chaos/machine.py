@@ -178,12 +178,16 @@ def _revealed(event: str) -> str:
     return event if event == BEFORE else f"a {event}"
 
 
-def replay_command(target: str, profile: str, seed: int, ignore: Iterable[str] = (), max_examples: int | None = None) -> str:
+def replay_command(target: str, profile: str, seed: int, ignore: Iterable[str] = (), max_examples: int | None = None,
+                   shrink_s: float | None = None) -> str:
     """The one command that runs the same exploration again (and so shrinks to the same programs):
-    the same budget too, where it was not the profile's."""
+    the same budgets too, where they were not the profile's (a shrink bounded in time may stop
+    elsewhere on a slower machine)."""
     parts = ["python", "-m", "chaos", "explore", "--target", target, "--profile", profile, "--seed", str(seed)]
     if max_examples is not None:
         parts += ["--max-examples", str(max_examples)]
+    if shrink_s is not None:
+        parts += ["--shrink-seconds", f"{shrink_s:g}"]
     for name in ignore:
         parts += ["--ignore", name]
     return " ".join(shlex.quote(p) for p in parts)
@@ -196,6 +200,7 @@ def explore(
     seed: int | None = None,
     modes: Iterable[str] = MODES,
     ignore: Iterable[str] = (),
+    shrink_s: float | None = None,
     **overrides: Any,
 ) -> ExploreReport:
     """Run random histories of ``target`` (``module:attr`` or an adapter) under a profile.
@@ -204,10 +209,12 @@ def explore(
     pytest's ``--hypothesis-seed`` when given, and to a fresh seed for ``nightly``. ``overrides``
     are Hypothesis settings (e.g. ``max_examples=10``). A violation of an invariant in ``ignore``
     (names from :data:`IGNORABLE`) is counted in :attr:`ExploreReport.ignored`, not a finding: a
-    team looks past a known weakness for other bugs. Never raises for a violation: look at
-    :attr:`ExploreReport.passed` and :attr:`ExploreReport.findings`.
+    team looks past a known weakness for other bugs. ``shrink_s`` bounds the time spent shrinking
+    the findings, all of them together (default: Hypothesis's own bound, five minutes): a run with
+    several distinct findings shrinks each as far as that time gets. Never raises for a violation:
+    look at :attr:`ExploreReport.passed` and :attr:`ExploreReport.findings`.
     """
-    report, _ = _explore(target, profile, seed, tuple(modes), overrides, tuple(ignore))
+    report, _ = _explore(target, profile, seed, tuple(modes), overrides, tuple(ignore), shrink_s)
     return report
 
 
@@ -218,6 +225,7 @@ def state_machine_test(
     seed: int | None = None,
     modes: Iterable[str] = MODES,
     ignore: Iterable[str] = (),
+    shrink_s: float | None = None,
     **overrides: Any,
 ) -> type[unittest.TestCase]:
     """A ``unittest.TestCase`` class (pytest collects it) that explores ``target``'s histories.
@@ -228,9 +236,9 @@ def state_machine_test(
 
     The adapter is loaded when the test runs, so a wrong target fails that test, not collection.
     A failure re-raises the original error with the shrunk program and the replay command added
-    (several distinct ones: the first finding's error, the others in its notes). ``ignore`` is as for
-    :func:`explore`. The seed is ``seed``, else ``@hypothesis.seed(N)`` on the class, else ``--hypothesis-seed``,
-    else the profile's default.
+    (several distinct ones: the first finding's error, the others in its notes). ``ignore`` and
+    ``shrink_s`` are as for :func:`explore`. The seed is ``seed``, else ``@hypothesis.seed(N)`` on
+    the class, else ``--hypothesis-seed``, else the profile's default.
     """
     _profile(profile)
     chosen, ignored = tuple(modes), tuple(ignore)
@@ -239,7 +247,7 @@ def state_machine_test(
     class TestCrashgateHistories(unittest.TestCase):
         def runTest(self) -> None:
             pinned = seed if seed is not None else getattr(type(self), "_hypothesis_internal_use_seed", None)
-            report, error = _explore(target, profile, pinned, chosen, overrides, ignored)
+            report, error = _explore(target, profile, pinned, chosen, overrides, ignored, shrink_s)
             if error is not None:
                 # The first (shortest) finding's own error, the others as notes: a test framework
                 # shows one failure, and every finding in it.
@@ -258,7 +266,8 @@ def run_cli(args: Any) -> int:
     """Run ``explore`` from parsed arguments: 0 if every invariant held, 1 on a violation, 2 on bad input."""
     overrides = {} if args.max_examples is None else {"max_examples": args.max_examples}
     try:
-        report = explore(args.target, profile=args.profile, seed=args.seed, ignore=getattr(args, "ignore", None) or (), **overrides)
+        report = explore(args.target, profile=args.profile, seed=args.seed, ignore=getattr(args, "ignore", None) or (),
+                         shrink_s=getattr(args, "shrink_seconds", None), **overrides)
     except ValueError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
@@ -308,14 +317,16 @@ def _seed(profile: str, seed: int | None) -> int:
 
 
 def _explore(target: Any, profile: str, seed: int | None, modes: tuple[str, ...], overrides: dict[str, Any],
-             ignore: tuple[str, ...] = ()) -> tuple[ExploreReport, BaseException | None]:
+             ignore: tuple[str, ...] = (), shrink_s: float | None = None) -> tuple[ExploreReport, BaseException | None]:
     _check_ignore(ignore)
+    if shrink_s is not None and not shrink_s > 0:
+        raise ValueError(f"shrink time {shrink_s!r} must be a positive number of seconds")
     chosen = settings(_profile(profile), **overrides)
     adapter = load_adapter(target) if isinstance(target, str) else target
     name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__qualname__}"
     seed = _seed(profile, seed)
     machine: type[Histories] = machine_for(adapter, target=name, modes=modes, ignore=ignore)
-    report = ExploreReport(name, profile, seed, replay=replay_command(name, profile, seed, ignore, overrides.get("max_examples")))
+    report = ExploreReport(name, profile, seed, replay=replay_command(name, profile, seed, ignore, overrides.get("max_examples"), shrink_s))
     machine.replay = report.replay
     hypothesis.seed(seed)(machine)
     error: BaseException | None = None
@@ -325,7 +336,7 @@ def _explore(target: Any, profile: str, seed: int | None, modes: tuple[str, ...]
         report.findings = [Finding("baseline", BEFORE, f"InvariantViolated: {failed_baseline[0]}", violations=failed_baseline, replay=report.replay)]
         return report, InvariantViolated(failed_baseline, BEFORE, [], report.replay)
     try:
-        with _without_local_constants(), _generating_to_the_end():
+        with _without_local_constants(), _generating_to_the_end(), _shrinking_for(shrink_s):
             run_state_machine_as_test(machine, settings=chosen)
     except Exception as exc:  # violations, or anything the engine raised: all are reported
         error = exc
@@ -419,6 +430,22 @@ def _generating_to_the_end() -> Iterator[None]:
         yield
     finally:
         runner.should_generate_more = original
+
+
+@contextlib.contextmanager
+def _shrinking_for(seconds: float | None) -> Iterator[None]:
+    """Bound the time Hypothesis spends shrinking (its ``MAX_SHRINKING_SECONDS``, all findings
+    together) to ``seconds``; None leaves its own bound."""
+    engine = importlib.import_module("hypothesis.internal.conjecture.engine")
+    original = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if seconds is None or original is None:
+        yield  # its own bound, or a Hypothesis without one
+        return
+    engine.MAX_SHRINKING_SECONDS = seconds
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = original
 
 
 @contextlib.contextmanager

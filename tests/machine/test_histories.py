@@ -247,7 +247,7 @@ def test_the_seed_comes_from_the_argument_then_at_seed_on_the_class_then_hypothe
     import hypothesis
 
     seen = []
-    monkeypatch.setattr("chaos.machine._explore", lambda target, profile, seed, modes, overrides, ignore=(): (seen.append(seed), (None, None))[1])
+    monkeypatch.setattr("chaos.machine._explore", lambda target, profile, seed, modes, overrides, ignore=(), shrink_s=None: (seen.append(seed), (None, None))[1])
     state_machine_test(seed=7)().runTest()
     hypothesis.seed(11)(case := state_machine_test())
     case().runTest()
@@ -490,3 +490,20 @@ def test_a_persons_actions_are_legal_in_the_adapters_own_states(history):
     renamed = history(Renamed())
     assert renamed._legal("resolve", "failed_verify") and not renamed._legal("resolve", "needs_human")
     assert "failed_verify" not in renamed.failed_states
+
+
+def test_a_shrink_budget_bounds_hypothesiss_shrinking_while_it_runs_and_is_in_the_replay_command():
+    from hypothesis.internal.conjecture import engine as conjecture
+
+    from chaos.machine import _shrinking_for
+
+    default = conjecture.MAX_SHRINKING_SECONDS
+    with _shrinking_for(7):
+        assert conjecture.MAX_SHRINKING_SECONDS == 7  # read by Hypothesis when shrinking starts
+    assert conjecture.MAX_SHRINKING_SECONDS == default
+    with _shrinking_for(None):
+        assert conjecture.MAX_SHRINKING_SECONDS == default
+    report = explore(profile="ci", max_examples=2, stateful_step_count=5, shrink_s=7)
+    assert report.replay.endswith("--seed 0 --max-examples 2 --shrink-seconds 7")
+    with pytest.raises(ValueError, match="shrink time 0 must be a positive number of seconds"):
+        explore(shrink_s=0)

@@ -29,7 +29,9 @@ TARGET = "tests.quality.variants:NoHeartbeatAndMarkBeforeSend"
 
 
 def test_an_engine_with_two_planted_bugs_gets_both_reported_each_shrunk_and_replayable():
-    report = explore(NoHeartbeatAndMarkBeforeSend(), profile="ci")
+    # Shrinking several distinct findings takes Hypothesis's whole five minutes here: 45 s of it
+    # shrink each as far as they get.
+    report = explore(NoHeartbeatAndMarkBeforeSend(), profile="ci", shrink_s=45)
     assert not report.passed
     assert set(NoHeartbeat.catches + MarkBeforeSend.catches) <= report.invariants, report.format()
     kinds = [(f.invariant, f.event) for f in report.findings]
@@ -37,7 +39,7 @@ def test_an_engine_with_two_planted_bugs_gets_both_reported_each_shrunk_and_repl
     for finding in report.findings:
         assert finding.program[0] == "state = NoHeartbeatAndMarkBeforeSendHistories()", finding.format()
         assert finding.program[-1] == "state.teardown()", finding.format()
-        assert finding.replay == report.replay
+        assert finding.replay == report.replay and report.replay.endswith("--profile ci --seed 0 --shrink-seconds 45")
         assert f"{finding.invariant}: " in finding.failure
     text = report.format()
     assert f"FAILED, {len(report.findings)} distinct findings" in text
@@ -58,9 +60,11 @@ def test_ignoring_the_known_finding_still_finds_the_other_and_fails():
 def test_the_command_line_prints_every_finding_and_exits_1_also_past_an_ignored_one():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     # A smaller budget than the ci profile's: the no-heartbeat bug shows within a few histories.
-    command = [sys.executable, "-m", "chaos", "explore", "--target", TARGET, "--ignore", "outbox-at-least-once", "--max-examples", "30"]
+    command = [sys.executable, "-m", "chaos", "explore", "--target", TARGET, "--ignore", "outbox-at-least-once", "--max-examples", "30",
+               "--shrink-seconds", "30"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "ignored: outbox-at-least-once, violated " in out.stdout
     assert "bounded-spend: " in out.stdout and "shrunk program:\n  state = NoHeartbeatAndMarkBeforeSendHistories()" in out.stdout
-    assert f"replay: python -m chaos explore --target {TARGET} --profile ci --seed 0 --ignore outbox-at-least-once" in out.stdout
+    assert (f"replay: python -m chaos explore --target {TARGET} --profile ci --seed 0 --max-examples 30 --shrink-seconds 30 "
+            "--ignore outbox-at-least-once") in out.stdout
