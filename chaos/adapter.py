@@ -228,6 +228,10 @@ CAPABILITIES: tuple[Capability, ...] = (
                "work back ('restart': the dead worker starts again under its own identity; 'at-open': the next process to open "
                "the engine recovers it; neither waits for a lease)",
                "'lease-expiry' (time passes the lease, then a worker of a new identity takes over)", ""),
+    Capability("time_source", "adapter", "time_source = 'passed' or 'wall': 'wall' where your engine calls time.time() "
+               "instead of reading the clock open() passes it (in each worker's process the harness then answers time.time() "
+               "from its own clock; a sandbox, as scripted plans and chaos_world use, refuses it)",
+               "'passed' (the engine reads the clock it is given)", ""),
     Capability("poison_payload", "adapter", "poison_payload(job_id) -> a payload your first step refuses (a failed job "
                "to requeue, in random histories)", "the reference workflow's, {'source': ''}", ""),
     Capability("needs_human_states", "adapter", "needs_human_states() -> the states in which a job waits for a person "
@@ -259,7 +263,7 @@ CAPABILITIES: tuple[Capability, ...] = (
 
 
 # Capabilities declared as a word: ``python -m chaos adapter`` shows the word declared.
-DECLARED_WORDS = ("submit_conflict", "receiver", "iteration", "recovery")
+DECLARED_WORDS = ("submit_conflict", "receiver", "iteration", "recovery", "time_source")
 
 
 @dataclass(frozen=True)

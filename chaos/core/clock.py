@@ -14,9 +14,16 @@ from __future__ import annotations
 
 import mmap
 import struct
-from typing import Callable
+import time
+from enum import StrEnum
+from typing import Any, Callable, TYPE_CHECKING
 
-__all__ = ["SharedClock"]
+from chaos.core.declared import declared
+
+if TYPE_CHECKING:
+    from chaos.adapter import Adapter
+
+__all__ = ["SharedClock", "TimeSource", "time_source", "engine_reads"]
 
 _SLOT = struct.Struct("d")
 
@@ -49,3 +56,28 @@ class SharedClock:
 
     def sleep(self, seconds: float) -> None:
         self.advance(max(0.0, seconds))
+
+
+class TimeSource(StrEnum):
+    """Where an engine reads the time: the clock ``open()`` passes it, or the machine's."""
+
+    PASSED = "passed"
+    WALL = "wall"
+
+
+def time_source(adapter: Adapter) -> TimeSource:
+    """What ``adapter``'s engine reads the time from: its ``time_source`` ("passed", the default,
+    or "wall": it calls ``time.time()``)."""
+    return declared(adapter, "time_source", TimeSource, {
+        TimeSource.PASSED: "the engine reads the clock open() passes it",
+        TimeSource.WALL: "the engine calls time.time(); in each worker's process the harness makes it answer its clock",
+    })
+
+
+def engine_reads(adapter: Adapter, clock: Any) -> None:
+    """In a worker's process (a forked child, never the test's own), point ``time.time`` at
+    ``clock`` where the adapter declares ``time_source = "wall"``: leases, backoffs and deadlines
+    the engine computes from the machine's time then follow the harness's clock, which moves past
+    a lease or a backoff at once instead of waiting for it."""
+    if time_source(adapter) is TimeSource.WALL:
+        time.time = clock.now

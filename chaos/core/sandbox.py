@@ -28,6 +28,7 @@ from typing import Any, TYPE_CHECKING
 
 from engine import NO_PROGRESS, FakeClock
 
+from chaos.core.clock import TimeSource, time_source
 from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, submit_policy, wasted_calls
 from chaos.core.world import Call, Fault, World
 
@@ -60,6 +61,11 @@ class Sandbox:
         self.seed = seed
         self.clock = FakeClock(clock_at)
         self.started_at = clock_at
+        if time_source(adapter) is TimeSource.WALL:
+            raise ValueError(
+                f"adapter {adapter.name!r} declares time_source = 'wall': a sandbox (a scripted fault plan, chaos_world) drives "
+                "its engine in the test's own process, where time.time stays the machine's; pass the engine the clock open() "
+                "gets, or gate it with the crash matrix and random histories, whose workers run in processes of their own")
         self.world = World.for_adapter(directory, self.clock, adapter, self.db)
         adapter.create(self.db)
         self.submitted: dict[str, str] = {}

@@ -34,7 +34,7 @@ from typing import Any, Callable, Collection, TYPE_CHECKING
 from engine import NO_PROGRESS
 from engine import Outcome as RunOutcome  # the engine's run outcomes; Outcome below is a point's
 
-from chaos.core.clock import SharedClock
+from chaos.core.clock import SharedClock, engine_reads, time_source
 from chaos.core.invariants import (
     Evidence,
     Violation,
@@ -292,6 +292,7 @@ class Run:
         self.world = World.for_adapter(directory, self.clock, adapter, self.db)
         iteration_model(adapter)  # a wrong word is refused here, before any child runs an iteration
         recovery_model(adapter)
+        time_source(adapter)
         self.seed = seed
         self.scenario = scenario
         self.sessions: list[Any] = []
@@ -304,6 +305,7 @@ class Run:
         if not in_child():
             raise RuntimeError("a scenario's sessions open in a forked child only (chaos.core.process.fork)")
         rng = random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}")
+        engine_reads(self.adapter, self.clock)
         session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
         attribute_writes(session, worker_id)
         self.sessions.append(session)

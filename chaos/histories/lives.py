@@ -38,9 +38,10 @@ from typing import Any, Callable, TYPE_CHECKING
 
 from engine import NO_PROGRESS, FakeClock
 
+from chaos.core.clock import engine_reads
 from chaos.core.iteration import one_iteration
 from chaos.core.points import Killer, Point, Recorder
-from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
+from chaos.core.process import Child, Ended, Exit, die_here, fork, in_child, stop_here, tell
 from chaos.core.scenario import Abandon, attribute_writes, store_conn
 from chaos.core.world import Fault, World
 
@@ -88,6 +89,8 @@ class Env:
         session = self.sessions.get(worker_id)
         if session is None:
             rng = random.Random(f"{self.tag}:{worker_id}:{self.lives[worker_id]}")
+            if in_child():  # a worker's own process: never the test's
+                engine_reads(self.adapter, self.clock)
             session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
             attribute_writes(session, worker_id)
             if self.busy_timeout_s is not None and hasattr(session, "set_busy_timeout"):

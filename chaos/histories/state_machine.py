@@ -33,7 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
 
 from chaos.adapter import REFERENCE_TARGET, Snapshot, create_database, load_adapter, server_databases
-from chaos.core.clock import SharedClock
+from chaos.core.clock import SharedClock, time_source
 from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
 from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, WORKERS, Advance, Arm, Event, Heal, Human, Kill,
                       KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events)
@@ -679,6 +679,7 @@ def machine_for(adapter: Adapter, *, target: str | None = None, modes: Iterable[
     modes = tuple(modes)
     if not modes or set(modes) - set(MODES):
         raise ValueError(f"modes {modes!r} must be a non-empty selection of: {', '.join(MODES)}")
+    time_source(adapter)  # a wrong word is refused here, before any history runs
     stem = type(adapter).__name__
     stem = stem[: -len("Adapter")] if stem.endswith("Adapter") and stem != "Adapter" else stem
 
