@@ -441,11 +441,11 @@ def _shrinking_for(seconds: float | None) -> Iterator[None]:
     if seconds is None or original is None:
         yield  # its own bound, or a Hypothesis without one
         return
-    engine.MAX_SHRINKING_SECONDS = seconds
+    setattr(engine, "MAX_SHRINKING_SECONDS", seconds)  # read when shrinking starts
     try:
         yield
     finally:
-        engine.MAX_SHRINKING_SECONDS = original
+        setattr(engine, "MAX_SHRINKING_SECONDS", original)
 
 
 @contextlib.contextmanager
