@@ -954,6 +954,9 @@ class _Reporter:
             return
         from chaos.report.html import summarize, terminal_lines, write_html
 
+        for rec in state.records:  # a record whose every violation is a known finding is not listed as new
+            if not rec["held"] and rec.get("violations") and not rec.get("failures") and _all_known(rec, state.settings.known):
+                rec["known"] = True
         summary = summarize(state.records, rootdir=str(config.rootpath))
         terminalreporter.section("crashgate")
         for line in terminal_lines(summary):

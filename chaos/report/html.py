@@ -235,7 +235,10 @@ def terminal_lines(summary: Summary) -> list[str]:
     if slowest:
         out.append("slowest points:")
         out += [f"  {r['seconds']:.3f}s {r.get('pytest_id', r['nodeid'])}" for r in slowest]
-    failed = s.failed
+    failed = [r for r in s.failed if not r.get("known")]
+    known = len(s.failed) - len(failed)
+    if known:
+        out.append(f"known findings: {known} violated point(s) or scenario(s), all in the file of known findings (not listed)")
     if failed:
         out.append("violated:")
         for r in failed[:VIOLATIONS_LISTED_MAX]:
