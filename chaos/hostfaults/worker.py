@@ -57,6 +57,11 @@ class Page:
     """
 
     _HEAD = struct.Struct("iiiid")  # phase, removed, store errors, note length, clock offset
+    # Each field is written on its own: the harness and the worker write different fields at the
+    # same time, and a read-modify-write of the whole head would put back a field the other had
+    # just changed (a stale note length made the note unreadable).
+    _FIELDS = tuple(struct.Struct(c) for c in "iiiid")
+    _OFFSETS = (0, 4, 8, 12, 16)  # where native alignment puts each field of _HEAD (the double on 8 bytes)
     WAITING = 1
     NOTE_BYTES_MAX = 60_000
 
@@ -67,9 +72,7 @@ class Page:
         return list(self._HEAD.unpack_from(self._m, 0))
 
     def _set(self, index: int, value: Any) -> None:
-        head = self._get()
-        head[index] = value
-        self._HEAD.pack_into(self._m, 0, *head)
+        self._FIELDS[index].pack_into(self._m, self._OFFSETS[index], value)
 
     phase = property(lambda self: self._get()[0], lambda self, v: self._set(0, v))
     removed = property(lambda self: self._get()[1], lambda self, v: self._set(1, v))
