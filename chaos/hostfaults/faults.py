@@ -348,16 +348,18 @@ def _run_machine_fault(adapter: Adapter, family: Family, point: Point, run: Run,
         if not found:
             exit_kind = "no-effect"  # nothing there to damage, or the lock was the frozen worker's
     child.forget()  # reaped above
-    if page.read().get("error") is not None:  # the worker died of the fault: its steps in flight were interrupted, as by a kill
+    died_of = page.read().get("error")
+    if died_of is not None:  # the worker died of the fault: its steps in flight were interrupted, as by a kill
         interruptions |= Counter(working(run))
-    problems += worker_survives(status, page.read().get("error"), lambda: _restart(run))
+    problems += worker_survives(status, died_of, lambda: _restart(run))
+    after = adapter.inspect(run.db) if exit_kind != "not-reached" or damage is not None else None  # read once, for both checks
     if exit_kind != "not-reached":
         problems += integrity(run.db, getattr(adapter, "schema", None))
         state_damaged = damage.job_id if damage is not None and damage.kind == "damage-state" else None
-        problems += acknowledged_kept(adapter, before, adapter.inspect(run.db), state_damaged)
+        problems += acknowledged_kept(adapter, before, after, state_damaged)
     if damage is not None:
         settled = adapter.settled_states()
-        bitten, seen = quarantined(adapter.inspect(run.db), damage.job_id, damage.what, settled,
+        bitten, seen = quarantined(after, damage.job_id, damage.what, settled,
                                    state_damaged=damage.kind == "damage-state", parked=settled - set(adapter.final_effects()))
         problems += seen
         if not bitten and damage.kind != "damage-state":

@@ -62,14 +62,14 @@ def test_the_reference_engine_holds_in_the_same_family_and_in_a_paced_storm():
     assert report.violations == 0, sorted({(r.fault, v.invariant) for r in report.results for v in r.outcome.violations})
 
 
-class _WithoutSchema:
-    """tinyflow's adapter with its schema hidden: the harness cannot find the rows to damage."""
+class _Without:
+    """An adapter with some of its attributes hidden: the harness sees an adapter without them."""
 
-    def __init__(self, inner):
-        self._inner = inner
+    def __init__(self, inner, *hidden):
+        self._inner, self._hidden = inner, hidden
 
     def __getattr__(self, name):
-        if name == "schema":
+        if name in self._hidden:
             raise AttributeError(name)
         return getattr(self._inner, name)
 
@@ -77,7 +77,7 @@ class _WithoutSchema:
 def test_an_adapter_without_a_schema_is_refused_the_damage_faults_naming_the_fix(tinyflow, capsys):
     with pytest.raises(ValueError, match=r"declares no schema, which damage-payload, damage-state, damage-memo needs.*"
                                          r"schema = chaos.adapters.sql.SqlSchema\(...\).*or leave damage out of --faults"):
-        run_matrix(_WithoutSchema(tinyflow), families=["backlog"], faults=["damage"])
+        run_matrix(_Without(tinyflow, "schema"), families=["backlog"], faults=["damage"])
     assert main(["matrix", "--target", "quality.test_host_faults_on_tinyflow:bare", "--faults", "clock,damage"]) == 2
     err = capsys.readouterr().err
     assert "declares no schema" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -87,20 +87,15 @@ def bare():
     """The CLI's target: tinyflow without its schema."""
     import crash
 
-    return _WithoutSchema(crash.adapter())
+    return _Without(crash.adapter(), "schema")
 
 
-class _Plain:
+class _Plain(_Without):
     """tinyflow's adapter without the optional probe and writer attribution: only the required
     contract and the schema."""
 
     def __init__(self, inner):
-        self._inner = inner
-
-    def __getattr__(self, name):
-        if name == "probe":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+        super().__init__(inner, "probe")
 
     def create(self, db_path):
         self._inner.create(db_path)
