@@ -119,10 +119,12 @@ class ReferenceAdapter:
     # What any write may answer when the database cannot take it now (another process holds the
     # write lock, the disk is full): "try again later", having changed nothing.
     unavailable_errors: tuple[type[BaseException], ...] = (engine.StoreBusy, engine.StoreFailed)
-    # Steps run inline. The harness traces threads the iteration starts (the engine's step thread)
-    # as well, but that thread's hand-off races with the worker's: a point just after it may land
-    # before or after the worker's next commit, so its crash points are not deterministic yet.
-    threaded = False
+    # Steps run on the worker's step thread, as Worker runs them by default: the configuration
+    # users run is the one crashed. The recorder and the killer trace that thread too, and the
+    # threads take turns only where the worker hands a step over (see chaos.core.points), so a
+    # point on either thread is reached in the same state in the recording and in the kill.
+    # A variant may set False to run its steps inline.
+    threaded = True
     # The SQLite synchronous level every store of this adapter commits with: the power fault
     # (chaos.hostfaults.power_faults) runs a copy of the adapter at FULL or NORMAL, and checks the promise.
     synchronous = "NORMAL"

@@ -23,7 +23,14 @@ from typing import Any, Callable, Iterable
 
 from coverage.parser import PythonParser
 
-__all__ = ["Point", "Recorder", "Killer", "DurableState", "statement_lines", "function_lines", "pause_classes", "crash_classes"]
+# While a recorder or a killer traces an iteration, a thread keeps the interpreter until it waits
+# (on a queue, a lock, a file) or this long has passed, instead of Python's 5 ms: the iteration's
+# threads then take turns only where the code hands over, in the recording and in the kill alike,
+# so a point on a thread that has just handed its work to another is reached in the same state in
+# both. (An iteration's threads that compute without waiting for this long still take turns.)
+SWITCH_INTERVAL_S = 1.0
+
+__all__ = ["SWITCH_INTERVAL_S", "Point", "Recorder", "Killer", "DurableState", "statement_lines", "function_lines", "pause_classes", "crash_classes"]
 
 
 @dataclass(frozen=True, order=True)
@@ -111,6 +118,7 @@ class Recorder:
         self._previous: Any = None
         self._previous_threads: Any = None
         self._active = False
+        self._lock = threading.Lock()
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
         if self._active and self.scope(frame.f_code):
@@ -122,14 +130,18 @@ class Recorder:
         if not self._active:
             return None
         if event == "line":
-            code = frame.f_code
-            key = (code.co_filename, frame.f_lineno)
-            self._counts[key] += 1
-            self.points.append(Point(code.co_filename, frame.f_lineno, self._counts[key], code.co_name))
-            self.between.append(self._between() if self._between is not None else True)
-            self.ops.append(self._ops)
-            for name, fn in self.observe.items():
-                self.observed[name].append(fn())
+            # One point at a time, whichever thread reaches it: an observer that waits on a file
+            # (a SQLite read) lets another thread run, which must neither add its point in between
+            # nor move on past its next line before this point's state is read.
+            with self._lock:
+                code = frame.f_code
+                key = (code.co_filename, frame.f_lineno)
+                self._counts[key] += 1
+                self.points.append(Point(code.co_filename, frame.f_lineno, self._counts[key], code.co_name))
+                self.between.append(self._between() if self._between is not None else True)
+                self.ops.append(self._ops)
+                for name, fn in self.observe.items():
+                    self.observed[name].append(fn())
         return self._local
 
     def watch_transactions(self, between: Callable[[], bool]) -> None:
@@ -145,6 +157,8 @@ class Recorder:
         # Threads the iteration starts are traced too (the engine's step thread): a point may be
         # on any of them. A thread still running after the block records nothing more.
         self._previous, self._previous_threads = sys.gettrace(), threading.gettrace()
+        self._switch_s = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._active = True
         threading.settrace(self._global)
         sys.settrace(self._global)
@@ -154,6 +168,7 @@ class Recorder:
         self._active = False
         sys.settrace(self._previous)
         threading.settrace(self._previous_threads)
+        sys.setswitchinterval(self._switch_s)
 
 
 def pause_classes(ops: list[int]) -> list[int]:
@@ -196,47 +211,87 @@ def crash_classes(durable: list[Any]) -> list[int]:
 
 
 class DurableState:
-    """What a SIGKILL would leave, as a value that changes whenever it does: the commit counter
-    (``PRAGMA data_version``, read on a connection of its own) of each SQLite file in a scenario's
-    directory, and the shared clock.
+    """What a SIGKILL would leave, as a value that changes whenever it does: for each SQLite file
+    in a scenario's directory, its commit counter, and the shared clock.
+
+    A file in WAL mode is read through its WAL index (the ``-shm`` file, mapped into memory): the
+    index header changes with every commit, and reading memory never lets another thread of the
+    iteration run, as a statement on a connection would (sqlite3 releases the GIL while it waits on
+    the file). So the state noted at a point is the state of that instant, even while the engine's
+    step thread is between two of its own lines. A file in another journal mode is read with
+    ``PRAGMA data_version`` on a connection of its own.
 
     Where the engine keeps anything the harness cannot watch (its database on a server, files that
     are not SQLite databases), every call returns a new value: every point is its own class.
     """
 
     SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+    WAL_INDEX_HEADER_BYTES = 48  # SQLite's WalIndexHdr: iChange, mxFrame, nPage, checksums, salts
 
     def __init__(self, directory: str, db: str, clock: Any) -> None:
         self.directory = directory
         self.clock = clock
         self._unique = 0
-        self._conns: list[Any] = []
+        self._conns: list[Any] = []  # kept open: the WAL index lives as long as a connection does
+        self._readers: list[Callable[[], Any]] = []
+        self._views: list[Any] = []  # the WAL indexes, mapped
         self._known: set[str] = set()
         import sqlite3
 
         for path in (db, os.path.join(directory, "world.db")):
             if not os.path.isfile(path):
-                self._conns = []
+                self.close()
                 return
             try:
                 conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
                 conn.execute("PRAGMA data_version").fetchone()
+                wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             except sqlite3.DatabaseError:  # not a SQLite file
-                self._conns = []
+                self.close()
                 return
             self._conns.append(conn)
+            self._readers.append(self._wal_index(path + "-shm") if wal else self._data_version(conn))
             self._known |= {os.path.basename(path) + suffix for suffix in self.SQLITE_SUFFIXES}
+        if not self.settled():
+            self.close()
+
+    def _wal_index(self, path: str) -> Callable[[], Any]:
+        import mmap
+
+        with open(path, "rb") as f:
+            view = mmap.mmap(f.fileno(), self.WAL_INDEX_HEADER_BYTES, access=mmap.ACCESS_READ)
+        self._views.append(view)
+        return lambda: view[: self.WAL_INDEX_HEADER_BYTES]
+
+    @staticmethod
+    def _data_version(conn: Any) -> Callable[[], Any]:
+        return lambda: conn.execute("PRAGMA data_version").fetchone()[0]
 
     def __call__(self) -> Any:
-        if not self._conns or not self._known.issuperset(os.listdir(self.directory)):
+        if not self._readers:
             self._unique += 1
             return ("unwatched", self._unique)
-        return tuple(conn.execute("PRAGMA data_version").fetchone()[0] for conn in self._conns) + (self.clock.peek(),)
+        return tuple(read() for read in self._readers) + (self.clock.peek(),)
+
+    def settled(self) -> bool:
+        """Whether the directory holds only the watched files. Asked once the iteration has run
+        (listing a directory lets other threads run, so it is not asked at every point): a file
+        the engine left anywhere else makes every point noted meanwhile its own class."""
+        return bool(self._readers) and self._known.issuperset(os.listdir(self.directory))
+
+    @staticmethod
+    def unwatched(count: int) -> list[Any]:
+        """``count`` states that each differ from every other: every point its own class."""
+        return [("unwatched", i) for i in range(count)]
 
     def close(self) -> None:
+        for view in self._views:
+            view.close()
+        self._views.clear()
         for conn in self._conns:
             conn.close()
         self._conns = []
+        self._readers = []
 
 
 class Killer:
@@ -288,6 +343,8 @@ class Killer:
 
     def __enter__(self) -> "Killer":
         self._previous, self._previous_threads = sys.gettrace(), threading.gettrace()
+        self._switch_s = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._active = True
         threading.settrace(self._global)
         sys.settrace(self._global)
@@ -297,3 +354,4 @@ class Killer:
         self._active = False
         sys.settrace(self._previous)
         threading.settrace(self._previous_threads)
+        sys.setswitchinterval(self._switch_s)

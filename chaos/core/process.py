@@ -26,6 +26,7 @@ parent to act while it is frozen, and :meth:`Child.resume` lets it go on. How it
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import gc
 import os
@@ -33,6 +34,7 @@ import pickle
 import select
 import signal
 import struct
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -66,6 +68,9 @@ _VALUE = "value"
 _ERROR = "error"
 
 _report_fd: int | None = None  # in a child: its end of the pipe
+_LIBC = ctypes.PyDLL(None, use_errno=True)  # libc, called without releasing the GIL
+_LIBC.write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+_LIBC.write.restype = ctypes.c_ssize_t
 
 
 @dataclass
@@ -96,8 +101,13 @@ def stop_here() -> None:
     returns :attr:`Exit.STOPPED` meanwhile."""
     if _report_fd is None:
         raise RuntimeError("stop_here() is for a child forked by chaos.core.process.fork")
-    _write(_report_fd, (_STOP, None))
-    os.kill(os.getpid(), signal.SIGSTOP)
+    # Nothing here lets another thread of the iteration (the engine's worker thread, handed a
+    # step's result a moment ago) run on past the point: the note is written without letting go of
+    # the interpreter (os.write would), and the stop is sent to this thread. A SIGSTOP sent to the
+    # process goes to its main thread, which stops the others asynchronously: a step thread that
+    # sent it ran on, on another core, for as long as that took (a paid call, sometimes).
+    _write(_report_fd, (_STOP, None), keep_interpreter=True)
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 def die_here() -> None:
@@ -267,9 +277,21 @@ class ChildFailed(Exception):
         super().__init__(f"{what} failed in its process ({ended.exit}):\n{detail}")
 
 
-def _write(fd: int, message: tuple[str, Any]) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_FRAME.pack(len(data)) + data)
+def _write(fd: int, message: tuple[str, Any], *, keep_interpreter: bool = False) -> None:
+    """Send one framed message. ``keep_interpreter``: through libc's ``write`` called with the GIL
+    held (ctypes.PyDLL), so that no other thread of this process runs meanwhile."""
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    data = _FRAME.pack(len(payload)) + payload
+    if keep_interpreter:
+        buffer = ctypes.create_string_buffer(data, len(data))
+        done = 0
+        while done < len(data):
+            written = _LIBC.write(fd, ctypes.byref(buffer, done), len(data) - done)
+            if written < 0:
+                raise OSError(ctypes.get_errno(), "write to the harness's pipe failed")
+            done += written
+        return
+    view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]

@@ -539,6 +539,8 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
             run.clock.observer = None
             run.on_session = None
             run.world.conn.set_trace_callback(None)
+            if not durable.settled():
+                recorder.observed["durable"] = DurableState.unwatched(len(recorder.points))
             durable.close()
         executable: dict[str, set[int]] = {}
         for code in recorder.codes:

@@ -15,7 +15,7 @@ from chaos import ReferenceAdapter, run_matrix
 from chaos.core.points import crash_classes
 
 from .user_workflows import MemoryNotes, QuickNotes
-from .variants import SkipMemoLookup, SplitMemo
+from .variants import InlineSteps, SkipMemoLookup, SplitMemo
 
 
 def _ending(result):
@@ -26,13 +26,14 @@ def _ending(result):
 @pytest.mark.parametrize(
     ("adapter", "families"),
     [
-        (ReferenceAdapter(), ["sender", "give-up", "cancel-race", "extract-429", "fetch-connection"]),
+        (ReferenceAdapter(), ["sender", "give-up", "cancel-race", "extract-429", "fetch-connection", "resume", "lost-lease"]),
+        (InlineSteps(), ["sender", "give-up", "cancel-race", "extract-429", "fetch-connection"]),
         (QuickNotes(), None),
         (MemoryNotes(), None),
         (SplitMemo(), ["clean"]),
         (SkipMemoLookup(), ["clean"]),
     ],
-    ids=["reference", "notes", "notes-memory", "split-memo", "skip-memo-lookup"],
+    ids=["reference", "reference-inline", "notes", "notes-memory", "split-memo", "skip-memo-lookup"],
 )
 def test_every_point_of_a_crash_class_ends_as_the_point_that_ran(adapter, families):
     every = run_matrix(adapter, families=families, faults=["crash"], exhaustive=True)

@@ -410,3 +410,9 @@ class NoHeartbeatAndMarkBeforeSend(NoHeartbeat, MarkBeforeSend):
 
     catches = NoHeartbeat.catches + MarkBeforeSend.catches
     families = NoHeartbeat.families + MarkBeforeSend.families
+
+
+class InlineSteps(ReferenceAdapter):
+    """The reference engine with its steps run inline (``Worker(threaded=False)``), not on the step thread."""
+
+    threaded = False
