@@ -1,5 +1,5 @@
 """The process core every mode shares: forking and killing a worker (process), crash points and
-the recorder (points), the shared clock, the models an adapter declares in a word (declared), what
+the recorder (points), the shared clock, one run's files and how a session opens on them (context), the models an adapter declares in a word (declared), what
 one iteration of an engine's loop is (iteration), how an engine recovers a dead worker's work
 (recovery), the ledger files every process writes, the world of paid calls and deliveries, the
 invariants, the findings and their GitHub annotations, one scenario's run (scenario) and the
@@ -7,6 +7,6 @@ sandbox a fault plan runs in.
 """
 
 __all__ = [
-    "annotations", "capabilities", "clock", "declared", "findings", "invariants", "iteration", "ledger_file", "points", "process",
+    "annotations", "capabilities", "clock", "context", "declared", "findings", "invariants", "iteration", "ledger_file", "points", "process",
     "recovery", "sandbox", "scenario", "world",
 ]

@@ -30,7 +30,7 @@ from coverage.parser import PythonParser
 # both. (An iteration's threads that compute without waiting for this long still take turns.)
 SWITCH_INTERVAL_S = 1.0
 
-__all__ = ["SWITCH_INTERVAL_S", "Point", "Recorder", "Killer", "DurableState", "statement_lines", "function_lines", "pause_classes", "crash_classes"]
+__all__ = ["SWITCH_INTERVAL_S", "CommitCounter", "Point", "Recorder", "Killer", "DurableState", "statement_lines", "function_lines", "pause_classes", "crash_classes"]
 
 
 @dataclass(frozen=True, order=True)
@@ -210,74 +210,93 @@ def crash_classes(durable: list[Any]) -> list[int]:
     return out
 
 
-class DurableState:
-    """What a SIGKILL would leave, as a value that changes whenever it does: for each SQLite file
-    in a scenario's directory, its commit counter, and the shared clock.
+class CommitCounter:
+    """A value that changes whenever a commit lands in a SQLite file, read without letting another
+    thread of the iteration run.
 
-    A file in WAL mode is read through its WAL index (the ``-shm`` file, mapped into memory): the
-    index header changes with every commit, and reading memory never lets another thread of the
-    iteration run, as a statement on a connection would (sqlite3 releases the GIL while it waits on
-    the file). So the state noted at a point is the state of that instant, even while the engine's
-    step thread is between two of its own lines. A file in another journal mode is read with
-    ``PRAGMA data_version`` on a connection of its own.
+    In WAL mode it is the file's WAL index header (the ``-shm`` file, mapped into memory), which
+    every commit rewrites: reading memory keeps the interpreter, where a statement on a connection
+    would let it go while sqlite3 waits on the file, and another thread (the engine's step thread,
+    between two of its own lines) would run meanwhile. In another journal mode it is ``PRAGMA
+    data_version`` on a connection of its own. Raises :class:`sqlite3.DatabaseError` if the file is
+    not a SQLite database.
+    """
+
+    WAL_INDEX_HEADER_BYTES = 48  # SQLite's WalIndexHdr: iChange, mxFrame, nPage, checksums, salts
+
+    def __init__(self, path: str) -> None:
+        import mmap
+        import sqlite3
+
+        # Kept open: the WAL index lives as long as a connection to the file does.
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._view: Any = None
+        try:
+            self._conn.execute("PRAGMA data_version").fetchone()
+            if self._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal" and os.path.isfile(path + "-shm"):
+                with open(path + "-shm", "rb") as f:
+                    self._view = mmap.mmap(f.fileno(), self.WAL_INDEX_HEADER_BYTES, access=mmap.ACCESS_READ)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def __call__(self) -> Any:
+        if self._view is not None:
+            return self._view[: self.WAL_INDEX_HEADER_BYTES]
+        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.close()
+            self._view = None
+        self._conn.close()
+
+
+class DurableState:
+    """What a SIGKILL would leave, as a value that changes whenever it does: the commit counter
+    (:class:`CommitCounter`) of each SQLite file in a scenario's directory, and the shared clock.
+    Read at every point of a recording, and so never letting another thread run meanwhile: the
+    state noted at a point is the state of that instant, even while the engine's step thread is
+    between two of its own lines.
 
     Where the engine keeps anything the harness cannot watch (its database on a server, files that
     are not SQLite databases), every call returns a new value: every point is its own class.
     """
 
     SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
-    WAL_INDEX_HEADER_BYTES = 48  # SQLite's WalIndexHdr: iChange, mxFrame, nPage, checksums, salts
 
     def __init__(self, directory: str, db: str, clock: Any) -> None:
+        import sqlite3
+
         self.directory = directory
         self.clock = clock
         self._unique = 0
-        self._conns: list[Any] = []  # kept open: the WAL index lives as long as a connection does
-        self._readers: list[Callable[[], Any]] = []
-        self._views: list[Any] = []  # the WAL indexes, mapped
+        self._counters: list[CommitCounter] = []
         self._known: set[str] = set()
-        import sqlite3
-
         for path in (db, os.path.join(directory, "world.db")):
             if not os.path.isfile(path):
                 self.close()
                 return
             try:
-                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA data_version").fetchone()
-                wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+                self._counters.append(CommitCounter(path))
             except sqlite3.DatabaseError:  # not a SQLite file
                 self.close()
                 return
-            self._conns.append(conn)
-            self._readers.append(self._wal_index(path + "-shm") if wal else self._data_version(conn))
             self._known |= {os.path.basename(path) + suffix for suffix in self.SQLITE_SUFFIXES}
         if not self.settled():
             self.close()
 
-    def _wal_index(self, path: str) -> Callable[[], Any]:
-        import mmap
-
-        with open(path, "rb") as f:
-            view = mmap.mmap(f.fileno(), self.WAL_INDEX_HEADER_BYTES, access=mmap.ACCESS_READ)
-        self._views.append(view)
-        return lambda: view[: self.WAL_INDEX_HEADER_BYTES]
-
-    @staticmethod
-    def _data_version(conn: Any) -> Callable[[], Any]:
-        return lambda: conn.execute("PRAGMA data_version").fetchone()[0]
-
     def __call__(self) -> Any:
-        if not self._readers:
+        if not self._counters:
             self._unique += 1
             return ("unwatched", self._unique)
-        return tuple(read() for read in self._readers) + (self.clock.peek(),)
+        return tuple(counter() for counter in self._counters) + (self.clock.peek(),)
 
     def settled(self) -> bool:
         """Whether the directory holds only the watched files. Asked once the iteration has run
         (listing a directory lets other threads run, so it is not asked at every point): a file
         the engine left anywhere else makes every point noted meanwhile its own class."""
-        return bool(self._readers) and self._known.issuperset(os.listdir(self.directory))
+        return bool(self._counters) and self._known.issuperset(os.listdir(self.directory))
 
     @staticmethod
     def unwatched(count: int) -> list[Any]:
@@ -285,13 +304,9 @@ class DurableState:
         return [("unwatched", i) for i in range(count)]
 
     def close(self) -> None:
-        for view in self._views:
-            view.close()
-        self._views.clear()
-        for conn in self._conns:
-            conn.close()
-        self._conns = []
-        self._readers = []
+        for counter in self._counters:
+            counter.close()
+        self._counters = []
 
 
 class Killer:

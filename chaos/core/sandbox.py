@@ -29,6 +29,7 @@ from typing import Any, TYPE_CHECKING
 from engine import NO_PROGRESS, FakeClock
 
 from chaos.core.clock import TimeSource, time_source
+from chaos.core.context import RunContext, close_quietly
 from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, submit_policy, wasted_calls
 from chaos.core.world import Call, Fault, World
 
@@ -46,27 +47,26 @@ OUTBOX_JUMP_S = 33.0  # past any outbox backoff (it is capped at 32 s)
 DUE_EPSILON_S = 0.001  # a job due at t runs once the clock has passed t
 
 
-class Sandbox:
-    """A fresh database (``<directory>/engine.db``) and world (``world.db``) for ``adapter``.
+class Sandbox(RunContext):
+    """A fresh database (``<directory>/engine.db``) and world (``world.db``) for ``adapter``,
+    driven in the test's own process (see :class:`~chaos.core.context.RunContext` for the files).
 
     Every worker is a session of the adapter, opened on first use by its id and kept until
     :meth:`close`. ``seed`` seeds each worker's RNG (its backoff jitter), so a run replays exactly.
     """
 
     def __init__(self, adapter: Adapter, directory: str, *, seed: int = 0, clock_at: float = T0) -> None:
-        os.makedirs(directory, exist_ok=True)
-        self.adapter = adapter
-        self.dir = directory
-        self.db = os.path.join(directory, "engine.db")
-        self.seed = seed
-        self.clock = FakeClock(clock_at)
-        self.started_at = clock_at
         if time_source(adapter) is TimeSource.WALL:
             raise ValueError(
                 f"adapter {adapter.name!r} declares time_source = 'wall': a sandbox (a scripted fault plan, chaos_world) drives "
                 "its engine in the test's own process, where time.time stays the machine's; pass the engine the clock open() "
                 "gets, or gate it with the crash matrix and random histories, whose workers run in processes of their own")
-        self.world = World.for_adapter(directory, self.clock, adapter, self.db)
+        os.makedirs(directory, exist_ok=True)
+        db = os.path.join(directory, "engine.db")
+        clock = FakeClock(clock_at)
+        super().__init__(adapter, directory, clock, World.for_adapter(directory, clock, adapter, db), db)
+        self.seed = seed
+        self.started_at = clock_at
         adapter.create(self.db)
         self.submitted: dict[str, str] = {}
         # Steps a person decided to run again (requeue, resolve reverify): each may be paid once more.
@@ -78,9 +78,7 @@ class Sandbox:
         """The session of worker ``worker`` (opened on first use)."""
         session = self._sessions.get(worker)
         if session is None:
-            rng = random.Random(f"{self.seed}:{worker}")
-            session = self.adapter.open(self.db, self.world, worker_id=worker, clock=self.clock, rng=rng)
-            self._sessions[worker] = session
+            session = self._sessions[worker] = self.open_session(worker, random.Random(f"{self.seed}:{worker}"))
         return session
 
     def submit(self, job_id: str, payload: Any = None, *, worker: str = "w1") -> None:
@@ -221,9 +219,6 @@ class Sandbox:
 
     def close(self) -> None:
         for session in self._sessions.values():
-            try:
-                session.close()
-            except Exception:  # closing is best effort; a test's failure is reported elsewhere
-                pass
+            close_quietly(session)
         self._sessions.clear()
-        self.world.close()
+        self.give_back()

@@ -34,7 +34,8 @@ from typing import Any, Callable, Collection, TYPE_CHECKING
 from engine import NO_PROGRESS
 from engine import Outcome as RunOutcome  # the engine's run outcomes; Outcome below is a point's
 
-from chaos.core.clock import SharedClock, engine_reads, time_source
+from chaos.core.clock import SharedClock, time_source
+from chaos.core.context import RunContext, close_quietly, store_conn
 from chaos.core.invariants import (
     Evidence,
     Violation,
@@ -50,7 +51,7 @@ from chaos.core.invariants import (
 from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
 from chaos.core.points import DurableState, Killer, Point, Recorder, crash_classes, pause_classes
-from chaos.core.process import Ended, Exit, die_here, fork, stop_here
+from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
 
 if TYPE_CHECKING:
@@ -89,8 +90,6 @@ __all__ = [
     "setup_action",
     "short_busy",
     "steps_in_flight",
-    "store_conn",
-    "attribute_writes",
     "for_adapter",
     "task_names",
 ]
@@ -272,24 +271,19 @@ class Outcome:
         )
 
 
-class Run:
-    """The files, clock, world and seeds of one scenario run, in its own directory.
+class Run(RunContext):
+    """One scenario's run, in its own directory: its own shared clock and world, and the seeds of
+    its workers (see :class:`~chaos.core.context.RunContext` for the files).
 
-    ``db`` is the engine's database: ``<directory>/engine.db`` unless the adapter made one of its
-    own (see :func:`copy_template`); ``drop`` says the run owns it and drops it when it closes. Sessions
-    open only in a child (:mod:`chaos.core.process`): the harness's own process never runs the code
-    under test.
+    Sessions open only in a child (:mod:`chaos.core.process`): the harness's own process never runs
+    the code under test.
     """
 
     def __init__(self, adapter: Adapter, directory: str, clock_at: float, seed: int, scenario: Scenario,
                  db: str | None = None, *, drop: bool = False) -> None:
-        self.adapter = adapter
-        self.dir = directory
-        self.db = db if db is not None else os.path.join(directory, "engine.db")
-        self.drop = drop
-        self.owner_pid = os.getpid()  # only this process drops ``db``, never a forked child closing its copy
-        self.clock = SharedClock(clock_at)
-        self.world = World.for_adapter(directory, self.clock, adapter, self.db)
+        clock = SharedClock(clock_at)
+        db = db if db is not None else os.path.join(directory, "engine.db")
+        super().__init__(adapter, directory, clock, World.for_adapter(directory, clock, adapter, db), db, drop=drop)
         iteration_model(adapter)  # a wrong word is refused here, before any child runs an iteration
         recovery_model(adapter)
         time_source(adapter)
@@ -300,14 +294,9 @@ class Run:
         self.submitted: dict[str, str] = {}  # job id -> the payload submitted, as JSON
 
     def session(self, worker_id: str) -> Any:
-        from chaos.core.process import in_child
-
         if not in_child():
             raise RuntimeError("a scenario's sessions open in a forked child only (chaos.core.process.fork)")
-        rng = random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}")
-        engine_reads(self.adapter, self.clock)
-        session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
-        attribute_writes(session, worker_id)
+        session = self.open_session(worker_id, random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}"))
         self.sessions.append(session)
         if self.on_session is not None:
             self.on_session(session)
@@ -316,18 +305,9 @@ class Run:
     def close(self) -> None:
         """Close every connection this process opened for the run (a dead child's are gone)."""
         for session in self.sessions:
-            _close_quietly(session)
+            close_quietly(session)
         self.sessions.clear()
-        self.world.close()
-        release = getattr(self.adapter, "release", None)
-        if release is not None:
-            release(self.db)
-        from chaos.adapter import server_databases
-
-        server = server_databases(self.adapter)
-        if self.drop and os.getpid() == self.owner_pid and server is not None:
-            self.drop = False
-            server.drop_db(self.db)
+        self.give_back()
 
     def evidence(self, submitted: dict[str, str], interruptions: Counter, snapshot: Any = None) -> Evidence:
         return Evidence.gather(self.adapter, self.db, self.world, submitted=submitted, interruptions=interruptions, snapshot=snapshot)
@@ -588,21 +568,6 @@ def _payload_hint(adapter: Adapter, family: Family) -> str:
             "give your adapter a payload(job_id) method that returns it")
 
 
-def store_conn(session: Any) -> Any:
-    """The database connection under a session: its ``connection()`` capability, or None."""
-    connection = getattr(session, "connection", None)
-    return connection() if callable(connection) else None
-
-
-def attribute_writes(session: Any, worker_id: str) -> None:
-    """Name the writer of every write on the session's SQLite connection (``chaos_writer()``, read
-    by the writer-attribution triggers): the session's ``writer`` where it has one (a person's
-    action writes as ``"human"``), else the worker's id."""
-    conn = store_conn(session)
-    if isinstance(conn, sqlite3.Connection):
-        conn.create_function("chaos_writer", 0, lambda: getattr(session, "writer", worker_id))
-
-
 def run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
     """Kill the doomed iteration at ``point`` (in a child), recover in a fresh child, and check
     every invariant."""
@@ -681,13 +646,6 @@ def _after_fault(run: Run, family: Family, point_id: str, exit_kind: Exit, inter
     seen = {str(v) for v in outcome.violations}
     outcome.violations = (problems or []) + [v for v in after if str(v) not in seen] + outcome.violations
     return outcome
-
-
-def _close_quietly(session: Any) -> None:
-    try:
-        session.close()
-    except Exception:  # an abandoned connection may be mid-statement; closing rolls it back
-        pass
 
 
 def steps_in_flight(run: Run, snapshot: Any = None) -> Counter:
@@ -774,7 +732,7 @@ def _drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Vi
     *first, last = recovering_workers(run.adapter, dead, RECOVERING)
 
     def restart(session: Any, n: int) -> Any:
-        _close_quietly(session)
+        close_quietly(session)
         return run.session(last if last != RECOVERING else f"{RECOVERING}{n}")
 
     def inspect() -> Any:

@@ -38,11 +38,11 @@ from typing import Any, Callable, TYPE_CHECKING
 
 from engine import NO_PROGRESS, FakeClock
 
-from chaos.core.clock import engine_reads
+from chaos.core.context import RunContext, close_quietly, store_conn
 from chaos.core.iteration import one_iteration
-from chaos.core.points import Killer, Point, Recorder
-from chaos.core.process import Child, Ended, Exit, die_here, fork, in_child, stop_here, tell
-from chaos.core.scenario import Abandon, attribute_writes, store_conn
+from chaos.core.points import CommitCounter, Killer, Point, Recorder
+from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
+from chaos.core.scenario import Abandon
 from chaos.core.world import Fault, World
 
 if TYPE_CHECKING:
@@ -57,19 +57,17 @@ ERROR_CHARS_MAX = 4000
 Delivery = tuple[int, bool]  # (n, before): die right before, or right after, the n-th delivery
 
 
-class Env:
-    """One process's view of the system: its database, world, clock and the sessions it opened.
+class Env(RunContext):
+    """One process's view of a history: the run's files, world and clock (see
+    :class:`~chaos.core.context.RunContext`), and the sessions this process opened, one per worker.
 
     Sessions open lazily with an RNG seeded by ``tag``, the worker and its life, so the recording
     of an iteration and the iteration then killed make the same random choices.
     """
 
-    def __init__(self, adapter: Adapter, directory: str, clock: Any, world: World, tag: str, db: str | None = None) -> None:
-        self.adapter = adapter
-        self.directory = directory
-        self.db = db if db is not None else os.path.join(directory, "engine.db")
-        self.clock = clock
-        self.world = world
+    def __init__(self, adapter: Adapter, directory: str, clock: Any, world: World, tag: str, db: str | None = None,
+                 *, drop: bool = False) -> None:
+        super().__init__(adapter, directory, clock, world, db, drop=drop)
         self.tag = tag
         self.sessions: dict[str, Any] = {}
         self.lives: Counter[str] = Counter()
@@ -88,11 +86,7 @@ class Env:
     def session(self, worker_id: str) -> Any:
         session = self.sessions.get(worker_id)
         if session is None:
-            rng = random.Random(f"{self.tag}:{worker_id}:{self.lives[worker_id]}")
-            if in_child():  # a worker's own process: never the test's
-                engine_reads(self.adapter, self.clock)
-            session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
-            attribute_writes(session, worker_id)
+            session = self.open_session(worker_id, random.Random(f"{self.tag}:{worker_id}:{self.lives[worker_id]}"))
             if self.busy_timeout_s is not None and hasattr(session, "set_busy_timeout"):
                 session.set_busy_timeout(self.busy_timeout_s)
             if self.page_limit is not None:
@@ -254,8 +248,8 @@ def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
     for name in ("record_call", "deliver"):
         setattr(world, name, _counting(getattr(world, name), ledger_writes))
     observer = _observer(db)
-    commits: Callable[[], Any] = (lambda: observer.execute("PRAGMA data_version").fetchone()[0]) if observer else (lambda: 0)
-    env = Env(adapter, directory, clock, world, tag, db=db)
+    commits: Callable[[], Any] = observer if observer is not None else (lambda: 0)
+    env = Env(adapter, directory, clock, world, tag, db=db, drop=copy_db is not None)
     # Two kill points with no durable write between them leave the same files behind: the dead
     # worker's memory is gone either way. Grouping points into such segments lets a kill be drawn
     # segment first, so a short window between two commits is as likely as a long stretch of code.
@@ -268,18 +262,9 @@ def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
         pass
     finally:
         env.close()
-        world.close()
+        env.give_back()
         if observer is not None:
             observer.close()
-        if copy_db is not None:
-            release = getattr(adapter, "release", None)
-            if release is not None:
-                release(db)
-            from chaos.adapter import server_databases
-
-            server = server_databases(adapter)
-            if server is not None:
-                server.drop_db(db)
         shutil.rmtree(directory, ignore_errors=True)
     segments: list[list[Point]] = []
     previous = None
@@ -301,15 +286,14 @@ def _counting(fn: Callable[..., Any], counter: list[int]) -> Callable[..., Any]:
     return counted
 
 
-def _observer(path: str) -> sqlite3.Connection | None:
-    """A connection whose ``PRAGMA data_version`` moves whenever another connection commits."""
+def _observer(path: str) -> CommitCounter | None:
+    """What moves whenever a commit lands in the engine's database (None: not a SQLite file, and
+    segments follow the ledger alone)."""
     if not os.path.exists(path):
         return None
     try:
-        conn = sqlite3.connect(path)
-        conn.execute("PRAGMA data_version").fetchone()
-        return conn
-    except sqlite3.DatabaseError:  # not a SQLite file: segments follow the ledger alone
+        return CommitCounter(path)
+    except sqlite3.DatabaseError:
         return None
 
 
@@ -525,9 +509,3 @@ def _ended(main: Env, ended: Ended, worker: str, woke: bool = False) -> str:
         return "finished its iteration" if woke else "not reached"
     return _raised(ended)
 
-
-def close_quietly(session: Any) -> None:
-    try:
-        session.close()
-    except Exception:  # an abandoned connection may be mid-statement; closing rolls it back
-        pass

@@ -22,6 +22,7 @@ from typing import Any
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
 
 from chaos.adapters.postgres import SET_WRITER, is_postgres
+from chaos.core.context import store_conn
 from chaos.core.points import Killer, Point
 from chaos.core.scenario import (
     EXIT_ERROR,
@@ -29,7 +30,6 @@ from chaos.core.scenario import (
     doomed_iteration,
     Run,
     short_busy,
-    store_conn,
     settle,
 )
 
