@@ -156,3 +156,22 @@ def test_the_wheel_ships_every_package():
         listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
     packages = {m for m in MODULES if MODULES[m].name == "__init__.py"}
     assert packages - listed == set(), f"packages missing from [tool.setuptools] packages: {sorted(packages - listed)}"
+
+
+def _session_openings(module: str) -> list[int]:
+    """Lines where ``module`` opens an adapter's session itself: a call ``<x>.open(...)`` that
+    passes ``worker_id=``, as only the protocol's ``open(db, world, *, worker_id, clock, rng)`` does."""
+    return [
+        node.lineno
+        for node in ast.walk(TREES[module])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "open"
+        and any(k.arg == "worker_id" for k in node.keywords)
+    ]
+
+
+def test_sessions_open_in_one_place():
+    """Every mode (the matrix, random histories, fault plans, the host's faults) opens its workers'
+    sessions through chaos.core.context.RunContext: the engine reads the run's clock there and
+    its writes name their writer, once for all of them."""
+    opening = {m: lines for m in MODULES if m.startswith("chaos") and (lines := _session_openings(m))}
+    assert set(opening) == {"chaos.core.context"}, opening

@@ -9,12 +9,14 @@ opens a session in a forked child, and reports which methods it has.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import tempfile
 from typing import TYPE_CHECKING
 
 from chaos.adapter import describe_capabilities, session_capabilities
 from chaos.core.clock import SharedClock
+from chaos.core.context import RunContext
 from chaos.core.process import Exit, fork
 from chaos.core.world import World
 
@@ -35,15 +37,13 @@ def open_and_ask(adapter: Adapter) -> dict[str, bool] | str:
         db = os.path.join(directory, "engine.db")
         create_database(adapter, db)
         clock = SharedClock(0.0)
-        world = World.for_adapter(directory, clock, adapter)
-        import random
-
-        session = adapter.open(db, world, worker_id="w-check", clock=clock, rng=random.Random(0))
+        run = RunContext(adapter, directory, clock, World.for_adapter(directory, clock, adapter), db)
+        session = run.open_session("w-check", random.Random(0))
         try:
             return session_capabilities(session)
         finally:
             session.close()
-            world.close()
+            run.give_back()
 
     try:
         ended = fork(body).wait()
