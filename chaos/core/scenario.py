@@ -25,7 +25,9 @@ import json
 import os
 import random
 import shutil
+import signal
 import sqlite3
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -77,6 +79,7 @@ __all__ = [
     "discard",
     "kill_at",
     "Abandon",
+    "Abandoning",
     "DOOMED",
     "EXIT_ERROR",
     "EXIT_NOT_REACHED",
@@ -119,6 +122,40 @@ def payload_for(adapter: Adapter, job_id: str) -> Any:
 class Abandon(BaseException):
     """Raised at the crash point in ``inprocess`` mode. A BaseException, so step-failure
     handling (``except Exception``) cannot swallow it, as it could not swallow a SIGKILL."""
+
+
+class Abandoning:
+    """``inprocess`` mode's kill, for a ``with`` block that runs an iteration: called at the point
+    (a :class:`~chaos.core.points.Killer`'s ``on_hit``), it raises :class:`Abandon` there.
+
+    A point may be on a thread the iteration started (the engine's step thread), where an
+    exception abandons only that thread, and may kill it outside any ``try``: the worker's own
+    thread, waiting for it, then waited on (once it hung a matrix for minutes). So the worker's
+    thread is abandoned too: a signal (SIGUSR1) makes it raise Abandon wherever it is, a wait on a
+    lock or a queue included.
+    """
+
+    SIGNAL = signal.SIGUSR1
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.thread = threading.get_ident()  # the thread that runs the iteration
+        self._previous: Any = None
+
+    def __enter__(self) -> "Abandoning":
+        self._previous = signal.signal(self.SIGNAL, self._raise)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        signal.signal(self.SIGNAL, self._previous)
+
+    def _raise(self, *_: Any) -> None:
+        raise Abandon(self.what)
+
+    def __call__(self) -> None:
+        if threading.get_ident() != self.thread:
+            signal.pthread_kill(self.thread, self.SIGNAL)
+        raise Abandon(self.what)
 
 
 @dataclass(frozen=True)
@@ -606,12 +643,10 @@ def _run_to_point(run: Run, point: Point, deep: bool, mode: str) -> bool:
             iteration()
         return killer.reached
 
-    def abandon() -> None:
-        raise Abandon(point.id)
-
+    abandon = Abandoning(point.id)
     killer = Killer(run.adapter.trace_paths(), point, abandon, run.only(deep))
     try:
-        with killer:
+        with abandon, killer:
             iteration()
     except Abandon:
         pass

@@ -42,7 +42,7 @@ from chaos.core.context import RunContext, close_quietly, store_conn
 from chaos.core.iteration import one_iteration
 from chaos.core.points import CommitCounter, Killer, Point, Recorder
 from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
-from chaos.core.scenario import Abandon
+from chaos.core.scenario import Abandon, Abandoning
 from chaos.core.world import Fault, World
 
 if TYPE_CHECKING:
@@ -353,11 +353,10 @@ def _doomed_child(main: Env, worker: str, phase: str, tag: str, point: Point | N
         _run_to(main, point, _iteration(main, env, worker, phase, delivery, die_here), die_here)
         return False
 
-    def abandon() -> None:
-        raise Abandon(tag)
-
+    abandon = Abandoning(tag)
     try:
-        _run_to(main, point, _iteration(main, env, worker, phase, delivery, abandon), abandon)
+        with abandon:
+            _run_to(main, point, _iteration(main, env, worker, phase, delivery, abandon), abandon)
     except Abandon:
         return True  # its sessions are left as they are: the child's exit drops their connections
     return False

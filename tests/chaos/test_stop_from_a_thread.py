@@ -1,4 +1,6 @@
-"""A worker frozen on a thread of its own stops there, not a little later.
+"""A worker stopped or abandoned on a thread of its own (the engine's step thread) stops there.
+
+A worker frozen on a thread of its own stops there, not a little later.
 
 The engine's step thread reaches pause points too. A SIGSTOP sent to the whole process goes to its
 main thread, which stops the others asynchronously: the thread that asked to stop ran on for a
@@ -9,10 +11,12 @@ called on before it returns.
 
 from __future__ import annotations
 
+import inspect
 import mmap
 import threading
 import time
 
+from chaos import ReferenceAdapter, run_matrix
 from chaos.core.process import Exit, fork, stop_here
 
 TRIES = 40
@@ -46,3 +50,22 @@ def test_a_thread_that_stops_itself_runs_no_further_until_resumed():
     flag = mmap.mmap(-1, 1)
     ran_on = sum(_frozen_thread_ran_on(flag) for _ in range(TRIES))
     assert ran_on == 0, f"{ran_on} of {TRIES} stopped threads ran on past stop_here()"
+
+
+def _line_of(function, text: str) -> int:
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_inprocess_mode_abandons_the_worker_at_a_step_thread_line_outside_any_try():
+    """In-process mode raises Abandon at the point. On the step thread's own loop, outside its
+    ``try``, that ended the step thread alone, and the worker's thread waited for its step's result
+    until the harness gave up on the child (900 s, at every such point). The worker's thread is
+    abandoned with it now."""
+    from engine._worker import _StepThread  # the line to abandon at, found by its text
+
+    line = _line_of(_StepThread._loop, "self._results.put(result)")
+    report = run_matrix(ReferenceAdapter(), families=["clean"], faults=["crash"], mode="inprocess", point=f"clean::_worker._loop:L{line}#2")
+    (result,) = report.results
+    assert result.outcome.exit == "killed", result.outcome
+    assert result.outcome.held, result.outcome.violations
