@@ -244,7 +244,9 @@ def fork(body: Callable[[], Any]) -> Child:
             os.close(read_fd)
             _report_fd = write_fd
             value = body()
-            _write(write_fd, (_VALUE, value))
+            # Without letting go of the interpreter: a thread the body left runnable (a step
+            # thread handed a call just before the worker was abandoned) must not run again.
+            _write(write_fd, (_VALUE, value), keep_interpreter=True)
             code = 0
         except BaseException as exc:  # reported to the parent: the child never returns
             lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()

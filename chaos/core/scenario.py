@@ -27,6 +27,7 @@ import random
 import shutil
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from collections import Counter
@@ -52,7 +53,7 @@ from chaos.core.invariants import (
 )
 from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
-from chaos.core.points import DurableState, Killer, Point, Recorder, crash_classes, pause_classes
+from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
 
@@ -132,7 +133,11 @@ class Abandoning:
     exception abandons only that thread, and may kill it outside any ``try``: the worker's own
     thread, waiting for it, then waited on (once it hung a matrix for minutes). So the worker's
     thread is abandoned too: a signal (SIGUSR1) makes it raise Abandon wherever it is, a wait on a
-    lock or a queue included.
+    lock or a queue included. And once the worker's thread is abandoned no other thread of the
+    iteration runs again: a step thread handed a call just before the point would make it (a paid
+    call the worker never asked for, since it was abandoned). The threads keep taking turns only
+    where they wait (the switch interval stays long), and the child's last write keeps the
+    interpreter (:func:`chaos.core.process.fork`).
     """
 
     SIGNAL = signal.SIGUSR1
@@ -144,10 +149,14 @@ class Abandoning:
 
     def __enter__(self) -> "Abandoning":
         self._previous = signal.signal(self.SIGNAL, self._raise)
+        self._switch_s = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         signal.signal(self.SIGNAL, self._previous)
+        if exc_type is None:  # not abandoned: the threads may take turns as usual again
+            sys.setswitchinterval(self._switch_s)
 
     def _raise(self, *_: Any) -> None:
         raise Abandon(self.what)
