@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import engine
 from engine.arguments import OneLineParser, non_negative_int, positive_int
@@ -23,6 +23,7 @@ from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFA
 from chaos.core.annotations import annotations, on_github_actions, shown_path
 from chaos.core.findings import KnownKey, findings, headlines, known_json, known_keys, known_line, read_known
 from chaos.core.scenario import MODES
+from chaos.core.unreachable import MARKER
 
 __all__ = ["main", "COMMANDS", "format_report"]
 
@@ -298,7 +299,15 @@ def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterabl
         out.append(f"  lesson: {report.lessons[first.family]}")
         out.append(f"  replay: {first.replay}")
     cov = report.coverage()
-    out.append(f"crash coverage: {cov['exercised']}/{cov['lines']} executable lines of the functions reached ({cov['percent']}%)")
+    out.append(f"crash coverage: {cov['exercised']}/{cov['lines']} executable lines of the functions reached ({cov['percent']}%)"
+               + _declared_summary(cov))
+    for path, lines in cov["declared_reached"].items():
+        out.append(f"  DECLARED UNREACHABLE, YET KILLED AT: {path}: {_ranges(lines)}: a scenario reached these lines, so their "
+                   f"'{MARKER}' declaration is wrong; remove it")
+    if verbose:
+        for path, lines in cov["declared"].items():
+            for reason, numbers in _by_reason(lines).items():
+                out.append(f"  declared unreachable: {path}: {_ranges(numbers)}: {reason}")
     engine_dir = os.path.dirname(os.path.abspath(engine.__file__)) + os.sep
     hidden = 0
     for path, lines in sorted(cov["missed"].items(), key=lambda item: os.path.abspath(item[0]).startswith(engine_dir)):
@@ -344,6 +353,23 @@ def _shorten(text: str, limit: int = 400) -> str:
 def _family_replay(report: MatrixReport, family: str) -> str:
     """The command that runs one family's points (its baseline first)."""
     return f"python -m chaos matrix --target {report.target} --family {family} --faults {','.join(report.faults)} --seed {report.seed}"
+
+
+def _declared_summary(cov: dict[str, Any]) -> str:
+    """The coverage line's tail: how many lines the engine declares unreachable, and every line's figure."""
+    declared = sum(len(lines) for lines in cov["declared"].values())
+    if not declared:
+        return ""
+    every = round(100.0 * cov["all_exercised"] / cov["all_lines"], 1) if cov["all_lines"] else 100.0
+    return (f"; {declared} more declared unreachable by an iteration, with their reasons (--verbose lists them; "
+            f"every line: {cov['all_exercised']}/{cov['all_lines']}, {every}%)")
+
+
+def _by_reason(lines: dict[str, str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for number, reason in lines.items():
+        out.setdefault(reason, []).append(int(number))
+    return out
 
 
 def _ranges(lines: list[int]) -> str:

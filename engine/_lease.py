@@ -61,7 +61,7 @@ class LeasePolicy:
         """
         lease_s = finite_number("lease_s", lease_s)  # NaN passes every comparison: refused by name
         if not lease_s > 0:
-            raise InvalidInput(f"lease_s={lease_s!r} must be > 0")
+            raise InvalidInput(f"lease_s={lease_s!r} must be > 0")  # not a crash point: a bad setting, refused when the worker is made
         if default_timeout_s is not None:
             default = finite_number("step_timeout_s", default_timeout_s)
         else:
@@ -70,7 +70,7 @@ class LeasePolicy:
         for name, timeout_s in timeouts_s.items():
             step_timeout_s = timeout_s if timeout_s is not None else default
             if not 0 < step_timeout_s < lease_s:
-                raise InvalidInput(
+                raise InvalidInput(  # not a crash point: a bad setting, refused when the worker is made
                     f"step {name!r} timeout {step_timeout_s}s must be > 0 and shorter than the lease ({lease_s}s), or a "
                     "call could outlive the lease and run twice; lower the timeout or raise lease_s"
                 )

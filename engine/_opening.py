@@ -37,22 +37,22 @@ def check_sqlite_path(path: str, *, create: bool) -> None:
         return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise InvalidInput(f"database {path!r}: directory {directory!r} does not exist; create it (mkdir -p {directory!r}) or pass another path")
+        raise InvalidInput(f"database {path!r}: directory {directory!r} does not exist; create it (mkdir -p {directory!r}) or pass another path")  # not a crash point: a bad database path, refused when the store opens
     if os.path.isdir(path):
-        raise InvalidInput(f"database {path!r} is a directory; pass a file path, e.g. {os.path.join(path, 'engine.db')!r}")
+        raise InvalidInput(f"database {path!r} is a directory; pass a file path, e.g. {os.path.join(path, 'engine.db')!r}")  # not a crash point: a bad database path, refused when the store opens
     if not os.path.exists(path):
-        if not create:
+        if not create:  # not a crash point: a database file is created before any job is submitted
             raise InvalidInput(
                 f"database {path!r} does not exist; check the path (this command creates no database: "
                 "`python -m engine submit` does)"
             )
-        if not os.access(directory, os.W_OK | os.X_OK):
+        if not os.access(directory, os.W_OK | os.X_OK):  # not a crash point: a database file is created before any job is submitted
             raise InvalidInput(f"database {path!r}: no permission to create a file in {directory!r}; pass a path in a directory you may write to")
-        return
+        return  # not a crash point: a database file is created before any job is submitted
     if _read_only(path):
-        raise _read_only_error(path, "mounted read-only")
+        raise _read_only_error(path, "mounted read-only")  # not a crash point: a bad database path, refused when the store opens
     if not os.access(path, os.R_OK | os.W_OK):
-        raise InvalidInput(
+        raise InvalidInput(  # not a crash point: a bad database path, refused when the store opens
             f"database {path!r}: permission denied (mode {oct(os.stat(path).st_mode & 0o777)}); the engine reads "
             "and writes it (even status: WAL mode): run as its owner, or fix its mode (chmod u+rw)"
         )
@@ -96,5 +96,5 @@ def _read_only(path: str) -> bool:
     """Whether the file system holding ``path`` is mounted read-only."""
     try:
         return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
-    except OSError:
+    except OSError:  # not a crash point: a directory the file system cannot describe, when the store opens
         return False

@@ -26,7 +26,7 @@ BACKOFF_S_MIN = 1.0
 def backoff_s(attempt: int, rng: random.Random, cap_s: float = BACKOFF_S_MAX) -> float:
     """Full-jitter delay before retry number ``attempt`` (1-based)."""
     if attempt < 1:
-        raise ValueError(f"attempt must be >= 1, got {attempt}")
+        raise ValueError(f"attempt must be >= 1, got {attempt}")  # not a crash point: a bug guard: attempts are counted from 1
     ceiling = min(cap_s, 2.0 ** min(attempt, 62))
     return rng.uniform(BACKOFF_S_MIN, max(BACKOFF_S_MIN, ceiling))
 

@@ -66,7 +66,7 @@ class SqliteStore(SqlStore):
         create: bool = True,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
-            raise InvalidInput(f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_LEVELS)}")
+            raise InvalidInput(f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_LEVELS)}")  # not a crash point: a bad setting, refused when the store opens
         if path.startswith("sqlite:///"):
             path = path[len("sqlite:///") :]
         self.path = path
@@ -75,7 +75,7 @@ class SqliteStore(SqlStore):
         check_sqlite_path(path, create=create)  # create=False: a missing file is an error, not a new database
         try:
             self.conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False)
-        except sqlite3.Error as exc:
+        except sqlite3.Error as exc:  # not a crash point: a database that cannot be opened, refused before any claim
             raise sqlite_open_error(path, exc) from exc
         try:
             self.conn.row_factory = sqlite3.Row
@@ -84,7 +84,7 @@ class SqliteStore(SqlStore):
                 use_wal(self.conn, timeout_s=self.busy_timeout_s)
                 self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")  # a constant
             self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
-        except BaseException as exc:
+        except BaseException as exc:  # not a crash point: a database that cannot be opened, refused before any claim
             self.conn.close()
             if isinstance(exc, sqlite3.Error):
                 raise sqlite_open_error(path, exc) from exc
@@ -132,8 +132,8 @@ class SqliteStore(SqlStore):
         app_id, version, tables = self._schema_facts()
         if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
             return
-        self._refuse_foreign(app_id, version, tables)
-        with self._write() as conn:
+        self._refuse_foreign(app_id, version, tables)  # not a crash point: the schema is created with the database, before any job is submitted
+        with self._write() as conn:  # not a crash point: the schema is created with the database, before any job is submitted
             app_id, version, tables = self._schema_facts()  # another process may have won the race
             if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
                 return

@@ -147,7 +147,7 @@ class SqlStore:
                 moved = conn.execute(sql.COUNT_RECLAIM, {"id": job_id, "token": token, "now": now, "state": state}).rowcount
                 attempts += 1
             if moved != 1:
-                raise AssertionError(f"job {job_id!r} changed under its own write lock")
+                raise AssertionError(f"job {job_id!r} changed under its own write lock")  # not a crash point: a bug guard: no row changes under the worker's own write lock
             return Claim(job_id, state, payload, attempts, token, until)
 
     def complete(self, claim: Claim, completion: Completion | None = None, /, **fields: Any) -> bool:
@@ -177,7 +177,7 @@ class SqlStore:
                 move.update({"to": done.next_state, "from": done.done_state})
                 moved = conn.execute(sql.FENCED_MOVE, move).rowcount
                 if moved != 1:
-                    raise AssertionError(f"job {job_id!r} changed under its own write lock")
+                    raise AssertionError(f"job {job_id!r} changed under its own write lock")  # not a crash point: a bug guard: no row changes under the worker's own write lock
         return True
 
     def park(

@@ -270,12 +270,12 @@ class Worker:
         if step_timeout_s is not None:
             step_timeout_s = finite_number("step_timeout_s", step_timeout_s)
         if isinstance(attempts_max, bool) or not isinstance(attempts_max, int):
-            raise InvalidInput(f"attempts_max={attempts_max!r} must be an integer >= 1")
+            raise InvalidInput(f"attempts_max={attempts_max!r} must be an integer >= 1")  # not a crash point: a bad setting, refused when the worker is made
         backoff_s_max = finite_number("backoff_s_max", backoff_s_max, minimum=0.0)
         check_text(worker_id, f"worker_id {worker_id!r}")  # it is stored as the lease's owner
         self.lease = LeasePolicy.for_steps(lease_s, {s.name: s.timeout_s for s in workflow.steps}, default_timeout_s=step_timeout_s)
         if attempts_max < 1:
-            raise InvalidInput(f"attempts_max={attempts_max!r} must be >= 1")
+            raise InvalidInput(f"attempts_max={attempts_max!r} must be >= 1")  # not a crash point: a bad setting, refused when the worker is made
         self.store = store
         self.workflow = workflow
         self.worker_id = worker_id
@@ -415,7 +415,7 @@ class Worker:
                 runner.stop()
                 raise StepTimeout(f"step {step.name!r} exceeded its {timeout_s}s timeout")
             ctx.heartbeat()
-        raise AssertionError(f"step {step.name!r}: waited {WAITS_MAX} times without reaching its timeout")
+        raise AssertionError(f"step {step.name!r}: waited {WAITS_MAX} times without reaching its timeout")  # not a crash point: a bug guard: the step's timeout ends the wait long before
 
     def _encode(self, step: Step, output: StepOutput) -> tuple[str, dict[str, str]]:
         """The JSON of a step's output and effects; :class:`InvalidInput` if they cannot be stored."""

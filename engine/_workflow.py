@@ -113,7 +113,7 @@ class Workflow:
         """Raise :class:`IllegalTransition` unless ``from_state -> to_state`` is an edge."""
         allowed = self.table.get(from_state)
         if allowed is None or to_state not in allowed:
-            raise IllegalTransition(from_state, to_state, allowed or ())
+            raise IllegalTransition(from_state, to_state, allowed or ())  # not a crash point: a bug guard: the engine moves only along its own table's edges
 
     def step_for_working(self, state: str) -> Step | None:
         found = self._by_working.get(state)
@@ -171,25 +171,25 @@ def _derive_table(steps: tuple[Step, ...]) -> dict[str, tuple[str, ...]]:
 
 def _validate(name: str, steps: tuple[Step, ...]) -> None:
     if not steps:
-        raise InvalidInput(f"workflow {name!r} has no steps; pass at least one Step")
+        raise InvalidInput(f"workflow {name!r} has no steps; pass at least one Step")  # not a crash point: a bad workflow, refused when it is defined
     seen: set[str] = {PENDING, CANCELLED, NEEDS_HUMAN}
     for step in steps:
         if not _NAME.match(step.name):
-            raise InvalidInput(
+            raise InvalidInput(  # not a crash point: a bad workflow, refused when it is defined
                 f"step name {step.name!r} in workflow {name!r} must match {_NAME.pattern} (lowercase, digits, _)"
             )
         for state in (step.working_state, step.done_state, step.failed_state):
             if state is None:
                 continue
             if not _NAME.match(state):
-                raise InvalidInput(f"state name {state!r} of step {step.name!r} must match {_NAME.pattern}")
+                raise InvalidInput(f"state name {state!r} of step {step.name!r} must match {_NAME.pattern}")  # not a crash point: a bad workflow, refused when it is defined
             if state in seen:
-                raise InvalidInput(
+                raise InvalidInput(  # not a crash point: a bad workflow, refused when it is defined
                     f"state {state!r} of step {step.name!r} is used twice in workflow {name!r}; "
                     "every step needs its own working, done and failed states"
                 )
             seen.add(state)
     if sum(1 for s in steps if s.review) > 1:
-        raise InvalidInput(
+        raise InvalidInput(  # not a crash point: a bad workflow, refused when it is defined
             f"workflow {name!r} has more than one review step; needs_human must lead back to one place"
         )

@@ -29,9 +29,9 @@ def use_wal(conn: sqlite3.Connection, *, timeout_s: float) -> None:
     while True:
         try:
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA journal_mode=WAL")  # not a crash point: a file is put in WAL mode when the database is created
             return
-        except sqlite3.OperationalError as exc:
+        except sqlite3.OperationalError as exc:  # not a crash point: a file is put in WAL mode when the database is created
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(delay)

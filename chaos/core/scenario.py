@@ -55,7 +55,8 @@ from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
 from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
-from chaos.core.world import OUTCOME_FAULTS, Fault, World
+from chaos.core.store_faults import InCall, small_pages
+from chaos.core.world import OUTCOME_FAULTS, STORE_FAULT_KINDS, Fault, World
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
@@ -176,8 +177,10 @@ class Scenario:
     worker claims the next job and dies holding its lease). ``phase`` is ``"worker"``,
     ``"sender"`` or a person's action, ``"human:<action>:<job>[:<arg>]"`` (e.g.
     ``"human:cancel:doc-1"``; an action the engine refuses with its clear error is a clean end).
-    ``faults`` are armed for the doomed iteration (a ``sticky`` one, a poison input, stays armed
-    for the recovery too: it fails the same way on every call); ``second_worker`` lets a slow
+    ``faults`` are armed for the doomed iteration (a ``sticky`` one, a poison input, is armed for
+    the setup and the recovery too: it fails the same way on every call); a store fault
+    (``lock_held``, ``disk_full``) is brought on the doomed worker's store by its call, and the
+    commit after it meets a busy or full database; ``second_worker`` lets a slow
     call run another worker while it lasts. ``paced`` makes every drain of the family move the
     clock only to the next lease, retry or outbox row that falls due, as a worker that polls often
     would see time pass, instead of past all of them at once: the ledger then shows when each
@@ -205,11 +208,18 @@ class Scenario:
 
     def needs(self) -> tuple[str, ...]:
         """The session methods this family calls beyond the required ones (capabilities of
-        :mod:`chaos.adapter`): ``claim_only`` for a ``claim:`` setup, the action of a person's phase."""
+        :mod:`chaos.adapter`): ``claim_only`` for a ``claim:`` setup, ``connection`` for a
+        ``disk_full`` fault, the action of a person's phase."""
         needed = ["claim_only"] if any(a.startswith("claim") for a in self.setup) else []
+        if "disk_full" in self.store_faults():
+            needed.append("connection")  # the disk is filled for the worker's own connection
         if self.phase.startswith("human:"):
             needed.append(self.phase.split(":")[1])
         return tuple(needed)
+
+    def store_faults(self) -> tuple[str, ...]:
+        """The kinds of the store faults its calls bring on (:data:`chaos.core.world.STORE_FAULT_KINDS`)."""
+        return tuple(f.kind for f in self.faults if f.kind in STORE_FAULT_KINDS)
 
     def expected_states(self, adapter: Adapter) -> frozenset[str]:
         """The states every job must end in without any fault."""
@@ -364,7 +374,8 @@ class Run(RunContext):
 
 
 def doomed_iteration(run: Run) -> Callable[[], Any]:
-    """The iteration that will be killed, with the scenario's faults armed."""
+    """The iteration that will be killed, with the scenario's faults armed (a store fault brought
+    on the doomed session's store, and lifted once the iteration has ended)."""
     scenario = run.scenario
     for fault in scenario.faults:
         run.world.arm(fault)
@@ -372,9 +383,28 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
     if scenario.second_worker:
         run.world.during_slow = lambda: one_iteration(run.adapter, run.session("w-second"))()
     if scenario.phase == "worker":
-        return one_iteration(run.adapter, session)
-    if scenario.phase == "sender":
-        return session.send_outbox
+        iteration = one_iteration(run.adapter, session)
+    elif scenario.phase == "sender":
+        iteration = session.send_outbox
+    else:
+        return _human_action(run, session)
+    if not scenario.store_faults():
+        return iteration
+    in_call = run.world.on_store_fault = InCall(run.adapter, run.db, session)
+
+    def iteration_then_lift() -> Any:
+        try:
+            return iteration()
+        finally:
+            in_call.lift()  # a killed child never gets here: the kernel drops its lock and its connection
+            run.world.on_store_fault = None
+
+    return iteration_then_lift
+
+
+def _human_action(run: Run, session: Any) -> Callable[[], None]:
+    """A person's action, the scenario's phase (``human:<action>:<job>[:<arg>]``)."""
+    scenario = run.scenario
     _, action, *args = scenario.phase.split(":")
     operation = getattr(session, action)
     human_errors = getattr(run.adapter, "human_errors", ())
@@ -400,8 +430,13 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     template_db = getattr(adapter, "template_db", None)
     run = Run(adapter, template, T0, seed, scenario, template_db(template) if template_db is not None else None)
 
+    not_here = _store_faults_refused(adapter, scenario)
+    if not_here:
+        return Family(scenario, template, T0, {}, [], {}, Outcome("baseline", Exit.CLEAN), skipped=not_here)
+
     def setup() -> tuple[dict[str, str], list[str]]:
-        _create(adapter, run.db)
+        # A full disk shows within a write or two only in a database of small pages (see small_pages).
+        _create(small_pages(adapter) if "disk_full" in scenario.store_faults() else adapter, run.db)
         session = run.session("w-setup")
         missing = [name for name in scenario.needs() if not callable(getattr(session, name, None))]
         if missing:
@@ -412,6 +447,7 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
             payload = payload_for(adapter, job_id)
             session.submit(job_id, payload)
             submitted[job_id] = json.dumps(payload, sort_keys=True)
+        arm_sticky(run)  # a sticky fault fails every call alike: the setup's runs meet it too
         for action in scenario.setup:
             setup_action(run, session, action)
         run.close()
@@ -435,13 +471,24 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     family.executable, family.baseline = recording.executable, recording.baseline
     if not family.completed:
         return family  # no points: a family that does not complete without any fault teaches nothing by crashing
-    family.skipped = _not_applicable(scenario, family.baseline)
+    family.skipped = _not_applicable(scenario, family.baseline, recording.struck)
     if family.skipped:
         return family
     family.points, family.between = recording.points, recording.between
     family.classes = pause_classes(recording.ops) if recording.ops else list(range(len(recording.points)))
     family.crash_classes = crash_classes(recording.durable) if recording.durable else list(range(len(recording.points)))
     return family
+
+
+def _store_faults_refused(adapter: Adapter, scenario: Scenario) -> str:
+    """Why the store faults of ``scenario`` cannot be brought on ``adapter``'s store, or ""."""
+    kinds = scenario.store_faults()
+    if "disk_full" in kinds and getattr(adapter, "template_db", None) is not None:
+        return ("its disk_full fault lowers SQLite's max_page_count on the worker's connection, and this adapter's "
+                "databases are on a server")
+    if "lock_held" in kinds and getattr(adapter, "template_db", None) is not None and getattr(adapter, "schema", None) is None:
+        return "its lock_held fault locks the tables of the adapter's schema on a server, and this adapter declares no schema"
+    return ""
 
 
 def _create(adapter: Adapter, db_path: str) -> None:
@@ -517,6 +564,7 @@ class Recording:
     between: list[bool]
     ops: list[int]  # visible operations finished before each point; [] when they cannot be counted
     durable: list[Any] = field(default_factory=list)  # the durable state at each point; [] when not watched
+    struck: bool = True  # the family's store faults showed in the doomed iteration (see _store_fault_showed)
 
 
 def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
@@ -571,10 +619,11 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
         executable: dict[str, set[int]] = {}
         for code in recorder.codes:
             executable.setdefault(code.co_filename, set()).update(function_lines(code))
+        struck = _store_fault_showed(run) if family.scenario.store_faults() else True
         # The baseline: the same process goes on to the end, faults stopped, as if nothing happened.
         drained = _drain(run, advance=True)
         return (recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, recorder.between,
-                recorder.ops if watched[0] else [], recorder.observed["durable"], drained)
+                recorder.ops if watched[0] else [], recorder.observed["durable"], drained, struck)
 
     started = time.perf_counter()
     try:
@@ -583,18 +632,35 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
             outcome = Outcome("baseline", Exit.ERROR, error=ended.error,
                               violations=[raised(f"the baseline of family {family.scenario.name!r}", ended.error or str(ended.exit))])
             return Recording([], {}, outcome, [], [])
-        points, executable, between, ops, durable, drained = ended.value
+        points, executable, between, ops, durable, drained, struck = ended.value
         outcome = _checked(run, family.submitted, Counter(), "baseline", Exit.CLEAN, drained)
         outcome.violations += baseline_failures(family.scenario, adapter, outcome, _payload_hint(adapter, family))
     finally:
         run.close()
     outcome.seconds = time.perf_counter() - started
-    return Recording(points, executable, outcome, between, ops, durable)
+    return Recording(points, executable, outcome, between, ops, durable, struck)
 
 
-def _not_applicable(scenario: Scenario, baseline: Outcome) -> str:
+def _store_fault_showed(run: Run) -> bool:
+    """Right after a doomed iteration that met a store fault: whether the fault showed at all, a
+    step left in flight (the fault took its commit) or, for the sender, a row left unsent. A
+    fault that no write met (a disk full while nothing needed a new page) shows nothing and
+    teaches nothing. (The call that brought it on may be paid for once more: a store fault is
+    one of the interrupting faults of ``bounded-spend``.)"""
+    snapshot = run.adapter.inspect(run.db)
+    if run.scenario.phase == "sender":
+        return any(row.sent_at is None for row in snapshot.outbox)
+    return bool(steps_in_flight(run, snapshot))
+
+
+def _not_applicable(scenario: Scenario, baseline: Outcome, struck: bool = True) -> str:
     """Why a family does not apply to the workflow under test: a fault armed for a paid call's
-    task that no call of the baseline met (the workflow makes no such call), or ""."""
+    task that no call of the baseline met (the workflow makes no such call), a store fault that
+    showed nothing (no write met it), or ""."""
+    if not struck:
+        kinds = " and ".join(scenario.store_faults())
+        return (f"its {kinds} fault showed nothing: no write of the doomed iteration met it (the call that brings it on "
+                "was not made, or a full disk met no write that needed a new page), so there is no error path to crash on")
     model_faults = [f for f in scenario.faults if f.task not in (None, "send")]  # the sender's faults are not ledgered
     unmet = [f for f in model_faults if f.kind not in baseline.faults_fired]
     if not unmet:

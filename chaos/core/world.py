@@ -47,7 +47,7 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
+__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
 
 FAULT_KINDS = (
@@ -60,6 +60,11 @@ FAULT_KINDS = (
     "verify_fail",
     "slow",
 )
+# Faults a call brings on the engine's store instead of answering with an error: the call answers,
+# and the commit after it meets a write lock held elsewhere, or a full disk. They act in the calling
+# worker's own process, through the hook its run installs (World.on_store_fault, see
+# chaos.core.store_faults): the crash matrix's store-busy and disk-full families.
+STORE_FAULT_KINDS = frozenset({"lock_held", "disk_full"})
 # Faults after which a step ends otherwise than it would (failed, or waiting for a person): once,
 # they change the outcome of the call they hit; a crash before that call, recovered with the
 # fault gone, rightly ends elsewhere.
@@ -183,7 +188,7 @@ def receiver_model(adapter: Adapter) -> Receiver:
 class Fault:
     """A fault for the next call of ``task`` (any task if None).
 
-    ``kind`` is one of :data:`FAULT_KINDS`. ``slow`` takes ``duration_s`` (default 180 s) of fake
+    ``kind`` is one of :data:`FAULT_KINDS` or :data:`STORE_FAULT_KINDS`. ``slow`` takes ``duration_s`` (default 180 s) of fake
     time, heartbeating as the engine's heartbeat would, and runs the world's ``during_slow`` hook
     once the lease would have expired without heartbeats (a second worker, typically). A
     ``sticky`` fault is not used up: a poison input fails the same way on every call.
@@ -212,8 +217,9 @@ class Fault:
     jobs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
-            raise ValueError(f"fault kind {self.kind!r} is not one of: {', '.join(FAULT_KINDS)}")
+        if self.kind not in FAULT_KINDS and self.kind not in STORE_FAULT_KINDS:
+            kinds = ", ".join(FAULT_KINDS + tuple(sorted(STORE_FAULT_KINDS)))
+            raise ValueError(f"fault kind {self.kind!r} is not one of: {kinds}")
         if self.per_job < 0:
             raise ValueError(f"fault {self.kind!r}: per_job={self.per_job} must be >= 0 (0: every call, or the next one)")
         if self.per_job and not self.sticky:
@@ -265,6 +271,8 @@ class World:
         self.lease_s = lease_s
         self.probe: Probe = lambda job, step, worker, token, now: (False, True)
         self.during_slow: Callable[[], None] | None = None
+        # Brings a store fault on (chaos.core.store_faults.InCall), in the process that calls.
+        self.on_store_fault: Callable[[str], None] | None = None
         self._faults: list[Fault] = []
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
@@ -357,6 +365,16 @@ class World:
             return fault if fault.sticky else self._faults.pop(index)
         return None
 
+    def strike(self, fault: Fault | None) -> None:
+        """Bring ``fault`` on the store if it is a store fault (a call that met it then answers as
+        usual); any other fault is the caller's to raise."""
+        if fault is None or fault.kind not in STORE_FAULT_KINDS:
+            return
+        if self.on_store_fault is None:
+            raise RuntimeError(f"the {fault.kind} fault acts on the calling worker's store: its run installs "
+                               "World.on_store_fault (the crash matrix's families do)")
+        self.on_store_fault(fault.kind)
+
     def _hits_job(self, fault: Fault, task: str, job_id: str | None) -> bool:
         if job_id is None:  # a call of no job (the receiver's): an outage per job never reaches it
             return False
@@ -438,6 +456,7 @@ class _Model:
         world.record_call(ctx, task, fault)
         cost = round(len(prompt) / 1000 * USD_PER_1K_CHARS, 8)
         if fault is not None:
+            world.strike(fault)
             raise_fault(fault, task, world.errors)
             if fault.kind == "slow":
                 world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
@@ -458,6 +477,7 @@ class _Documents:
         fault = self.world.take_fault("fetch", ctx.job_id)
         if fault is not None:
             self.world.record_fault(ctx, "fetch", fault)
+            self.world.strike(fault)
             raise_fault(fault, "fetch", self.world.errors)
             if fault.kind == "slow":
                 self.world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
@@ -474,5 +494,6 @@ class _Receiver:
     def send(self, key: str, kind: str, payload: Any) -> None:
         fault = self.world.take_fault("send")
         if fault is not None:
+            self.world.strike(fault)
             raise_fault(fault, "send", self.world.errors)
         self.world.deliver(key, kind, payload)

@@ -39,7 +39,7 @@ from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS,
                       KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events)
 from chaos.core.invariants import (INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, retry_spread,
                                    submit_policy)
-from chaos.hostfaults.faults import HeldLock, small_pages
+from chaos.core.store_faults import HeldLock, small_pages
 from chaos.matrix.families import STORM_FAULTS
 from chaos.matrix.runner import scratch_dir
 from chaos.core.iteration import one_iteration

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
 from chaos.core.invariants import Violation, initial_states
-from chaos.hostfaults.worker import EXIT_DRAINED, EXIT_STUCK, ScenarioDb
+from chaos.hostfaults.worker import EXIT_DRAINED, EXIT_STUCK
+from chaos.core.store_faults import ScenarioDb
 from chaos.adapters.postgres import is_postgres
 from chaos.core.scenario import EXIT_NOT_REACHED, RECOVERY_ROUNDS_MAX
 

@@ -56,9 +56,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
-from chaos.adapter import create_database
 from chaos.adapters.reference import HUMAN_WRITER
-from chaos.core.invariants import Violation
+from chaos.core.invariants import Violation, point_reached
 from chaos.hostfaults.checks import (
     CHECKS,
     DAMAGED_STATE,
@@ -68,7 +67,8 @@ from chaos.hostfaults.checks import (
     quarantined,
     worker_survives,
 )
-from chaos.hostfaults.worker import IO_FAILURES, Page, ScenarioDb, doomed_worker, drain, working
+from chaos.hostfaults.worker import IO_FAILURES, Page, doomed_worker, drain, working
+from chaos.core.store_faults import HeldLock, ScenarioDb
 from chaos.adapters.postgres import is_postgres
 from chaos.core.points import Point
 from chaos.hostfaults.power import LESSONS as POWER_LESSONS
@@ -77,6 +77,7 @@ from chaos.hostfaults.power_faults import run_power_cut
 from chaos.core.process import Exit, fork, run_in_child
 from chaos.core.scenario import (
     DOOMED,
+    EXIT_NOT_REACHED,
     Family,
     Outcome,
     Scenario,
@@ -104,8 +105,6 @@ __all__ = [
     "refuse_without_schema",
     "run_machine_fault",
     "run_preloaded",
-    "HeldLock",
-    "small_pages",
 ]
 
 MACHINE_FAULTS: dict[str, tuple[str, ...]] = {
@@ -135,11 +134,6 @@ LESSONS = {
 MARKERS = (".execute(", ".now()")
 CLOCK_STEP_BACK_S = 3600.0
 CLOCK_LEAP_S = 3 * 3600.0
-# The machine family's database has the smallest page SQLite allows, so that a few rows fill a
-# page and most transactions need a new one: lowering max_page_count then fills the disk within
-# a write or two, as a full disk does at some random write. (With 4 KiB pages, the few rows of a
-# scenario never need a page, and the fault would never show.)
-PAGE_BYTES = 512
 DAMAGED_JSON = '{"garbled": '  # what a damaged payload or memo output is overwritten with
 REMOVAL_WAIT_S_MAX = 30.0
 LIBFIU_MISSING = (
@@ -242,34 +236,6 @@ def machine_scenarios() -> list[Scenario]:
     ]
 
 
-def small_pages(adapter: Adapter) -> Any:
-    """``adapter``, creating its databases with :data:`PAGE_BYTES`-byte pages (see there).
-
-    An adapter whose databases are not files (PostgreSQL: it builds its own template database)
-    is returned as it is: the page size only serves the disk fault, which does not run there.
-    """
-    if getattr(adapter, "template_db", None) is not None:
-        return adapter
-    return _SmallPages(adapter)
-
-
-class _SmallPages:
-    def __init__(self, adapter: Adapter) -> None:
-        self._adapter = adapter
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._adapter, name)
-
-    def create(self, db_path: str, *, attribute_writers: bool = False) -> None:
-        conn = sqlite3.connect(db_path, isolation_level=None)
-        try:
-            conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # a constant
-            conn.execute("VACUUM")  # writes the empty file's header with that page size
-        finally:
-            conn.close()
-        create_database(self._adapter, db_path, attribute_writers=attribute_writers)
-
-
 def expand(fault: str) -> tuple[str, ...]:
     """The sub-kinds a ``--faults`` entry names: a kind (``clock``) or one sub-kind (``clock-skew``)."""
     return MACHINE_FAULTS.get(fault) or ((fault,) if fault in KIND_OF else ())
@@ -347,6 +313,10 @@ def _run_machine_fault(adapter: Adapter, family: Family, point: Point, run: Run,
             exit_kind = "no-effect"  # no statement needed what the fault took away
         if not found:
             exit_kind = "no-effect"  # nothing there to damage, or the lock was the frozen worker's
+    elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_NOT_REACHED:
+        # The point was recorded in a clean run of this very iteration: a worker that ran to its
+        # end without reaching it met no fault, and its scenario must not read as one that held.
+        problems.append(point_reached(f"the worker to meet the {fault} fault"))
     child.forget()  # reaped above
     died_of = page.read().get("error")
     if died_of is not None:  # the worker died of the fault: its steps in flight were interrupted, as by a kill
@@ -450,42 +420,6 @@ OPEN_TRANSACTIONS_PG = (
 # PostgreSQL's equivalent of SQLite's BEGIN IMMEDIATE: EXCLUSIVE conflicts with every write (and
 # with SELECT ... FOR UPDATE) but not with plain reads, so the worker's writes wait, time out
 # (lock_timeout) and are rolled back, while its reads and the harness's inspection go on.
-LOCK_TABLES_PG = "LOCK TABLE {tables} IN EXCLUSIVE MODE"  # the tables the adapter's schema names
-LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks never hang the harness
-
-
-class HeldLock:
-    """Another session's lock on every write of the engine, held until :meth:`release`."""
-
-    def __init__(self, conn: ScenarioDb) -> None:
-        self.conn = conn
-
-    @classmethod
-    def take(cls, db: str, schema: Any = None) -> "HeldLock | None":
-        """Take the lock, or None if another transaction holds what it needs (nothing to inject).
-        On PostgreSQL the lock is on the tables of ``schema`` (the adapter's; without one, None)."""
-        if schema is None and is_postgres(db):
-            return None
-        conn = ScenarioDb(db)
-        try:
-            if conn.postgres:
-                conn.execute(LOCK_TAKE_TIMEOUT_PG)
-                conn.execute("BEGIN")
-                conn.execute(LOCK_TABLES_PG.format(tables=", ".join(f'"{t}"' for t in schema.tables())))
-            else:
-                conn.execute("BEGIN IMMEDIATE")
-        except Exception:
-            conn.close()
-            if conn.postgres:
-                return None
-            raise
-        return cls(conn)
-
-    def release(self) -> None:
-        try:
-            self.conn.execute("ROLLBACK")
-        finally:
-            self.conn.close()
 
 
 def _remove_when_waiting(run: Run, pid: int, fault: str, page: Page, lock: Any) -> int:

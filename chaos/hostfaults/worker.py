@@ -13,7 +13,6 @@ import json
 import mmap
 import os
 import signal
-import sqlite3
 import struct
 import time
 from collections.abc import Callable
@@ -21,8 +20,7 @@ from typing import Any
 
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
 
-from chaos.adapters.postgres import SET_WRITER, is_postgres
-from chaos.core.context import store_conn
+from chaos.core.store_faults import fill_disk
 from chaos.core.points import Killer, Point
 from chaos.core.scenario import (
     EXIT_ERROR,
@@ -33,10 +31,9 @@ from chaos.core.scenario import (
     settle,
 )
 
-__all__ = ["EXIT_DRAINED", "EXIT_STUCK", "IO_FAILURES", "Page", "ScenarioDb", "SkewedClock", "doomed_worker", "drain", "working"]
+__all__ = ["EXIT_DRAINED", "EXIT_STUCK", "IO_FAILURES", "Page", "SkewedClock", "doomed_worker", "drain", "working"]
 
 FAULT_ITERATIONS = 3  # iterations the worker runs while the fault is still there
-DISK_PAGES_LEFT = 0  # max_page_count is lowered to the current size plus this
 REMOVAL_WAIT_S_MAX = 30.0
 # libfiu failure points (its POSIX preload wraps these calls) and the errno each returns.
 IO_FAILURES: dict[str, tuple[tuple[str, int], ...]] = {
@@ -126,7 +123,7 @@ def doomed_worker(run: Run, point: Point, only: Any, fault: str, page: Page) -> 
 
         def at_point() -> None:
             if fault == "disk-full":
-                lifted.append(_fill_disk(session))
+                lifted.append(fill_disk(session))
             elif fault in IO_FAILURES:
                 _fail_io(fault)
             os.kill(os.getpid(), signal.SIGSTOP)  # the harness acts, then lets it go on
@@ -155,18 +152,6 @@ def doomed_worker(run: Run, point: Point, only: Any, fault: str, page: Page) -> 
 def _count(page: Page, outcome: Any) -> None:
     if outcome in ERRORS:
         page.errors = page.errors + 1
-
-
-def _fill_disk(session: Any) -> Callable[[], None]:
-    """The disk is full at the database's current size; returns what frees it again."""
-    conn = store_conn(session)
-    if not isinstance(conn, sqlite3.Connection):
-        raise TypeError("the disk-full fault needs a session that offers connection() -> its sqlite3.Connection "
-                        "(see chaos.adapter.CAPABILITIES)")
-    limit = conn.execute("PRAGMA max_page_count").fetchone()[0]
-    pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    conn.execute(f"PRAGMA max_page_count = {int(pages) + DISK_PAGES_LEFT}")  # integers we read
-    return lambda: conn.execute(f"PRAGMA max_page_count = {int(limit)}")
 
 
 def _fail_io(fault: str) -> None:
@@ -200,40 +185,3 @@ def drain(run: Run, session: Any) -> bool:
     _, _, settled = settle(session, lambda: run.adapter.inspect(run.db), run.adapter.settled_states(), run.clock,
                            gave_up=NO_PROGRESS | ERRORS, paced=run.scenario.paced)
     return settled
-
-
-class ScenarioDb:
-    """A short connection of the harness's own to a scenario database: a SQLite file, or a
-    PostgreSQL URL (``postgresql://...``). Queries are written once, with SQLite's ``?``
-    placeholders, and run on either; each statement commits on its own (autocommit).
-
-    ``writer`` names who the audit triggers record for this connection's writes (the harness
-    writes as a person, :data:`chaos.adapters.reference.HUMAN_WRITER`).
-    """
-
-    def __init__(self, db: str, *, writer: str | None = None) -> None:
-        self.postgres = is_postgres(db)
-        if self.postgres:
-            import psycopg
-
-            self.conn: Any = psycopg.connect(db, autocommit=True)
-            if writer is not None:
-                self.conn.execute(SET_WRITER, (writer,))
-        else:
-            self.conn = sqlite3.connect(db, isolation_level=None, timeout=30)
-            if writer is not None:
-                self.conn.create_function("chaos_writer", 0, lambda: writer)
-
-    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        """Run one statement; ``?`` marks a parameter on both backends (no query here has a literal
-        ``?`` or ``%``)."""
-        return self.conn.execute(sql.replace("?", "%s") if self.postgres else sql, params)
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> "ScenarioDb":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

@@ -2,8 +2,9 @@
 
 Every family's doomed iteration is recorded and killed at each of its crash points. Together they
 reach the error paths as well as the happy path: retry with backoff, Retry-After, poison, review,
-a lease taken over, a job that kills every worker, a receiver that is down, and the retry storm
-after an outage that sixteen jobs meet at once.
+a lease taken over, a job that kills every worker, a step whose attempts run out, a receiver that
+is down, the retry storm after an outage that sixteen jobs meet at once, and a crash on the path a
+busy or full database opens (the write lock held elsewhere, the disk full, brought on by a call).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from chaos.core.world import Fault
 __all__ = ["reference_scenarios", "STORM_JOBS", "STORM_FAULTS"]
 
 LEASE_EXPIRY = "advance:121"
+RETRY_WAIT = "advance:33"  # past any backoff of the first four attempts (full jitter, at most 2**4 s)
 # The retry storm: enough jobs that a herd is a herd (chaos.core.invariants.HERD_MIN wide
 # retries), few enough that each point's recovery stays cheap. Random histories let a herd as
 # large meet the same faults (chaos.histories.events.Storm).
@@ -63,6 +65,34 @@ def reference_scenarios() -> list[Scenario]:
             faults=STORM_FAULTS,
             expect=("<final>",),
             paced=True,
+        ),
+        Scenario(
+            "extract-outage",
+            "A step that fails on every attempt is retried with backoff until its attempts run out, then parked in its "
+            "failed state for a person: never retried forever, never dropped.",
+            setup=("run", RETRY_WAIT, "run", RETRY_WAIT, "run", RETRY_WAIT, "run", RETRY_WAIT),
+            faults=(Fault("timeout", task="extract", sticky=True),),
+            expect=("<parked>",),
+        ),
+        Scenario(
+            "store-busy",
+            "A write lock held elsewhere past the busy timeout fails the step's commit as 'busy', never the step: nothing "
+            "of it is written, and the job is taken up again once its lease expires.",
+            faults=(Fault("lock_held", task="extract"),),
+        ),
+        Scenario(
+            "disk-full",
+            "A full disk fails the step's commit, not the worker: nothing of the transaction is written, and the job is "
+            "taken up again once its lease expires, its one paid call the only waste.",
+            faults=(Fault("disk_full", task="extract"),),
+        ),
+        Scenario(
+            "sender-busy",
+            "A write lock held while the sender marks its rows leaves them unsent: they are delivered again later, and "
+            "the receiver dedupes.",
+            setup=("run",),
+            phase="sender",
+            faults=(Fault("lock_held", task="send"),),
         ),
         Scenario(
             "lost-lease",

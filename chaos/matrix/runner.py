@@ -23,8 +23,10 @@ from typing import Any, Iterable, TYPE_CHECKING
 from chaos.adapter import REFERENCE_TARGET, load_adapter
 from chaos.matrix.families import reference_scenarios
 from chaos.hostfaults.power import power_missing
-from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, run_preloaded, small_pages
+from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, run_preloaded
+from chaos.core.store_faults import small_pages
 from chaos.core.points import Point
+from chaos.core.unreachable import declared_unreachable
 from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, for_adapter, prepare, run_interleaving, run_pause, run_point
 
 if TYPE_CHECKING:
@@ -112,16 +114,32 @@ class MatrixReport:
         return seen
 
     def coverage(self) -> dict[str, Any]:
-        """Crash coverage: lines killed at least once / executable lines of the functions reached."""
+        """Crash coverage: lines killed at least once / executable lines of the functions reached
+        that an iteration can reach (``lines``). The lines an engine declares unreachable, with
+        their reasons (:mod:`chaos.core.unreachable`), are ``declared``; any of them a scenario
+        killed at after all is in ``declared_reached`` (the declaration is wrong); ``all_lines``
+        and ``all_exercised`` count every executable line, declared or not."""
         exercised = self.exercised()
-        total = sum(len(lines) for lines in self.executable.values())
-        hit = sum(len(lines & exercised.get(f, set())) for f, lines in self.executable.items())
+        declared = {f: {n: r for n, r in declared_unreachable(f).items() if n in lines} for f, lines in self.executable.items()}
+        reachable = {f: lines - declared[f].keys() for f, lines in self.executable.items()}
+        total = sum(len(lines) for lines in reachable.values())
+        hit = sum(len(lines & exercised.get(f, set())) for f, lines in reachable.items())
         missed = {
             _short(f): sorted(lines - exercised.get(f, set()))
-            for f, lines in sorted(self.executable.items())
+            for f, lines in sorted(reachable.items())
             if lines - exercised.get(f, set())
         }
-        return {"lines": total, "exercised": hit, "percent": round(100.0 * hit / total, 1) if total else 100.0, "missed": missed}
+        wrong = {_short(f): sorted(d.keys() & exercised.get(f, set())) for f, d in sorted(declared.items()) if d.keys() & exercised.get(f, set())}
+        return {
+            "lines": total,
+            "exercised": hit,
+            "percent": round(100.0 * hit / total, 1) if total else 100.0,
+            "missed": missed,
+            "declared": {_short(f): {str(n): r for n, r in sorted(d.items())} for f, d in sorted(declared.items()) if d},
+            "declared_reached": wrong,
+            "all_lines": sum(len(lines) for lines in self.executable.values()),
+            "all_exercised": sum(len(lines & exercised.get(f, set())) for f, lines in self.executable.items()),
+        }
 
     def by_fault(self) -> dict[str, dict[str, int]]:
         """Scenarios, held and violated, per fault kind; ``run``: how many of them ran (the others

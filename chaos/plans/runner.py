@@ -45,8 +45,8 @@ from chaos.hostfaults.faults import (
     refuse_without_schema,
     run_machine_fault,
     run_preloaded,
-    small_pages,
 )
+from chaos.core.store_faults import small_pages
 from chaos.plans.plan import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Expect, FaultSpec, Plan, PlanError, ScriptedScenario
 from chaos.core.points import CommitCounter, Point, Recorder
 from chaos.core.sandbox import Sandbox

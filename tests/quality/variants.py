@@ -264,6 +264,45 @@ class ReleaseInFinally(_Variant):
 PLANTED = (SplitMemo, EffectInStep, MarkBeforeSend, NoHeartbeat, SkipMemoLookup, RetryPoison)
 
 
+# -- on the error paths a busy or full database opens, and a step whose attempts run out -----------
+class _DiskErrorsEndTheLoop(Worker):
+    def _store_failed(self, exc: Any, claim: Any) -> Any:
+        raise exc  # BUG: a failed transaction escapes run_once, and the worker's loop dies with it
+
+
+class DiskFullEndsTheLoop(_Variant):
+    """A database failure (a full disk, an I/O error) let out of the worker's loop.
+
+    Nothing of the failed transaction was written, so there was nothing to do but back off; instead
+    the worker dies, and every worker that meets the full disk after it dies too. Caught by the
+    ``disk-full`` family: the iteration raises (**raised**), and the gate fails before any crash.
+    """
+
+    catches = ("raised",)
+    families = ("disk-full",)
+
+    def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
+        return _DiskErrorsEndTheLoop(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
+
+
+class NoAttemptsLimit(_Variant):
+    """A step retried for as long as it fails: no limit on its attempts.
+
+    A dependency that never answers for this input (a document the provider always times out on)
+    keeps the job retrying, and paying, forever; it is never parked for a person. Caught by the
+    ``extract-outage`` family: the job never settles (**drains**) where it should be parked.
+    """
+
+    catches = ("drains",)
+    families = ("extract-outage",)
+
+    def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
+        return Worker(store, workflow, lease_s=self.lease_s, threaded=False, attempts_max=1_000_000, **kw)  # BUG
+
+
+ERROR_PATHS = (DiskFullEndsTheLoop, NoAttemptsLimit)
+
+
 # -- caught only when workers overlap (pauses, two-level interleavings) ---------------------------
 from engine import Claim  # noqa: E402
 
