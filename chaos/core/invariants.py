@@ -35,6 +35,7 @@ __all__ = [
     "same_outcome",
     "baseline_failures",
     "raised",
+    "point_reached",
     "HARNESS_CHECKS",
     "describe",
     "idempotent_submit",
@@ -433,6 +434,9 @@ FIXES: dict[str, str] = {
     "baseline": "the workflow fails without any fault: read the jobs' last_error above; for the payload, give your adapter "
                 "a payload(job_id) method",
     "raised": "the code under test raised: the traceback's last lines are above, the replay command reruns it alone",
+    "point-reached": "the worker never reached the point when run again, so its fault was never injected: make the "
+                     "iteration deterministic (the clock and the random generator it is given, not the machine's); the "
+                     "replay command reruns the scenario alone",
 }
 
 
@@ -567,6 +571,18 @@ def raised(where: str, error: str) -> Violation:
     return Violation("raised", f"{where} raised {last}")
 
 
+def point_reached(where: str) -> Violation:
+    """The worker, run again from the scenario's start, reached the point recorded in the clean
+    run, and met its fault there: a scenario whose worker never got there tested nothing.
+
+    Protects the gate from reporting a fault that was never injected as a fault the engine held.
+    Held by an iteration that does the same when run again: it reads the clock and the random
+    generator it is given, not the machine's.
+    """
+    return Violation("point-reached", f"{where} never reached the point when run again: its fault was never injected, "
+                                      "so this scenario tested nothing")
+
+
 def _short(value: Any, limit: int = 160) -> str:
     text = repr(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -576,7 +592,7 @@ INVARIANTS: dict[str, Callable[..., list[Violation]]] = {
     **AT_REST, "idempotent-submit": idempotent_submit, "same-outcome": same_outcome,
 }
 # Checks of the harness itself rather than of the engine, named in results like invariants.
-HARNESS_CHECKS: dict[str, Callable[..., Any]] = {"baseline": baseline_failures, "raised": raised}
+HARNESS_CHECKS: dict[str, Callable[..., Any]] = {"baseline": baseline_failures, "raised": raised, "point-reached": point_reached}
 
 
 def check(ev: Evidence, *, at_rest: bool) -> list[Violation]:

@@ -72,6 +72,12 @@ def function_lines(code: CodeType) -> frozenset[int]:
     return frozenset(lines & statement_lines(code.co_filename))
 
 
+@lru_cache(maxsize=None)
+def _real_path(path: str) -> str:
+    """``path`` as the file system names it (absolute, no ``..``, symlinks resolved); once per spelling."""
+    return os.path.realpath(path)
+
+
 class _Scope:
     """Decides, once per code object, whether its lines are crash points."""
 
@@ -315,6 +321,10 @@ class Killer:
     def __init__(self, paths: Iterable[str], point: Point, on_hit: Callable[[], None], only: Iterable[CodeType] | None = None) -> None:
         self.scope = _Scope(paths, only)
         self.target = (point.file, point.line)
+        # The point's file as the file system names it: the process that recorded the point may
+        # have imported the module by another spelling of its path (``tests/../examples/x.py``,
+        # a symlink) than this one, and a code object's ``co_filename`` is that spelling.
+        self._target_real = _real_path(point.file)
         self.hit = point.hit
         self.on_hit = on_hit
         self.reached = False
@@ -335,16 +345,20 @@ class Killer:
         holds = self._holds.get(code)
         if holds is None:
             holds = self._holds[code] = (
-                code.co_filename == self.target[0]
+                self._is_target_file(code.co_filename)
                 and self.scope(code)
                 and any(line == self.target[1] for _, _, line in code.co_lines())
             )
         return self._local if holds else None
 
+    def _is_target_file(self, filename: str) -> bool:
+        """Whether ``filename`` (a ``co_filename``) is the point's file, however either is spelled."""
+        return filename == self.target[0] or _real_path(filename) == self._target_real
+
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
         if not self._active:
             return None
-        if event == "line" and frame.f_lineno == self.target[1] and frame.f_code.co_filename == self.target[0]:
+        if event == "line" and frame.f_lineno == self.target[1] and self._holds.get(frame.f_code):
             with self._lock:  # the worker's thread and its step thread may both reach the line
                 self._count += 1
                 hit = self._count == self.hit and self._active

@@ -1,0 +1,101 @@
+"""A point is found however its file is spelled, and a fault that never reached the engine is no pass.
+
+A point names its file as the process that recorded it imported the module: a test that imported
+tinyflow through ``tests/quality/../../examples/minimal_engine`` (as the storm test of
+``test_histories_find_a_herd.py`` does, the module then staying in ``sys.modules``) recorded points
+in ``.../tests/quality/../../examples/minimal_engine/tinyflow.py``, while the matrix's worker
+processes imported ``.../examples/minimal_engine/tinyflow.py``. The workers compared the two
+spellings as strings, never reached a point, injected no fault, and the report said no violation
+(tinyflow's known weaknesses under the host's faults all went unseen in a whole-suite run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import sys
+import textwrap
+
+import pytest
+
+from chaos import ReferenceAdapter, run_matrix
+from chaos.core.points import Killer, Point
+from chaos.core.scenario import for_adapter, prepare
+from chaos.hostfaults.faults import machine_points, machine_scenarios, run_machine_fault
+from chaos.matrix.runner import source_line
+
+from .conftest import EXAMPLE
+
+TINYFLOW_MODULES = ("crash", "tinyflow", "newsletter")
+
+
+def _module(tmp_path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent("""\
+        def work():
+            total = 0
+            for i in range(3):
+                total += i
+            return total
+        """))
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("spelling", ["dotdot", "symlink"])
+def test_a_killer_reaches_a_point_recorded_under_another_spelling_of_its_file(tmp_path, spelling):
+    module = _module(tmp_path, f"points_spelled_{spelling}")
+    real = module.work.__code__.co_filename
+    if spelling == "dotdot":
+        (tmp_path / "sub").mkdir()
+        recorded = os.path.join(str(tmp_path), "sub", "..", os.path.basename(real))
+    else:
+        recorded = str(tmp_path / "link.py")
+        os.symlink(real, recorded)
+    hits = []
+    point = Point(recorded, 4, 2, "work")  # the loop's body, its second time
+    with Killer([str(tmp_path)], point, lambda: hits.append(1)) as killer:
+        module.work()
+    assert killer.reached and hits == [1]
+
+
+@pytest.fixture
+def tinyflow_by_another_path(monkeypatch):
+    """tinyflow's modules imported here through ``tests/quality/../../examples/minimal_engine``,
+    the matrix's workers importing them through ``examples/minimal_engine``; this process's
+    modules put back as they were afterwards."""
+    saved = {name: sys.modules.pop(name) for name in TINYFLOW_MODULES if name in sys.modules}
+    here = os.path.dirname(os.path.abspath(__file__))
+    monkeypatch.syspath_prepend(os.path.join(here, "..", "..", "examples", "minimal_engine"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([EXAMPLE, os.path.dirname(os.path.dirname(here)),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    try:
+        crash = importlib.import_module("crash")
+        assert ".." in crash.tinyflow.__file__
+        yield crash.adapter()
+    finally:
+        for name in TINYFLOW_MODULES:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
+
+
+def test_host_faults_reach_tinyflow_imported_here_by_another_spelling_of_its_path(tinyflow_by_another_path):
+    # The workers (jobs=2: fresh interpreters) import tinyflow by EXAMPLE, the first entry of
+    # their PYTHONPATH; the points were recorded here, by the other spelling.
+    report = run_matrix(tinyflow_by_another_path, families=["backlog"], faults=["clock-skew"], jobs=2)
+    assert report.results and {r.outcome.exit for r in report.results} == {"faulted"}
+    assert {v.invariant for r in report.results for v in r.outcome.violations} == {"fenced-writes"}
+
+
+def test_a_host_fault_whose_worker_never_reaches_its_point_is_a_violation_not_a_pass(tmp_path):
+    adapter = ReferenceAdapter()
+    family = prepare(adapter, for_adapter(machine_scenarios()[0], adapter), str(tmp_path / "family"), seed=0)
+    first = family.points[machine_points(family, source_line)[0]]
+    never = dataclasses.replace(first, hit=first.hit + 10_000)  # a hit the iteration never gets to
+    outcome = run_machine_fault(adapter, family, never, str(tmp_path / "run"), seed=0, fault="clock-back")
+    assert outcome.exit == "not-reached"
+    assert [v.invariant for v in outcome.violations] == ["point-reached"]
+    assert "its fault was never injected" in outcome.violations[0].detail
