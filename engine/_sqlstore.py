@@ -85,7 +85,7 @@ class SqlStore:
         except Exception as exc:
             error = self._failure(exc, "a read")
             if error is None:
-                raise
+                raise  # not a crash point: a bug guard: a statement fails otherwise than by a lock or the machine only if it is wrong
             raise error from exc
 
     # -- submit -----------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ class _WriteTransaction:
         except Exception as exc:
             error = store._failure(exc, "BEGIN")
             if error is None:
-                raise
+                raise  # not a crash point: a bug guard: a statement fails otherwise than by a lock or the machine only if it is wrong
             raise error from exc
         return store.conn.cursor()
 
@@ -294,7 +294,7 @@ class _WriteTransaction:
             store._rollback()
             error = store._failure(commit_exc, "COMMIT")
             if error is None:
-                raise
+                raise  # not a crash point: a bug guard: a statement fails otherwise than by a lock or the machine only if it is wrong
             raise error from commit_exc
         return False
 

@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, TYPE_CHECKING
 
-from engine import NO_PROGRESS
+from engine import NO_PROGRESS, STORE_UNAVAILABLE
 from engine import Outcome as RunOutcome  # the engine's run outcomes; Outcome below is a point's
 
 from chaos.core.clock import SharedClock, time_source
@@ -55,13 +55,17 @@ from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
 from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
-from chaos.core.store_faults import InCall, small_pages
+from chaos.adapters.sql import HUMAN_WRITER
+from chaos.core.store_faults import DAMAGED_JSON, InCall, ScenarioDb, small_pages
 from chaos.core.world import OUTCOME_FAULTS, STORE_FAULT_KINDS, Fault, World
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
 __all__ = [
+    "AT_START",
+    "REFERENCE_STEPS",
+    "poison_for",
     "Scenario",
     "Outcome",
     "Family",
@@ -100,6 +104,8 @@ __all__ = [
 ]
 
 MODES = ("fork", "inprocess")
+# The task of a store fault brought on as the doomed iteration starts, before its claim.
+AT_START = "claim"
 T0 = 1_700_000_000.0
 RECOVERY_ROUNDS_MAX = 40
 # A paced drain moves the clock once per retry that falls due: a storm of 20 jobs retried four
@@ -112,6 +118,22 @@ DOOMED, RECOVERING = "w-doomed", "w-recover"  # the doomed iteration's worker; a
 EXIT_ERROR = 4
 # What the harness submits for each job unless the adapter says otherwise (``payload(job_id)``).
 DEFAULT_PAYLOAD = '{"source": <job id>}'
+
+
+# The steps of the reference workflow, whose fetch step refuses an empty source.
+REFERENCE_STEPS = ("fetch", "extract", "verify", "deliver")
+
+
+def poison_for(adapter: Adapter) -> Callable[[str], Any] | None:
+    """What makes a payload the adapter's first step refuses: its ``poison_payload(job_id)``, or
+    for the reference workflow's steps an empty source; None if neither (a family that needs a
+    poison payload is then skipped: any guess could be a payload the user's workflow accepts)."""
+    hook = getattr(adapter, "poison_payload", None)
+    if callable(hook):
+        return hook
+    if tuple(adapter.step_states()) == REFERENCE_STEPS:
+        return lambda job_id: {"source": ""}
+    return None
 
 
 def payload_for(adapter: Adapter, job_id: str) -> Any:
@@ -180,11 +202,15 @@ class Scenario:
     ``faults`` are armed for the doomed iteration (a ``sticky`` one, a poison input, is armed for
     the setup and the recovery too: it fails the same way on every call); a store fault
     (``lock_held``, ``disk_full``) is brought on the doomed worker's store by its call, and the
-    commit after it meets a busy or full database; ``second_worker`` lets a slow
+    commit after it meets a busy or full database (with the task ``claim``, as the iteration
+    starts: its claim meets it); ``second_worker`` lets a slow
     call run another worker while it lasts. ``paced`` makes every drain of the family move the
     clock only to the next lease, retry or outbox row that falls due, as a worker that polls often
     would see time pass, instead of past all of them at once: the ledger then shows when each
-    retry happened, which a family about retry timing needs (``retry-spread``).
+    retry happened, which a family about retry timing needs (``retry-spread``). ``poison`` submits
+    the adapter's ``poison_payload(job_id)`` instead of its payload (a family that needs it is
+    skipped where the adapter has none), and a ``"damage:payload:<job>"`` setup action overwrites
+    that job's stored payload with what the engine never writes (through the adapter's ``schema``).
 
     ``expect`` names the states every job must end in when the family runs without any fault
     (its baseline); by default the workflow's final states, or any settled state for a family
@@ -205,6 +231,7 @@ class Scenario:
     expect: tuple[str, ...] | None = None
     allowed: tuple[str, ...] = ()
     paced: bool = False
+    poison: bool = False
 
     def needs(self) -> tuple[str, ...]:
         """The session methods this family calls beyond the required ones (capabilities of
@@ -391,9 +418,12 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
     if not scenario.store_faults():
         return iteration
     in_call = run.world.on_store_fault = InCall(run.adapter, run.db, session)
+    at_start = any(f.task == AT_START and f.kind in STORE_FAULT_KINDS for f in scenario.faults)
 
     def iteration_then_lift() -> Any:
         try:
+            if at_start:
+                run.world.strike(run.world.take_fault(AT_START))
             return iteration()
         finally:
             in_call.lift()  # a killed child never gets here: the kernel drops its lock and its connection
@@ -430,9 +460,11 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     template_db = getattr(adapter, "template_db", None)
     run = Run(adapter, template, T0, seed, scenario, template_db(template) if template_db is not None else None)
 
-    not_here = _store_faults_refused(adapter, scenario)
+    not_here = _refused(adapter, scenario)
     if not_here:
         return Family(scenario, template, T0, {}, [], {}, Outcome("baseline", Exit.CLEAN), skipped=not_here)
+
+    poison = poison_for(adapter) if scenario.poison else None
 
     def setup() -> tuple[dict[str, str], list[str]]:
         # A full disk shows within a write or two only in a database of small pages (see small_pages).
@@ -444,12 +476,14 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
             return {}, missing
         submitted = {}
         for job_id in scenario.jobs:
-            payload = payload_for(adapter, job_id)
+            payload = poison(job_id) if poison is not None else payload_for(adapter, job_id)
             session.submit(job_id, payload)
             submitted[job_id] = json.dumps(payload, sort_keys=True)
         arm_sticky(run)  # a sticky fault fails every call alike: the setup's runs meet it too
         for action in scenario.setup:
             setup_action(run, session, action)
+            if action.startswith("damage:"):
+                submitted.pop(action.split(":")[2], None)  # its payload is gone: submitting it again is no test
         run.close()
         return submitted, []
 
@@ -480,8 +514,14 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     return family
 
 
-def _store_faults_refused(adapter: Adapter, scenario: Scenario) -> str:
-    """Why the store faults of ``scenario`` cannot be brought on ``adapter``'s store, or ""."""
+def _refused(adapter: Adapter, scenario: Scenario) -> str:
+    """Why ``scenario`` cannot run on ``adapter`` (a poison payload, a schema or a store fault it
+    cannot offer), or ""."""
+    if scenario.poison and poison_for(adapter) is None:
+        return ("it submits a payload your first step refuses, and the adapter has no poison_payload(job_id) "
+                "(see chaos.adapter.CAPABILITIES)")
+    if any(a.startswith("damage:") for a in scenario.setup) and getattr(adapter, "schema", None) is None:
+        return "it damages a stored payload through the adapter's schema, and the adapter declares none (chaos.adapters.sql.SqlSchema)"
     kinds = scenario.store_faults()
     if "disk_full" in kinds and getattr(adapter, "template_db", None) is not None:
         return ("its disk_full fault lowers SQLite's max_page_count on the worker's connection, and this adapter's "
@@ -510,8 +550,13 @@ def setup_action(run: Run, session: Any, action: str) -> None:
         doomed = run.session(arg or "w-dead")
         doomed.claim_only()  # the session capability every "claim:" family requires (see Scenario.needs)
         doomed.close()
+    elif verb == "damage":
+        what, _, job_id = arg.partition(":")
+        with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:  # the audit triggers name the writer: a person
+            if getattr(run.adapter, "schema").overwrite(conn, job_id, what, DAMAGED_JSON) is None:
+                raise ValueError(f"setup action {action!r}: job {job_id!r} has no {what} to damage")
     else:
-        raise ValueError(f"setup action {action!r}: use run, send, advance:<s> or claim:<worker>")
+        raise ValueError(f"setup action {action!r}: use run, send, advance:<s>, claim:<worker> or damage:payload:<job>")
 
 
 def copy_template(family: Family, directory: str, adapter: Adapter | None = None) -> str | None:
@@ -608,7 +653,7 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
         run.clock.observer = recorder.tick
         try:
             with recorder:
-                iteration()
+                said = iteration()
         finally:
             run.clock.observer = None
             run.on_session = None
@@ -619,7 +664,7 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
         executable: dict[str, set[int]] = {}
         for code in recorder.codes:
             executable.setdefault(code.co_filename, set()).update(function_lines(code))
-        struck = _store_fault_showed(run) if family.scenario.store_faults() else True
+        struck = _store_fault_showed(run, said) if family.scenario.store_faults() else True
         # The baseline: the same process goes on to the end, faults stopped, as if nothing happened.
         drained = _drain(run, advance=True)
         return (recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, recorder.between,
@@ -641,12 +686,15 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
     return Recording(points, executable, outcome, between, ops, durable, struck)
 
 
-def _store_fault_showed(run: Run) -> bool:
-    """Right after a doomed iteration that met a store fault: whether the fault showed at all, a
-    step left in flight (the fault took its commit) or, for the sender, a row left unsent. A
-    fault that no write met (a disk full while nothing needed a new page) shows nothing and
-    teaches nothing. (The call that brought it on may be paid for once more: a store fault is
-    one of the interrupting faults of ``bounded-spend``.)"""
+def _store_fault_showed(run: Run, said: Any) -> bool:
+    """Right after a doomed iteration that met a store fault (and answered ``said``): whether the
+    fault showed at all, the iteration answering that the store was busy or failed, a step left
+    in flight (the fault took its commit) or, for the sender, a row left unsent. A fault that no
+    write met (a disk full while nothing needed a new page) shows nothing and teaches nothing.
+    (The call that brought it on may be paid for once more: a store fault is one of the
+    interrupting faults of ``bounded-spend``.)"""
+    if said in STORE_UNAVAILABLE:
+        return True
     snapshot = run.adapter.inspect(run.db)
     if run.scenario.phase == "sender":
         return any(row.sent_at is None for row in snapshot.outbox)
@@ -657,17 +705,17 @@ def _not_applicable(scenario: Scenario, baseline: Outcome, struck: bool = True) 
     """Why a family does not apply to the workflow under test: a fault armed for a paid call's
     task that no call of the baseline met (the workflow makes no such call), a store fault that
     showed nothing (no write met it), or ""."""
+    model_faults = [f for f in scenario.faults if f.task not in (None, "send", AT_START)]  # the sender's and the claim's are not ledgered
+    unmet = [f for f in model_faults if f.kind not in baseline.faults_fired]
+    if unmet:
+        shown = ", ".join(f"{f.kind} on task {f.task!r}" for f in unmet)
+        return (f"its fault ({shown}) never fired without a crash: the workflow makes no such call (map the reference's "
+                "task names to yours with the adapter's tasks(), see chaos.adapter.CAPABILITIES)")
     if not struck:
         kinds = " and ".join(scenario.store_faults())
         return (f"its {kinds} fault showed nothing: no write of the doomed iteration met it (the call that brings it on "
                 "was not made, or a full disk met no write that needed a new page), so there is no error path to crash on")
-    model_faults = [f for f in scenario.faults if f.task not in (None, "send")]  # the sender's faults are not ledgered
-    unmet = [f for f in model_faults if f.kind not in baseline.faults_fired]
-    if not unmet:
-        return ""
-    shown = ", ".join(f"{f.kind} on task {f.task!r}" for f in unmet)
-    return (f"its fault ({shown}) never fired without a crash: the workflow makes no such call (map the reference's "
-            "task names to yours with the adapter's tasks(), see chaos.adapter.CAPABILITIES)")
+    return ""
 
 
 def _payload_hint(adapter: Adapter, family: Family) -> str:

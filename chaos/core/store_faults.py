@@ -10,6 +10,8 @@ disk or a held lock, and the recovery, in a fresh process, meets neither.
 
 * the lock: another connection's ``BEGIN IMMEDIATE`` on SQLite (on PostgreSQL, the adapter's
   tables locked ``IN EXCLUSIVE MODE``), held until :meth:`HeldLock.release`;
+* a damaged row: a payload or a memo output overwritten with :data:`DAMAGED_JSON`, through the
+  adapter's declared schema (the crash matrix's ``damaged-payload`` family does it in its setup);
 * the disk: SQLite's ``PRAGMA max_page_count`` lowered to the database's current size on the
   worker's own connection, in a database made with :data:`PAGE_BYTES`-byte pages so that the next
   write needs a page (:func:`small_pages`).
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
 __all__ = [
+    "DAMAGED_JSON",
     "PAGE_BYTES",
     "HeldLock",
     "InCall",
@@ -48,6 +51,7 @@ __all__ = [
 # some random write. (With 4 KiB pages, the few rows of a scenario never need a page, and the
 # fault would never show.)
 PAGE_BYTES = 512
+DAMAGED_JSON = '{"garbled": '  # what a damaged payload or memo output is overwritten with
 DISK_PAGES_LEFT = 0  # max_page_count is lowered to the current size plus this
 LOCK_TABLES_PG = "LOCK TABLE {tables} IN EXCLUSIVE MODE"  # the tables the adapter's schema names
 LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks never hang the harness

@@ -47,7 +47,7 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
+__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "UNSTORABLE", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
 
 FAULT_KINDS = (
@@ -65,10 +65,16 @@ FAULT_KINDS = (
 # worker's own process, through the hook its run installs (World.on_store_fault, see
 # chaos.core.store_faults): the crash matrix's store-busy and disk-full families.
 STORE_FAULT_KINDS = frozenset({"lock_held", "disk_full"})
+# A call that stalls past the lease at once (a long GC pause inside it), while the world's
+# during_slow hook runs another worker, then heartbeats: the crash matrix's stalled-call family.
+STALL = "stall"
+# An answer the store cannot hold (a JSON object with NaN in it, which Python's json reads): the
+# crash matrix's extract-unstorable family. Matrix-only, as STALL is: random histories do not draw it.
+UNSTORABLE = "unstorable"
 # Faults after which a step ends otherwise than it would (failed, or waiting for a person): once,
 # they change the outcome of the call they hit; a crash before that call, recovered with the
 # fault gone, rightly ends elsewhere.
-OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail"})
+OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail", "unstorable"})
 USD_PER_1K_CHARS = 0.002
 _HARNESS_AND_ENGINE = tuple(
     os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (sys.modules["chaos"], sys.modules["engine"])
@@ -188,7 +194,10 @@ def receiver_model(adapter: Adapter) -> Receiver:
 class Fault:
     """A fault for the next call of ``task`` (any task if None).
 
-    ``kind`` is one of :data:`FAULT_KINDS` or :data:`STORE_FAULT_KINDS`. ``slow`` takes ``duration_s`` (default 180 s) of fake
+    ``kind`` is one of :data:`FAULT_KINDS`, :data:`STORE_FAULT_KINDS`, :data:`STALL` (which
+    takes ``duration_s``, default the lease and a second, at once, without a heartbeat, then runs
+    ``during_slow`` and heartbeats once) or :data:`UNSTORABLE` (a model's answer holding NaN).
+    ``slow`` takes ``duration_s`` (default 180 s) of fake
     time, heartbeating as the engine's heartbeat would, and runs the world's ``during_slow`` hook
     once the lease would have expired without heartbeats (a second worker, typically). A
     ``sticky`` fault is not used up: a poison input fails the same way on every call.
@@ -217,8 +226,8 @@ class Fault:
     jobs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS and self.kind not in STORE_FAULT_KINDS:
-            kinds = ", ".join(FAULT_KINDS + tuple(sorted(STORE_FAULT_KINDS)))
+        if self.kind not in FAULT_KINDS and self.kind not in STORE_FAULT_KINDS and self.kind not in (STALL, UNSTORABLE):
+            kinds = ", ".join(FAULT_KINDS + tuple(sorted(STORE_FAULT_KINDS)) + (STALL, UNSTORABLE))
             raise ValueError(f"fault kind {self.kind!r} is not one of: {kinds}")
         if self.per_job < 0:
             raise ValueError(f"fault {self.kind!r}: per_job={self.per_job} must be >= 0 (0: every call, or the next one)")
@@ -414,6 +423,16 @@ class World:
             raise
         conn.execute("COMMIT")
 
+    def stall(self, ctx: Any, duration_s: float) -> None:
+        """Stall a call for ``duration_s`` of fake time at once, without a heartbeat (a long GC pause
+        inside it), run ``during_slow`` (another worker, which finds the lease expired), then
+        heartbeat as the call goes on: an engine that fences learns there that it lost the job."""
+        self.clock.advance(duration_s)
+        hook, self.during_slow = self.during_slow, None
+        if hook is not None:
+            hook()
+        (getattr(ctx, "heartbeat", None) or _no_heartbeat)()
+
     def slow(self, ctx: Any, duration_s: float) -> None:
         """Spend ``duration_s`` of fake time in a call, heartbeating as the engine's thread would."""
         # The engine's heartbeat thread beats every lease/3; beating more often here keeps the
@@ -431,6 +450,10 @@ class World:
                 run_second, hook = hook, None
                 run_second()
             heartbeat()
+
+
+def _no_heartbeat() -> None:
+    """The heartbeat of an engine that has none: the lease simply runs out."""
 
 
 def raise_fault(fault: Fault, task: str, errors: Mapping[str, Callable[[str], BaseException]] | None = None) -> None:
@@ -460,10 +483,14 @@ class _Model:
             raise_fault(fault, task, world.errors)
             if fault.kind == "slow":
                 world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
+            elif fault.kind == STALL:
+                world.stall(ctx, fault.duration_s or world.lease_s + 1)
             elif fault.kind == "parse":
                 return ModelReply("Sure! Here is the JSON you asked for:", cost)
             elif fault.kind == "verify_fail":
                 return ModelReply("fail: the totals do not add up", cost)
+            elif fault.kind == UNSTORABLE:
+                return ModelReply('{"total": NaN}', cost)
         return ModelReply(local_answer(task, prompt), cost)
 
 

@@ -68,7 +68,7 @@ from chaos.hostfaults.checks import (
     worker_survives,
 )
 from chaos.hostfaults.worker import IO_FAILURES, Page, doomed_worker, drain, working
-from chaos.core.store_faults import HeldLock, ScenarioDb
+from chaos.core.store_faults import DAMAGED_JSON, HeldLock, ScenarioDb
 from chaos.adapters.postgres import is_postgres
 from chaos.core.points import Point
 from chaos.hostfaults.power import LESSONS as POWER_LESSONS
@@ -134,7 +134,6 @@ LESSONS = {
 MARKERS = (".execute(", ".now()")
 CLOCK_STEP_BACK_S = 3600.0
 CLOCK_LEAP_S = 3 * 3600.0
-DAMAGED_JSON = '{"garbled": '  # what a damaged payload or memo output is overwritten with
 REMOVAL_WAIT_S_MAX = 30.0
 LIBFIU_MISSING = (
     "the io faults need libfiu's POSIX preload and its tools fiu-run and fiu-ctrl, which are not "

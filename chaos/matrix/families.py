@@ -9,8 +9,8 @@ busy or full database opens (the write lock held elsewhere, the disk full, broug
 
 from __future__ import annotations
 
-from chaos.core.scenario import Scenario
-from chaos.core.world import Fault
+from chaos.core.scenario import AT_START, Scenario
+from chaos.core.world import STALL, UNSTORABLE, Fault
 
 __all__ = ["reference_scenarios", "STORM_JOBS", "STORM_FAULTS"]
 
@@ -75,6 +75,26 @@ def reference_scenarios() -> list[Scenario]:
             expect=("<parked>",),
         ),
         Scenario(
+            "extract-unstorable",
+            "An answer the store cannot hold (NaN in a JSON object) is poison: the step fails once, saying why, and is "
+            "parked in its failed state; it never escapes the worker's loop, and is never retried.",
+            faults=(Fault(UNSTORABLE, task="extract", sticky=True),),
+        ),
+        Scenario(
+            "poison-payload",
+            "A payload the first step refuses is poison: it fails once, saying why, and is parked in the failed state, "
+            "never retried.",
+            poison=True,
+            expect=("<parked>",),
+        ),
+        Scenario(
+            "damaged-payload",
+            "A stored row the engine cannot parse (a damaged disk, a bad migration) is quarantined in a failed state "
+            "with the reason in last_error, never crashed on and never retried.",
+            setup=("damage:payload:doc-1",),
+            expect=("<parked>",),
+        ),
+        Scenario(
             "store-busy",
             "A write lock held elsewhere past the busy timeout fails the step's commit as 'busy', never the step: nothing "
             "of it is written, and the job is taken up again once its lease expires.",
@@ -85,6 +105,34 @@ def reference_scenarios() -> list[Scenario]:
             "A full disk fails the step's commit, not the worker: nothing of the transaction is written, and the job is "
             "taken up again once its lease expires, its one paid call the only waste.",
             faults=(Fault("disk_full", task="extract"),),
+        ),
+        Scenario(
+            "claim-busy",
+            "A write lock held elsewhere when the worker claims is 'busy', never 'no work' and never a crash: the worker "
+            "backs off, and claims the job once the lock is gone.",
+            faults=(Fault("lock_held", task=AT_START),),
+        ),
+        Scenario(
+            "stalled-call",
+            "A call that stalls past the lease (a long GC pause inside it) loses the job to another worker: the stalled "
+            "worker's next heartbeat learns it, and it writes nothing; fencing would stop it if it tried.",
+            faults=(Fault(STALL, task="extract"),),
+            second_worker=True,
+        ),
+        Scenario(
+            "sender-fail-busy",
+            "A failed delivery whose retry time cannot be written (the write lock held elsewhere) loses its backoff, "
+            "never its row: the row is due again at once, and delivered later.",
+            setup=("run",),
+            phase="sender",
+            faults=(Fault("lock_held", task=AT_START), Fault("connection", task="send")),
+        ),
+        Scenario(
+            "cancel-too-late",
+            "A person's cancel of a job that has already finished is refused with the engine's clear error, and "
+            "changes nothing.",
+            setup=("run",),
+            phase="human:cancel:doc-1",
         ),
         Scenario(
             "sender-busy",

@@ -22,7 +22,8 @@ from chaos.matrix.runner import MatrixReport, PointResult
 
 from .variants import ERROR_PATHS
 
-FAMILIES = ["store-busy", "disk-full", "sender-busy", "extract-outage"]
+FAMILIES = ["extract-outage", "extract-unstorable", "poison-payload", "damaged-payload", "store-busy", "disk-full", "claim-busy",
+            "stalled-call", "sender-fail-busy", "cancel-too-late", "sender-busy"]
 ENGINE = os.path.dirname(os.path.abspath(engine.__file__))
 
 
@@ -47,14 +48,24 @@ def test_the_reference_engine_holds_at_every_point_of_the_error_path_families(re
 def test_the_families_crash_the_worker_on_the_engine_s_error_branches(reference_report):
     killed = reference_report.exercised()
     worker, outbox = os.path.join(ENGINE, "_worker.py"), os.path.join(ENGINE, "_outbox.py")
+    human = os.path.join(ENGINE, "_human.py")
     expected = {
-        # run_once: a step's commit that met a busy database, and one that met a full disk
+        # run_once: a claim and a step's commit that met a busy database, one that met a full disk
+        (worker, _line_of(worker, "            return RunResult(Outcome.BUSY)")),
         (worker, _line_of(worker, "return RunResult(Outcome.BUSY, claim.job_id, claim.state, ran, skipped)")),
         (worker, _line_of(worker, "return self._store_failed(exc, claim)")),
+        # a damaged row is quarantined; an output the store cannot hold fails its step as poison
+        (worker, _line_of(worker, "return self._quarantine(claim, str(exc))")),
+        (worker, _line_of(worker, "return self._failed(claim, step, ValidationFailed(str(exc))), None, True")),
+        # a stalled call's commit is fenced: the job was taken over meanwhile
+        (worker, _line_of(worker, "            return Outcome.LEASE_LOST, None\n")),
         # the step whose attempts ran out is parked
         (worker, _line_of(worker, 'f"gave up after {attempts} attempts: {error}"')),
-        # the sender's rows that could not be marked stay unsent
+        # the sender's rows that could not be marked stay unsent, a failed one's backoff is lost
         (outbox, _line_of(outbox, "return SendReport(0, failed)")),
+        (outbox, _line_of(outbox, "pass  # the row is simply due again at once")),
+        # a person's cancel that came too late is refused
+        (human, _line_of(human, 'raise IllegalAction(job_id, "cancel", job.state, (PENDING,))')),
     }
     assert {(f, n) for f, n in expected if n in killed.get(f, set())} == expected
 

@@ -65,6 +65,9 @@ class NotesAdapter(ReferenceAdapter):
     def payload(self, job_id: str) -> dict[str, str]:
         return {"text": f"note {job_id}: the pump in hall 3 is leaking again"}
 
+    def poison_payload(self, job_id: str) -> dict[str, str]:
+        return {"text": ""}  # summarise refuses an empty note
+
     def tasks(self) -> dict[str, str]:
         return {"fetch": "summarise", "extract": "summarise", "verify": "classify"}
 

@@ -300,7 +300,27 @@ class NoAttemptsLimit(_Variant):
         return Worker(store, workflow, lease_s=self.lease_s, threaded=False, attempts_max=1_000_000, **kw)  # BUG
 
 
-ERROR_PATHS = (DiskFullEndsTheLoop, NoAttemptsLimit)
+class _DamageEndsTheLoop(Worker):
+    def _quarantine(self, claim: Any, why: str) -> Any:
+        raise RuntimeError(why)  # BUG: a row the worker cannot read crashes it, on every restart
+
+
+class DamagedRowEndsTheLoop(_Variant):
+    """A stored row the worker cannot parse crashes it instead of being quarantined.
+
+    The row is read again by every worker that claims the job: each one dies, and the job is never
+    parked where a person would see it. Caught by the ``damaged-payload`` family: the iteration
+    raises (**raised**).
+    """
+
+    catches = ("raised",)
+    families = ("damaged-payload",)
+
+    def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
+        return _DamageEndsTheLoop(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
+
+
+ERROR_PATHS = (DiskFullEndsTheLoop, NoAttemptsLimit, DamagedRowEndsTheLoop)
 
 
 # -- caught only when workers overlap (pauses, two-level interleavings) ---------------------------
