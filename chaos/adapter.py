@@ -233,7 +233,8 @@ CAPABILITIES: tuple[Capability, ...] = (
                "from its own clock; a sandbox, as scripted plans and chaos_world use, refuses it)",
                "'passed' (the engine reads the clock it is given)", ""),
     Capability("poison_payload", "adapter", "poison_payload(job_id) -> a payload your first step refuses (a failed job "
-               "to requeue, in random histories)", "the reference workflow's, {'source': ''}", ""),
+               "to requeue, in random histories; the poison-payload family)", "the reference workflow's, {'source': ''}",
+               "the poison-payload family, unless your steps are the reference's"),
     Capability("needs_human_states", "adapter", "needs_human_states() -> the states in which a job waits for a person "
                "(resolve is legal there, in random histories)", "'needs_human' if the table has it, else none", ""),
     Capability("initial_states", "adapter", "initial_states() -> the states a job may be created in",
@@ -243,19 +244,19 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("fault_errors", "adapter", "fault_errors: {fault kind: exception factory}, e.g. PYTHON_ERRORS",
                "the reference engine's error types (ENGINE_ERRORS: engine.StepTimeout, ...)", ""),
     Capability("schema", "adapter", "schema: a chaos.adapters.sql.SqlSchema naming your tables (SqliteAdapter declares one)",
-               "none", "the damage faults (damage-payload, damage-memo, damage-state) and, on PostgreSQL, the lock-held "
-               "fault and the integrity check's consistency query"),
+               "none", "the damage faults (damage-payload, damage-memo, damage-state), the damaged-payload family and, on "
+               "PostgreSQL, the lock-held fault, the busy families and the integrity check's consistency query"),
     Capability("probe", "adapter", "probe(db) -> fn(job, step, worker, token, now) -> (memo committed, lease valid)",
                "calls are not classified", "no-spend-after-memo"),
     Capability("writer_attribution", "adapter", "create(db, *, attribute_writers=True) installs the writer triggers",
                "writes are not attributed", "fenced-writes"),
     Capability("connection", "session", "connection() -> the session's sqlite3.Connection",
                "every line is its own crash and pause class; no write lock is observed",
-               "crash and pause classes, the host's disk-full and held-lock faults"),
+               "crash and pause classes, the host's disk-full and held-lock faults, the disk-full family"),
     Capability("claim_only", "session", "claim_only(): claim the next job and return, as a worker killed right after its claim",
                "", "the resume and give-up families"),
     Capability("human_actions", "session", "requeue(job), resolve(job, action), cancel(job)",
-               "", "the cancel-race family and the histories' human actions"),
+               "", "the cancel-race and cancel-too-late families and the histories' human actions"),
     Capability("busy_timeout", "session", "set_busy_timeout(seconds)",
                "the engine's own busy timeout", ""),
     Capability("scenarios", "adapter", "scenarios() -> your own families (chaos.Scenario)", "the reference families", ""),

@@ -33,6 +33,7 @@ from typing import Any
 
 from chaos.core.findings import normalise, user_line
 from chaos.core.invariants import FIXES
+from chaos.core.unreachable import declared_unreachable
 
 __all__ = [
     "Summary",
@@ -151,11 +152,18 @@ class Summary:
                 seen.setdefault(r["file"], set()).add(r["line"])
         return seen
 
+    def reachable(self) -> dict[str, set[int]]:
+        """The executable lines of the functions reached, less those the engine declares no
+        iteration reaches (chaos.core.unreachable)."""
+        return {f: set(lines) - declared_unreachable(f).keys() for f, lines in self.executable.items()}
+
     def coverage(self) -> tuple[int, int, float]:
-        """(lines killed at least once, executable lines of the functions reached, percent)."""
+        """(lines killed at least once, executable lines of the functions reached that an iteration
+        can reach, percent)."""
         killed = self.killed_lines()
-        total = sum(len(lines) for lines in self.executable.values())
-        hit = sum(len(lines & killed.get(f, set())) for f, lines in self.executable.items())
+        reachable = self.reachable()
+        total = sum(len(lines) for lines in reachable.values())
+        hit = sum(len(lines & killed.get(f, set())) for f, lines in reachable.items())
         return hit, total, (round(100.0 * hit / total, 1) if total else 100.0)
 
     def modes(self) -> str:
@@ -428,7 +436,7 @@ def _sources(s: Summary) -> list[str]:
     for i, f in enumerate(files):
         n = sum(len(v) for (ff, _), v in by_line.items() if ff == f)
         bad = sum(1 for (ff, _), v in by_line.items() if ff == f for r in v if not r["held"])
-        executable = s.executable.get(f, set())
+        executable = s.reachable().get(f, set())
         covered = round(100.0 * len(executable & killed.get(f, set())) / len(executable), 1) if executable else 100.0
         mine = "" if _is_library(f) else " mine"
         out.append(f'<tr class="{"bad" if bad else "ok"}{mine}" data-file="{e(s.short(f))}" data-points="{n}" data-violated="{bad}" '
@@ -446,6 +454,7 @@ def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int]
     lines = linecache.getlines(path)
     culprits = _culprits(s)
     executable = s.executable.get(path, set()) | {line for (f, line) in by_line if f == path}
+    declared = declared_unreachable(path)  # no iteration reaches them: not shown as missed
     out = [f'<h3 id="f{index}">{e(s.short(path))}</h3>']
     if not lines:
         return out + [f"<p>source not readable: {e(path)}</p>"]
@@ -473,7 +482,7 @@ def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int]
                 f'<td class="src"><details><summary><code>{text}</code></summary>{_point_details(s, points, files)}</details></td></tr>'
             )
         else:
-            tone = "missed" if number in executable and number not in killed else "plain"
+            tone = "missed" if number in executable and number not in killed and number not in declared else "plain"
             out.append(f'<tr class="{tone}" id="{row_id}"><td class="ln">{number}</td><td class="badge"></td><td class="src"><code>{text}</code></td></tr>')
     if previous < len(lines):
         out.append(f'<tr class="fold"><td class="ln"></td><td colspan="2">&#8943; lines {previous + 1}&ndash;{len(lines)}</td></tr>')

@@ -94,7 +94,7 @@ def test_the_readmes_commands_show_what_it_says(index):
     out = done.stdout + done.stderr
     if args[0] == "adapter":
         assert done.returncode == 0, out
-        assert "no   human_actions: this disables the cancel-race family" in out
+        assert "no   human_actions: this disables the cancel-race and cancel-too-late families" in out
     elif "lost-lease" in args:
         assert done.returncode == 1, out
         assert "FAILS WITHOUT ANY FAULT in 1 of 1 families (lost-lease)" in out and "bounded-spend: job 'doc-1' step 'draft'" in out
