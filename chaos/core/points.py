@@ -72,12 +72,6 @@ def function_lines(code: CodeType) -> frozenset[int]:
     return frozenset(lines & statement_lines(code.co_filename))
 
 
-@lru_cache(maxsize=None)
-def _real_path(path: str) -> str:
-    """``path`` as the file system names it (absolute, no ``..``, symlinks resolved); once per spelling."""
-    return os.path.realpath(path)
-
-
 class _Scope:
     """Decides, once per code object, whether its lines are crash points."""
 
@@ -315,16 +309,29 @@ class DurableState:
         self._counters = []
 
 
+def _spellings_of(path: str) -> frozenset[str]:
+    """``path`` with its ``..`` folded, and the file of every loaded module that is the same file
+    by its real path (another spelling of it: a symlink, a relative ``sys.path`` entry)."""
+    spellings = {path, os.path.normpath(path)}
+    real = os.path.realpath(path)
+    base = os.path.basename(path)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.basename(file) == base and file not in spellings and os.path.realpath(file) == real:
+            spellings |= {file, os.path.normpath(file)}
+    return frozenset(spellings)
+
+
 class Killer:
     """Calls ``on_hit`` just before the chosen point's line executes (then stops tracing)."""
 
     def __init__(self, paths: Iterable[str], point: Point, on_hit: Callable[[], None], only: Iterable[CodeType] | None = None) -> None:
         self.scope = _Scope(paths, only)
         self.target = (point.file, point.line)
-        # The point's file as the file system names it: the process that recorded the point may
-        # have imported the module by another spelling of its path (``tests/../examples/x.py``,
-        # a symlink) than this one, and a code object's ``co_filename`` is that spelling.
-        self._target_real = _real_path(point.file)
+        # The process that recorded the point may have imported its module by another spelling of
+        # its path than this one (``tests/../examples/x.py``, a symlink), and a code object's
+        # ``co_filename`` is the importing process's spelling: see _is_target_file.
+        self._spellings = _spellings_of(point.file)
         self.hit = point.hit
         self.on_hit = on_hit
         self.reached = False
@@ -352,8 +359,13 @@ class Killer:
         return self._local if holds else None
 
     def _is_target_file(self, filename: str) -> bool:
-        """Whether ``filename`` (a ``co_filename``) is the point's file, however either is spelled."""
-        return filename == self.target[0] or _real_path(filename) == self._target_real
+        """Whether ``filename`` (a ``co_filename``) is the point's file, however either is spelled.
+
+        Asked while the iteration is traced, so it makes no system call: one would let another
+        thread of the iteration run here, where it did not in the recording (see
+        :data:`SWITCH_INTERVAL_S`). The spellings of loaded modules' files were resolved before.
+        """
+        return filename in self._spellings or os.path.normpath(filename) in self._spellings
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
         if not self._active:

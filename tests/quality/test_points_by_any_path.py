@@ -46,20 +46,26 @@ def _module(tmp_path, name: str):
 
 
 @pytest.mark.parametrize("spelling", ["dotdot", "symlink"])
-def test_a_killer_reaches_a_point_recorded_under_another_spelling_of_its_file(tmp_path, spelling):
+def test_a_killer_reaches_a_point_recorded_under_another_spelling_of_its_file(tmp_path, spelling, monkeypatch):
     module = _module(tmp_path, f"points_spelled_{spelling}")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
     real = module.work.__code__.co_filename
     if spelling == "dotdot":
         (tmp_path / "sub").mkdir()
         recorded = os.path.join(str(tmp_path), "sub", "..", os.path.basename(real))
     else:
-        recorded = str(tmp_path / "link.py")
-        os.symlink(real, recorded)
-    hits = []
+        os.symlink(str(tmp_path), str(tmp_path / "link"))  # a checkout reached through a symlinked folder
+        recorded = str(tmp_path / "link" / os.path.basename(real))
+    hits, resolved = [], []
     point = Point(recorded, 4, 2, "work")  # the loop's body, its second time
-    with Killer([str(tmp_path)], point, lambda: hits.append(1)) as killer:
+    killer = Killer([str(tmp_path)], point, lambda: hits.append(1))
+    # No path is resolved while the iteration is traced: a system call there would let another
+    # thread of the iteration run where it did not in the recording.
+    monkeypatch.setattr(os.path, "realpath", lambda *a, **k: resolved.append(a))
+    with killer:
         module.work()
     assert killer.reached and hits == [1]
+    assert not resolved
 
 
 @pytest.fixture
