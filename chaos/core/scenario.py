@@ -45,6 +45,7 @@ from chaos.core.invariants import (
     baseline_failures,
     check,
     idempotent_submit,
+    point_reached,
     raised,
     same_outcome,
     submit_policy,
@@ -745,6 +746,8 @@ def run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, s
     if error:
         outcome.error = error
         outcome.violations.insert(0, raised("the doomed iteration", error))
+    elif outcome.exit == Exit.NOT_REACHED:  # no kill happened: the scenario tested nothing, and must not hold
+        outcome.violations.insert(0, point_reached("the doomed worker"))
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -1057,6 +1060,8 @@ def run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, s
             exit_kind, error = _doomed_exit(ended)
             if error:
                 problems.append(raised("the iteration to pause", error))
+            elif exit_kind is Exit.NOT_REACHED:  # no pause happened: the scenario tested nothing
+                problems.append(point_reached("the worker to freeze"))
         outcome = _after_fault(run, family, point.id, exit_kind, lambda: interruptions, problems)
     except Exception as exc:  # an adapter raised in the harness's own process
         outcome = _adapter_raised(point.id, exc)

@@ -21,7 +21,7 @@ import pytest
 
 from chaos import ReferenceAdapter, run_matrix
 from chaos.core.points import Killer, Point
-from chaos.core.scenario import for_adapter, prepare
+from chaos.core.scenario import for_adapter, prepare, run_pause, run_point
 from chaos.hostfaults.faults import machine_points, machine_scenarios, run_machine_fault
 from chaos.matrix.runner import source_line
 
@@ -105,3 +105,17 @@ def test_a_host_fault_whose_worker_never_reaches_its_point_is_a_violation_not_a_
     assert outcome.exit == "not-reached"
     assert [v.invariant for v in outcome.violations] == ["point-reached"]
     assert "its fault was never injected" in outcome.violations[0].detail
+
+
+@pytest.mark.parametrize("fault", ["crash", "crash-inprocess", "pause-live"])
+def test_a_crash_or_a_pause_that_never_reaches_its_point_is_a_violation_not_a_pass(tmp_path, fault):
+    adapter = ReferenceAdapter()
+    family = prepare(adapter, for_adapter(machine_scenarios()[0], adapter), str(tmp_path / "family"), seed=0)
+    never = dataclasses.replace(family.points[0], hit=family.points[0].hit + 10_000)  # a hit the iteration never gets to
+    workdir = str(tmp_path / "run")
+    if fault == "pause-live":
+        outcome = run_pause(adapter, family, never, workdir, seed=0, expired=False)
+    else:
+        outcome = run_point(adapter, family, never, workdir, seed=0, mode="inprocess" if fault.endswith("inprocess") else "fork")
+    assert outcome.exit == "not-reached"
+    assert [v.invariant for v in outcome.violations] == ["point-reached"]
