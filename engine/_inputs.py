@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ._errors import InvalidInput
 
@@ -48,13 +48,45 @@ TYPES_HELP = "pass dicts with string keys, lists, str, int, finite float, bool o
 # One encoder for every canonical dump: json.dumps with options builds a new encoder per call,
 # and a step completion dumps its output on every step.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=True)
-# (json.encoder.c_make_encoder would save the C encoder JSONEncoder.encode builds per call, about
-# 3% of a step's instructions, but its positional signature is not a documented interface.)
-_encode = _CANONICAL.encode
+# A probe of every kind of JSON value: the C encoder below is used only if it writes this
+# exactly as _CANONICAL does.
+_ENCODER_PROBE = {"b": [1, -2.5, 1e300, None, True, False, "caf\u00e9 \U0001f600 \"q\"\n"], "a": {"z": {}, "y": []}, "": 0}
+
+
+def _canonical_chunks(value: Any, _indent_level: int) -> Sequence[str]:
+    return (_CANONICAL.encode(value),)
+
+
+def _chunks_encoder() -> Callable[[Any, int], Sequence[str]]:
+    """``encode(value, 0)[0]`` is ``_CANONICAL.encode(value)``, without what that costs per call.
+
+    ``JSONEncoder.encode`` builds a new C encoder (``json.encoder.c_make_encoder``), and a dict
+    for cycle detection, on every call, through two Python frames: about a fifth of encoding a
+    step's small output. This builds the C encoder once, without cycle detection: a cyclic value
+    then ends in RecursionError instead of ValueError, and :func:`dumps` refuses both alike. The C
+    encoder's positional signature is not a documented interface, so it is used only if it exists,
+    accepts these arguments and writes the probe exactly as ``_CANONICAL`` does; otherwise
+    (another interpreter or version) every encode goes through ``_CANONICAL.encode``.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _canonical_chunks
+    try:
+        encoder = make(None, _CANONICAL.default, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, False)
+        if encoder(_ENCODER_PROBE, 0)[0] == _CANONICAL.encode(_ENCODER_PROBE):  # its one chunk
+            return encoder  # type: ignore[no-any-return]
+    except Exception:  # a changed signature: the documented path below
+        pass
+    return _canonical_chunks
+
+
+_encode_chunks = _chunks_encoder()
 
 # One decoder for every read: json.loads strips whitespace around the value with two regular
-# expression matches before it decodes, and the engine's own texts have none.
+# expression matches before it decodes, and the engine's own texts have none. Its C scanner is
+# called directly: ``raw_decode`` is a Python frame around it that only renames StopIteration.
 _DECODER = json.JSONDecoder()
+_scan = _DECODER.scan_once
 
 
 def check_job_id(job_id: Any) -> str:
@@ -144,7 +176,7 @@ def _plain_dumps(value: Any) -> str | None:
     For None, :func:`dumps` takes the full walk, which names what is wrong and where.
     """
     try:
-        text = _encode(value)
+        text = _encode_chunks(value, 0)[0]
     except (TypeError, ValueError, RecursionError):
         return None
     return text if _gives_back(text, value) else None
@@ -158,8 +190,8 @@ def loads(text: str) -> Any:
     """
     if type(text) is str:
         try:
-            value, end = _DECODER.raw_decode(text)
-        except ValueError:
+            value, end = _scan(text, 0)
+        except (StopIteration, ValueError):
             pass  # json.loads below raises the error (or strips leading whitespace and decodes)
         else:
             if end == len(text):
@@ -228,11 +260,13 @@ def _gives_back(text: str, value: Any) -> bool:
     return (
         # With ensure_ascii every character outside ASCII is an escape: no "\ud", no surrogate.
         "\\ud" not in text
-        # Every value takes at least one character, and every container a bracket.
+        # Every value takes at least one character, and every container a bracket (so a text
+        # shorter than the depth limit cannot reach it: the common case, counted by len alone).
         and len(text) < NODES_MAX
-        and text.count("[") + text.count("{") < NESTING_DEPTH_MAX
+        and (len(text) < NESTING_DEPTH_MAX or text.count("[") + text.count("{") < NESTING_DEPTH_MAX)
         # A key the encoder turned into a string (1 -> "1") does not compare equal.
-        and _DECODER.raw_decode(text)[0] == value
+        # (The text is the encoder's own: one JSON value, which the scanner reads whole.)
+        and _scan(text, 0)[0] == value
     )
 
 

@@ -138,7 +138,7 @@ class SqlStore:
             row = conn.execute(sql.CLAIM, {"owner": owner, "until": until, "now": now}).fetchone()
             if row is None:
                 return None
-            job_id, state, payload, attempts, token = row
+            job_id, state, payload, attempts, token, has_memos = row
             working = starts.get(state)
             if working is not None:
                 moved = conn.execute(sql.FENCED_MOVE, {"id": job_id, "token": token, "now": now, "to": working, "from": state}).rowcount
@@ -148,7 +148,7 @@ class SqlStore:
                 attempts += 1
             if moved != 1:
                 raise AssertionError(f"job {job_id!r} changed under its own write lock")  # not a crash point: a bug guard: no row changes under the worker's own write lock
-            return Claim(job_id, state, payload, attempts, token, until)
+            return Claim(job_id, state, payload, attempts, token, until, None if has_memos is None else bool(has_memos))
 
     def complete(self, claim: Claim, completion: Completion | None = None, /, **fields: Any) -> bool:
         """Commit a step's memo, its outbox rows and the state advance as ONE fenced transaction.

@@ -52,7 +52,11 @@ class Job:
 
 @dataclass(frozen=True)
 class Claim:
-    """A job this worker holds a lease on; ``token`` fences every write it makes."""
+    """A job this worker holds a lease on; ``token`` fences every write it makes.
+
+    ``has_memos`` is whether the job had memo rows when it was claimed, if the store could tell
+    exactly (None: it could not, and the worker reads them).
+    """
 
     job_id: str
     state: str
@@ -60,6 +64,7 @@ class Claim:
     attempts: int
     token: int
     lease_until: float
+    has_memos: bool | None = None
 
 
 # Not frozen: one is built on every step, and a frozen dataclass's __init__ (object.__setattr__
@@ -195,7 +200,11 @@ def load_stored(text: str, job_id: str, what: str, fix: str) -> Any:
 
 
 def load_payload(job_id: str, text: str) -> Any:
-    return load_stored(text, job_id, "payload", PAYLOAD_FIX)
+    # load_stored, written out: every step of a claim parses its job's payload afresh.
+    try:
+        return loads(text)
+    except ValueError as exc:
+        raise DamagedRow(job_id, "payload", str(exc), PAYLOAD_FIX) from None
 
 
 def load_memo(job_id: str, step: str, text: str) -> Any:

@@ -59,12 +59,16 @@ class _ClaimMemos:
     exactly as a read would give. After a memo was found, or if earlier memos existed, every step
     reads. (A worker whose lease was taken over meanwhile may then run one step in vain: its commit
     is fenced off, and the harness counts that call as the interruption's wasted spend.)
+
+    When the claim itself saw that the job has no memo rows (``Claim.has_memos`` is False: the
+    store looked within the claim's own transaction), the first lookup is not read either: by the
+    same argument no row can appear that this worker does not write.
     """
 
     __slots__ = ("_texts", "_read")
 
-    def __init__(self) -> None:
-        self._texts: dict[str, str] | None = None  # None: read from the store
+    def __init__(self, has_memos: bool | None = None) -> None:
+        self._texts: dict[str, str] | None = {} if has_memos is False else None  # None: read from the store
         self._read: dict[str, Any] | None = None  # the rows the current step's lookup read
 
     def lookup(self, store: Store, job_id: str, step: str) -> Memo | None:
@@ -93,9 +97,12 @@ class _ClaimMemos:
 class _Route:
     """Where a step leads and what its checks call it, worked out once per worker.
 
-    A completion needs the step's states, the step after it and the names its input checks use
-    in an error; they are fixed by the workflow, so they are not derived again on every step.
-    The state table is still checked on every move (:meth:`Workflow.check`).
+    A completion needs the step's states, the step after it, its declared effects and the names
+    its input checks use in an error; they are fixed by the workflow, so they are not derived
+    again on every step. So are the two moves a completion makes (working -> done -> the next
+    step's working state): they are checked against the state table (:meth:`Workflow.check`)
+    here, once, as the table they are checked against is fixed too. Every other move (a retry,
+    a park, a person's action) is checked when it is made.
     """
 
     working: str
@@ -103,18 +110,23 @@ class _Route:
     next_working: str | None  # the working state of the step after this one; None after the last
     final: bool  # ``done`` is the workflow's final state: the completion releases the job
     timeout_s: float
+    effects: frozenset[str]  # the effect kinds the step declares
     cost_what: str  # how an error names the step's cost, its output
     output_what: str
 
     @classmethod
     def of(cls, workflow: Workflow, step: Step, lease: LeasePolicy) -> "_Route":
         nxt = workflow.next_step(step.done_state)
+        workflow.check(step.working_state, step.done_state)
+        if nxt is not None:
+            workflow.check(step.done_state, nxt.working_state)
         return cls(
             working=step.working_state,
             done=step.done_state,
             next_working=None if nxt is None else nxt.working_state,
             final=step.done_state == workflow.final_state,
             timeout_s=lease.step_timeout_s(step.timeout_s),
+            effects=frozenset(step.effects),
             cost_what=f"cost_usd of step {step.name!r}",
             output_what=f"output of step {step.name!r}",
         )
@@ -312,7 +324,7 @@ class Worker:
             return RunResult(Outcome.IDLE)
         ran = skipped = 0
         outcome = Outcome.LEASE_LOST
-        memos = _ClaimMemos()
+        memos = _ClaimMemos(claim.has_memos)
         for _ in range(len(self.workflow.steps)):  # a job passes each step at most once per claim
             step = self.workflow.step_for_working(claim.state)
             if step is None:
@@ -366,8 +378,9 @@ class Worker:
             memos.forget()
             committed = self._commit(claim, step, StepOutput(memo.output, memo.cost_usd), write_memo=False, memos=memos)
             return committed[0], committed[1], False
+        route = self._routes[step.name]
         payload = load_payload(claim.job_id, claim.payload_json)
-        timeout = self._routes[step.name].timeout_s
+        timeout = route.timeout_s
         ctx = self.context_class(self, claim, step, payload, memos.load(self.store, claim.job_id), deadline=self.clock.now() + timeout)
         try:
             raw = self._call(step, ctx, timeout)
@@ -381,7 +394,7 @@ class Worker:
             return self._park(claim, step, NEEDS_HUMAN, f"{step.name}: needs review: {raw.reason}", None), None, True
         output = raw if isinstance(raw, StepOutput) else StepOutput(raw)
         try:
-            encoded = self._encode(step, output)
+            encoded = self._encode(step, route, output)
         except InvalidInput as exc:
             # What the step returned cannot be stored: it will return the same next time, so it
             # fails as poison after this one call, saying why, instead of escaping run_once (the
@@ -417,15 +430,15 @@ class Worker:
             ctx.heartbeat()
         raise AssertionError(f"step {step.name!r}: waited {WAITS_MAX} times without reaching its timeout")  # not a crash point: a bug guard: the step's timeout ends the wait long before
 
-    def _encode(self, step: Step, output: StepOutput) -> tuple[str, dict[str, str]]:
-        """The JSON of a step's output and effects; :class:`InvalidInput` if they cannot be stored."""
-        route = self._routes[step.name]
-        finite_number(route.cost_what, output.cost_usd, minimum=0.0)
+    def _encode(self, step: Step, route: _Route, output: StepOutput) -> tuple[str, dict[str, str], float]:
+        """The JSON of a step's output and effects, and its cost as a float; :class:`InvalidInput`
+        if they cannot be stored."""
+        cost = finite_number(route.cost_what, output.cost_usd, minimum=0.0)
         output_json = dumps(output.output, what=route.output_what)
         if not output.effects:
-            return output_json, {}
+            return output_json, {}, cost
         effects = {kind: dumps(p, what=f"effect {kind!r} of step {step.name!r}") for kind, p in output.effects.items()}
-        return output_json, effects
+        return output_json, effects, cost
 
     def _commit(
         self,
@@ -435,21 +448,18 @@ class Worker:
         *,
         write_memo: bool,
         memos: _ClaimMemos,
-        encoded: tuple[str, dict[str, str]] | None = None,
+        encoded: tuple[str, dict[str, str], float] | None = None,
     ) -> tuple[Outcome, Claim | None]:
+        route = self._routes[step.name]
         if output.effects:
-            undeclared = set(output.effects) - set(step.effects)
+            undeclared = set(output.effects) - route.effects
             if undeclared:  # a bug in the workflow's code, not in this job: it is raised, not parked
                 raise InvalidInput(
                     f"step {step.name!r} emitted effects {sorted(undeclared)} it does not declare; "
                     f"add them to Step(effects=...) (declared: {list(step.effects)})"
                 )
-        output_json, effects = encoded if encoded is not None else self._encode(step, output)
-        route = self._routes[step.name]
-        nxt = route.next_working
-        self.workflow.check(route.working, route.done)
-        if nxt is not None:
-            self.workflow.check(route.done, nxt)
+        output_json, effects, cost = encoded if encoded is not None else self._encode(step, route, output)
+        nxt = route.next_working  # the moves were checked against the table once (see _Route)
         now = self.clock.now()
         lease_until = self.lease.renewed(claimed_until=claim.lease_until, now=now)
         completion = Completion(
@@ -459,7 +469,7 @@ class Worker:
             output_json=output_json,
             now=now,
             lease_until=lease_until,
-            cost_usd=float(output.cost_usd),
+            cost_usd=cost,
             effects=effects,
             next_state=nxt,
             release_at=None if route.final else now,
