@@ -233,8 +233,8 @@ CAPABILITIES: tuple[Capability, ...] = (
                "from its own clock; a sandbox, as scripted plans and chaos_world use, refuses it)",
                "'passed' (the engine reads the clock it is given)", ""),
     Capability("poison_payload", "adapter", "poison_payload(job_id) -> a payload your first step refuses (a failed job "
-               "to requeue, in random histories; the poison-payload family)", "the reference workflow's, {'source': ''}",
-               "the poison-payload family, unless your steps are the reference's"),
+               "to requeue, in random histories; the poison-payload family)", "the reference workflow's, {'source': ''} (for another workflow's steps the poison-payload family is "
+               "skipped, saying why)", ""),
     Capability("needs_human_states", "adapter", "needs_human_states() -> the states in which a job waits for a person "
                "(resolve is legal there, in random histories)", "'needs_human' if the table has it, else none", ""),
     Capability("initial_states", "adapter", "initial_states() -> the states a job may be created in",

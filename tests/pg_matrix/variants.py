@@ -96,7 +96,7 @@ class _ClaimLeftOpenStore(PostgresStore):
 
 
 def _start(conn: Any, row: Any, now: float, lease_s: float, starts: Any) -> Claim:
-    job_id, state, payload, attempts, token = row
+    job_id, state, payload, attempts, token, *_ = row  # the claim also says whether the job has memo rows
     ident = {"id": job_id, "token": token, "now": now}
     if state in starts:
         conn.execute(SQL.FENCED_MOVE, {**ident, "to": starts[state], "from": state})
