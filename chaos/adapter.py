@@ -259,6 +259,9 @@ CAPABILITIES: tuple[Capability, ...] = (
                "", "the cancel-race and cancel-too-late families and the histories' human actions"),
     Capability("busy_timeout", "session", "set_busy_timeout(seconds)",
                "the engine's own busy timeout", ""),
+    Capability("configure_worker", "session", "configure_worker(**settings): the session's worker rebuilt with a family's "
+               "settings of your engine's worker (the reference's: threaded=False, step_timeout_s=...)",
+               "", "the inline-steps family"),
     Capability("scenarios", "adapter", "scenarios() -> your own families (chaos.Scenario)", "the reference families", ""),
 )
 

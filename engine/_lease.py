@@ -63,7 +63,7 @@ class LeasePolicy:
         if not lease_s > 0:
             raise InvalidInput(f"lease_s={lease_s!r} must be > 0")  # not a crash point: a bad setting, refused when the worker is made
         if default_timeout_s is not None:
-            default = finite_number("step_timeout_s", default_timeout_s)
+            default = finite_number("step_timeout_s", default_timeout_s)  # not a crash point: a setting, read when the worker is made
         else:
             default = lease_s * STEP_TIMEOUT_SHARE_DEFAULT
         longest_s = 0.0

@@ -187,7 +187,7 @@ class SqlStore:
         from_state: str,
         to_state: str,
         attempts: int,
-        error: str | None,
+        error: str,
         next_run_at: float | None,
         now: float,
     ) -> bool:

@@ -150,7 +150,7 @@ class Store(Protocol):
         """Commit a step's memo, outbox rows and state advance together; False if the lease was lost."""
 
     def park(
-        self, claim: Claim, *, from_state: str, to_state: str, attempts: int, error: str | None,
+        self, claim: Claim, *, from_state: str, to_state: str, attempts: int, error: str,
         next_run_at: float | None, now: float,
     ) -> bool:
         """Leave the working state without a result (retry edge, failed state or needs_human)."""
@@ -176,15 +176,13 @@ class Store(Protocol):
         """The operating queries' rows (see :func:`engine.status`)."""
 
 
-def clip_error(error: str | None) -> str | None:
+def clip_error(error: str) -> str:
     """An error message both databases can store as ``last_error``, short enough: a NUL or a lone
     surrogate it quotes from the input (a key, a value) is written as its escape.
 
     >>> clip_error("bad key 'a\\x00b\\udc80'")
     "bad key 'a\\\\x00b\\\\udc80'"
     """
-    if error is None:
-        return None
     error = error.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
     if len(error) <= ERROR_CHARS_MAX:
         return error

@@ -280,7 +280,7 @@ class Worker:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if step_timeout_s is not None:
-            step_timeout_s = finite_number("step_timeout_s", step_timeout_s)
+            step_timeout_s = finite_number("step_timeout_s", step_timeout_s)  # not a crash point: a setting, read when the worker is made
         if isinstance(attempts_max, bool) or not isinstance(attempts_max, int):
             raise InvalidInput(f"attempts_max={attempts_max!r} must be an integer >= 1")  # not a crash point: a bad setting, refused when the worker is made
         backoff_s_max = finite_number("backoff_s_max", backoff_s_max, minimum=0.0)
@@ -509,7 +509,7 @@ class Worker:
         )
         return self._park(claim, step, step.failed_state or NEEDS_HUMAN, error, None, attempts=claim.attempts)
 
-    def _park(self, claim: Claim, step: Step, to_state: str, error: str | None, next_run_at: float | None, *, attempts: int | None = None) -> Outcome:
+    def _park(self, claim: Claim, step: Step, to_state: str, error: str, next_run_at: float | None, *, attempts: int | None = None) -> Outcome:
         self.workflow.check(step.working_state, to_state)
         if not self._park_in_store(claim, step.working_state, to_state, claim.attempts if attempts is None else attempts, error, next_run_at):
             return Outcome.LEASE_LOST

@@ -37,6 +37,7 @@ class ReferenceSession:
     """The reference engine as the harness drives it: inline steps, the world's services."""
 
     def __init__(self, adapter: "ReferenceAdapter", db_path: str, world: World, *, worker_id: str, clock: Any, rng: random.Random) -> None:
+        self.adapter = adapter
         self.store = adapter.make_store(db_path)
         self.workflow = adapter.workflow(world)
         self.world = world
@@ -55,6 +56,11 @@ class ReferenceSession:
     def connection(self) -> Any:
         """The store's connection (sqlite3 here, psycopg on PostgreSQL)."""
         return self.store.conn
+
+    def configure_worker(self, **settings: Any) -> None:
+        """Rebuild this session's worker with ``settings`` (Worker's keyword arguments, a family's)."""
+        self.worker = self.adapter.make_worker(self.store, self.workflow, worker_id=self.worker.worker_id, clock=self.clock,
+                                               rng=self.rng, **settings)
 
     def claim_only(self) -> None:
         """Claim the next job and return, holding its lease: a worker killed right after its claim."""
@@ -139,8 +145,9 @@ class ReferenceAdapter:
     def make_store(self, db_path: str) -> SqlStore:
         return SqliteStore(db_path, synchronous=self.synchronous)
 
-    def make_worker(self, store: Any, workflow: Workflow, *, worker_id: str, clock: Any, rng: random.Random) -> Worker:
-        return Worker(store, workflow, worker_id=worker_id, clock=clock, rng=rng, lease_s=self.lease_s, threaded=self.threaded)
+    def make_worker(self, store: Any, workflow: Workflow, *, worker_id: str, clock: Any, rng: random.Random, **settings: Any) -> Worker:
+        """The worker of a session; ``settings`` are a family's (see ReferenceSession.configure_worker)."""
+        return Worker(store, workflow, worker_id=worker_id, clock=clock, rng=rng, **{"lease_s": self.lease_s, "threaded": self.threaded, **settings})
 
     def send_outbox_fn(self) -> Callable[..., Any]:
         return send_outbox

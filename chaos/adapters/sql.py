@@ -179,13 +179,15 @@ class SqlSchema:
         """The engine's tables the schema names, jobs first."""
         return [t.name for t in (self.job, self.memo, self.outbox) if t is not None]
 
-    def overwrite(self, conn: Any, job_id: str, what: str, value: str, *, step: str | None = None) -> str | None:
+    def overwrite(self, conn: Any, job_id: str, what: str, value: str, *, step: str | None = None, unaudited: bool = False) -> str | None:
         """Overwrite one stored value with ``value``, as a damaged disk or a bad migration would,
         and return what was there (None: no such row, nothing written).
 
         ``what`` is ``"payload"`` or ``"state"`` (the job's row) or ``"memo"`` (the output of the
         memo row of ``step``). ``conn`` runs statements with ``?`` placeholders: the host's damage
         faults pass a connection of the harness's own, whose writes the audit names a person's.
+        ``unaudited`` drops the audit's record of a memo's overwrite (a family's setup damages it
+        as its premise: the change is not the engine's).
         """
         j, m = self.job, self.memo
         if what in ("payload", "state"):
@@ -199,6 +201,8 @@ class SqlSchema:
         if row is None:
             return None
         conn.execute(f"UPDATE {_ident(table)} SET {_ident(column)} = ? WHERE {condition}", (value, *params))
+        if unaudited and what == "memo":
+            conn.execute("DELETE FROM chaos_memo_change WHERE job_id = ? AND step = ?", params)
         return row[0]
 
     def consistency_sql(self) -> list[tuple[str, str]]:

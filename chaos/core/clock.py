@@ -23,7 +23,7 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["SharedClock", "TimeSource", "time_source", "engine_reads"]
+__all__ = ["SharedClock", "AheadClock", "TimeSource", "time_source", "engine_reads"]
 
 _SLOT = struct.Struct("d")
 
@@ -56,6 +56,30 @@ class SharedClock:
 
     def sleep(self, seconds: float) -> None:
         self.advance(max(0.0, seconds))
+
+
+class AheadClock:
+    """``base`` as a worker whose clock runs ``ahead_s`` ahead of the others' reads it: the skew
+    between two machines' clocks. Moving it moves ``base``."""
+
+    def __init__(self, base: Any, ahead_s: float) -> None:
+        self.base = base
+        self.ahead_s = ahead_s
+
+    def now(self) -> float:
+        return self.base.now() + self.ahead_s
+
+    def peek(self) -> float:
+        return self.base.peek() + self.ahead_s
+
+    def set(self, when: float) -> None:
+        self.base.set(when - self.ahead_s)
+
+    def advance(self, seconds: float) -> None:
+        self.base.advance(seconds)
+
+    def sleep(self, seconds: float) -> None:
+        self.base.sleep(seconds)
 
 
 class TimeSource(StrEnum):

@@ -37,7 +37,7 @@ from typing import Any, Callable, Collection, TYPE_CHECKING
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
 from engine import Outcome as RunOutcome  # the engine's run outcomes; Outcome below is a point's
 
-from chaos.core.clock import SharedClock, time_source
+from chaos.core.clock import AheadClock, SharedClock, engine_reads, time_source
 from chaos.core.context import RunContext, close_quietly, store_conn
 from chaos.core.invariants import (
     Evidence,
@@ -57,7 +57,8 @@ from chaos.core.recovery import recovering_workers, recovery_model, recovery_wai
 from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
 from chaos.adapters.sql import HUMAN_WRITER
-from chaos.core.store_faults import DAMAGED_JSON, InCall, ScenarioDb, small_pages
+from chaos.core import libfiu
+from chaos.core.store_faults import DAMAGED_JSON, IO_FAULTS, InCall, ScenarioDb, small_pages
 from chaos.core.world import OUTCOME_FAULTS, STORE_FAULT_KINDS, Fault, World
 
 if TYPE_CHECKING:
@@ -205,13 +206,18 @@ class Scenario:
     (``lock_held``, ``disk_full``) is brought on the doomed worker's store by its call, and the
     commit after it meets a busy or full database (with the task ``claim``, as the iteration
     starts: its claim meets it); ``second_worker`` lets a slow
-    call run another worker while it lasts. ``paced`` makes every drain of the family move the
+    call run another worker while it lasts, whose clock runs ``second_worker_ahead_s`` ahead
+    (the skew between two machines' clocks). ``worker`` holds settings of the doomed worker
+    (``(name, value)`` pairs the session's ``configure_worker`` takes: the reference engine's
+    ``threaded``, ``step_timeout_s``), for a family that crashes a configuration users pick. ``paced`` makes every drain of the family move the
     clock only to the next lease, retry or outbox row that falls due, as a worker that polls often
     would see time pass, instead of past all of them at once: the ledger then shows when each
     retry happened, which a family about retry timing needs (``retry-spread``). ``poison`` submits
     the adapter's ``poison_payload(job_id)`` instead of its payload (a family that needs it is
     skipped where the adapter has none), and a ``"damage:payload:<job>"`` setup action overwrites
-    that job's stored payload with what the engine never writes (through the adapter's ``schema``).
+    that job's stored payload with what the engine never writes (through the adapter's ``schema``;
+    ``"damage:memo:<job>[:<step>]"``, the output of that step's memo row, by default the first
+    step's).
 
     ``expect`` names the states every job must end in when the family runs without any fault
     (its baseline); by default the workflow's final states, or any settled state for a family
@@ -229,6 +235,8 @@ class Scenario:
     phase: str = "worker"
     faults: tuple[Fault, ...] = ()
     second_worker: bool = False
+    second_worker_ahead_s: float = 0.0
+    worker: tuple[tuple[str, Any], ...] = ()
     expect: tuple[str, ...] | None = None
     allowed: tuple[str, ...] = ()
     paced: bool = False
@@ -243,11 +251,18 @@ class Scenario:
             needed.append("connection")  # the disk is filled for the worker's own connection
         if self.phase.startswith("human:"):
             needed.append(self.phase.split(":")[1])
+        if self.worker:
+            needed.append("configure_worker")
         return tuple(needed)
 
     def store_faults(self) -> tuple[str, ...]:
         """The kinds of the store faults its calls bring on (:data:`chaos.core.world.STORE_FAULT_KINDS`)."""
         return tuple(f.kind for f in self.faults if f.kind in STORE_FAULT_KINDS)
+
+    def needs_libfiu(self) -> bool:
+        """Whether its doomed iteration meets an I/O error: it is then prepared and run in a process
+        started by ``fiu-run`` (:mod:`chaos.core.libfiu`)."""
+        return any(kind in IO_FAULTS for kind in self.store_faults())
 
     def expected_states(self, adapter: Adapter) -> frozenset[str]:
         """The states every job must end in without any fault."""
@@ -408,8 +423,10 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
     for fault in scenario.faults:
         run.world.arm(fault)
     session = run.session(DOOMED)
+    if scenario.worker:
+        session.configure_worker(**dict(scenario.worker))
     if scenario.second_worker:
-        run.world.during_slow = lambda: one_iteration(run.adapter, run.session("w-second"))()
+        run.world.during_slow = lambda: _second_worker(run)
     if scenario.phase == "worker":
         iteration = one_iteration(run.adapter, session)
     elif scenario.phase == "sender":
@@ -431,6 +448,21 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
             run.world.on_store_fault = None
 
     return iteration_then_lift
+
+
+def _second_worker(run: Run) -> None:
+    """One iteration of another worker, while the doomed one's call lasts; its clock runs the
+    scenario's ``second_worker_ahead_s`` ahead (in this process only, and only meanwhile)."""
+    ahead_s = run.scenario.second_worker_ahead_s
+    base = run.clock
+    if ahead_s:
+        run.clock = AheadClock(base, ahead_s)
+    try:
+        one_iteration(run.adapter, run.session("w-second"))()
+    finally:
+        if ahead_s:
+            run.clock = base
+            engine_reads(run.adapter, base)  # an engine on the machine's time reads the shared clock again
 
 
 def _human_action(run: Run, session: Any) -> Callable[[], None]:
@@ -467,14 +499,14 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
 
     poison = poison_for(adapter) if scenario.poison else None
 
-    def setup() -> tuple[dict[str, str], list[str]]:
+    def setup() -> tuple[dict[str, str], list[str], str]:
         # A full disk shows within a write or two only in a database of small pages (see small_pages).
         _create(small_pages(adapter) if "disk_full" in scenario.store_faults() else adapter, run.db)
         session = run.session("w-setup")
         missing = [name for name in scenario.needs() if not callable(getattr(session, name, None))]
         if missing:
             run.close()
-            return {}, missing
+            return {}, missing, ""
         submitted = {}
         for job_id in scenario.jobs:
             payload = poison(job_id) if poison is not None else payload_for(adapter, job_id)
@@ -482,11 +514,15 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
             submitted[job_id] = json.dumps(payload, sort_keys=True)
         arm_sticky(run)  # a sticky fault fails every call alike: the setup's runs meet it too
         for action in scenario.setup:
-            setup_action(run, session, action)
-            if action.startswith("damage:"):
+            try:
+                setup_action(run, session, action)
+            except NotApplicable as exc:
+                run.close()
+                return {}, [], str(exc)
+            if action.startswith("damage:payload:"):
                 submitted.pop(action.split(":")[2], None)  # its payload is gone: submitting it again is no test
         run.close()
-        return submitted, []
+        return submitted, [], ""
 
     family = Family(scenario, template, T0, {}, [], {}, Outcome("baseline", Exit.CLEAN),
                     template_db=run.db if template_db is not None else "")
@@ -496,10 +532,13 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
         family.baseline = Outcome("baseline", Exit.ERROR, error=ended.error,
                                   violations=[raised(f"the setup of family {scenario.name!r}", ended.error or str(ended.exit))])
         return family
-    family.submitted, missing = ended.value
+    family.submitted, missing, not_applicable = ended.value
     if missing:
         family.skipped = (f"the adapter's session has no {', '.join(m + '()' for m in missing)}: a capability this family "
                           "needs (see chaos.adapter.CAPABILITIES)")
+        return family
+    if not_applicable:
+        family.skipped = not_applicable
         return family
     family.clock_after_setup = run.clock.now()
     recording = record(adapter, family, workdir, seed=seed, deep=deep)
@@ -524,6 +563,12 @@ def _refused(adapter: Adapter, scenario: Scenario) -> str:
     if any(a.startswith("damage:") for a in scenario.setup) and getattr(adapter, "schema", None) is None:
         return "it damages a stored payload through the adapter's schema, and the adapter declares none (chaos.adapters.sql.SqlSchema)"
     kinds = scenario.store_faults()
+    if scenario.needs_libfiu():
+        if getattr(adapter, "template_db", None) is not None:
+            return ("its I/O error fails the worker process's own reads or writes (libfiu), and this adapter's databases "
+                    "are on a server, which does its own I/O")
+        if libfiu.missing():
+            return libfiu.missing() or ""
     if "disk_full" in kinds and getattr(adapter, "template_db", None) is not None:
         return ("its disk_full fault lowers SQLite's max_page_count on the worker's connection, and this adapter's "
                 "databases are on a server")
@@ -539,6 +584,11 @@ def _create(adapter: Adapter, db_path: str) -> None:
     create_database(adapter, db_path)
 
 
+class NotApplicable(Exception):
+    """A family's setup cannot make its premise on this workflow (a row to damage is not there):
+    the family is skipped, saying why."""
+
+
 def setup_action(run: Run, session: Any, action: str) -> None:
     verb, _, arg = action.partition(":")
     if verb == "run":
@@ -552,12 +602,18 @@ def setup_action(run: Run, session: Any, action: str) -> None:
         doomed.claim_only()  # the session capability every "claim:" family requires (see Scenario.needs)
         doomed.close()
     elif verb == "damage":
-        what, _, job_id = arg.partition(":")
+        what, _, rest = arg.partition(":")
+        job_id, _, step = rest.partition(":") if what == "memo" else (rest, "", "")
+        if what == "memo" and not step:
+            step = next(iter(run.adapter.step_states()))  # the workflow's first step, whatever its name
         with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:  # the audit triggers name the writer: a person
-            if getattr(run.adapter, "schema").overwrite(conn, job_id, what, DAMAGED_JSON) is None:
-                raise ValueError(f"setup action {action!r}: job {job_id!r} has no {what} to damage")
+            if getattr(run.adapter, "schema").overwrite(conn, job_id, what, DAMAGED_JSON, step=step or None, unaudited=True) is None:
+                where = f"memo row of step {step!r}" if what == "memo" else what
+                raise NotApplicable(f"its setup ({', '.join(run.scenario.setup)}) left job {job_id!r} with no {where} to damage, "
+                                    "so there is no damaged row to crash on")
     else:
-        raise ValueError(f"setup action {action!r}: use run, send, advance:<s>, claim:<worker> or damage:payload:<job>")
+        raise ValueError(f"setup action {action!r}: use run, send, advance:<s>, claim:<worker>, damage:payload:<job> "
+                         "or damage:memo:<job>[:<step>]")
 
 
 def copy_template(family: Family, directory: str, adapter: Adapter | None = None) -> str | None:

@@ -1,12 +1,13 @@
-"""The store's failures the harness can bring on: the write lock held elsewhere, the disk full.
+"""The store's failures the harness can bring on: the write lock held elsewhere, the disk full, a
+disk whose writes or reads fail.
 
 Two uses share them. The faults of the host (:mod:`chaos.hostfaults`) inject them into a frozen
-worker and let it run on. The crash matrix's families ``store-busy``, ``disk-full`` and
-``sender-disk-full`` bring one on *during a call* of the doomed iteration (a world fault of kind
-``lock_held`` or ``disk_full``, :data:`chaos.core.world.STORE_FAULT_KINDS`): the call answers, and the commit
-that follows meets a busy or full database; the engine's error path then runs, and every line of
-it is a crash point like any other. A kill there leaves what a real restart finds after a full
-disk or a held lock, and the recovery, in a fresh process, meets neither.
+worker and let it run on. The crash matrix's store families (``store-busy``, ``disk-full``,
+``commit-io-error`` and the others) bring one on *during a call* of the doomed iteration (a world
+fault of a kind in :data:`chaos.core.world.STORE_FAULT_KINDS`): the call answers, and the commit
+that follows meets a busy, full or failing database; the engine's error path then runs, and every
+line of it is a crash point like any other. A kill there leaves what a real restart finds after
+a full disk, a failed write or a held lock, and the recovery, in a fresh process, meets none.
 
 * the lock: another connection's ``BEGIN IMMEDIATE`` on SQLite (on PostgreSQL, the adapter's
   tables locked ``IN EXCLUSIVE MODE``), held until :meth:`HeldLock.release`;
@@ -14,21 +15,25 @@ disk or a held lock, and the recovery, in a fresh process, meets neither.
   adapter's declared schema (the crash matrix's ``damaged-payload`` family does it in its setup);
 * the disk: SQLite's ``PRAGMA max_page_count`` lowered to the database's current size on the
   worker's own connection, in a database made with :data:`PAGE_BYTES`-byte pages so that the next
-  write needs a page (:func:`small_pages`).
+  write needs a page (:func:`small_pages`);
+* the device: the process's ``pwrite`` (or ``pread``) calls failing with EIO through libfiu's
+  preload (:data:`IO_FAULTS`), in a worker descended from a process started by ``fiu-run``.
 
 >>> InCall(None, "engine.db", None)("power_cut")
 Traceback (most recent call last):
 ...
-ValueError: store fault 'power_cut' is not one of: disk_full, lock_held
+ValueError: store fault 'power_cut' is not one of: disk_full, io_error, io_read_error, lock_held
 """
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
 from chaos.adapter import create_database
+from chaos.core import libfiu
 from chaos.adapters.postgres import SET_WRITER, is_postgres
 from chaos.core.context import store_conn
 from chaos.core.world import STORE_FAULT_KINDS
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DAMAGED_JSON",
+    "IO_FAULTS",
     "PAGE_BYTES",
     "HeldLock",
     "InCall",
@@ -58,6 +64,14 @@ LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks ne
 # How long a worker that meets the held lock waits for it (its session's set_busy_timeout): long
 # enough to be a real wait, short enough that a matrix of such points stays quick.
 BUSY_TIMEOUT_S = 0.05
+# The I/O errors a call brings on, as libfiu failure points (see chaos.core.libfiu): the process's
+# writes fail with EIO (a COMMIT cannot write its WAL frames), or its reads do (a page that is not
+# in SQLite's cache cannot be read). Only this process's calls fail: the recovery, in a fresh
+# process, meets a disk that works again.
+IO_FAULTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "io_error": (("posix/io/rw/pwrite", errno.EIO),),
+    "io_read_error": (("posix/io/rw/pread", errno.EIO),),
+}
 
 
 class ScenarioDb:
@@ -190,7 +204,9 @@ class InCall:
         self._lifts: list[Callable[[], None]] = []
 
     def __call__(self, kind: str) -> None:
-        if kind == "lock_held":
+        if kind in IO_FAULTS:
+            self._lifts.append(libfiu.enable(IO_FAULTS[kind], kind))
+        elif kind == "lock_held":
             lock = HeldLock.take(self.db, getattr(self.adapter, "schema", None))
             if lock is None:
                 raise RuntimeError(f"the lock_held fault could not take the write lock of {self.db!r}")

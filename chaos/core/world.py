@@ -47,7 +47,7 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "UNSTORABLE", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
+__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
 
 FAULT_KINDS = (
@@ -61,20 +61,37 @@ FAULT_KINDS = (
     "slow",
 )
 # Faults a call brings on the engine's store instead of answering with an error: the call answers,
-# and the commit after it meets a write lock held elsewhere, or a full disk. They act in the calling
-# worker's own process, through the hook its run installs (World.on_store_fault, see
-# chaos.core.store_faults): the crash matrix's store-busy and disk-full families.
-STORE_FAULT_KINDS = frozenset({"lock_held", "disk_full"})
+# and the commit after it meets a write lock held elsewhere, a full disk, or a disk whose writes
+# (or reads) fail with EIO. They act in the calling worker's own process, through the hook its run
+# installs (World.on_store_fault, see chaos.core.store_faults): the crash matrix's store-busy,
+# disk-full and I/O families.
+STORE_FAULT_KINDS = frozenset({"lock_held", "disk_full", "io_error", "io_read_error"})
 # A call that stalls past the lease at once (a long GC pause inside it), while the world's
 # during_slow hook runs another worker, then heartbeats: the crash matrix's stalled-call family.
 STALL = "stall"
 # An answer the store cannot hold (a JSON object with NaN in it, which Python's json reads): the
 # crash matrix's extract-unstorable family. Matrix-only, as STALL is: random histories do not draw it.
 UNSTORABLE = "unstorable"
+# The model's answers that a step reads but cannot use, by fault kind (UNSTORABLE among them): NaN
+# after values of every other kind (the store's check walks them all first), a lone surrogate
+# (Python's json reads "\\ud800"; UTF-8 cannot encode it) and JSON that is not the object a
+# step expects. Each is poison, and matrix-only.
+ANSWER_FAULTS: dict[str, str] = {
+    UNSTORABLE: '{"pages": [NaN, true, null, "p. 1", 2.5]}',
+    "unstorable_text": '{"title": "\\ud800 (half of a character)"}',
+    "not_object": '["title", "words"]',
+}
+# A step's own bug: the call raises KeyError, which no engine should retry (matrix-only).
+BUG = "bug"
+# A document far larger than any step should take (a megabyte; matrix-only).
+TOO_LARGE = "too_large"
+TOO_LARGE_CHARS = 1_000_000
+# The kinds only the crash matrix's families arm (random histories draw from FAULT_KINDS).
+MATRIX_FAULT_KINDS = (STALL, BUG, TOO_LARGE, *ANSWER_FAULTS)
 # Faults after which a step ends otherwise than it would (failed, or waiting for a person): once,
 # they change the outcome of the call they hit; a crash before that call, recovered with the
 # fault gone, rightly ends elsewhere.
-OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail", "unstorable"})
+OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail", BUG, TOO_LARGE, *ANSWER_FAULTS})
 USD_PER_1K_CHARS = 0.002
 _HARNESS_AND_ENGINE = tuple(
     os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (sys.modules["chaos"], sys.modules["engine"])
@@ -194,9 +211,12 @@ def receiver_model(adapter: Adapter) -> Receiver:
 class Fault:
     """A fault for the next call of ``task`` (any task if None).
 
-    ``kind`` is one of :data:`FAULT_KINDS`, :data:`STORE_FAULT_KINDS`, :data:`STALL` (which
-    takes ``duration_s``, default the lease and a second, at once, without a heartbeat, then runs
-    ``during_slow`` and heartbeats once) or :data:`UNSTORABLE` (a model's answer holding NaN).
+    ``kind`` is one of :data:`FAULT_KINDS`, :data:`STORE_FAULT_KINDS` (with ``duration_s``, the
+    call then lasts that long, heartbeating: the heartbeats meet the fault too), :data:`STALL`
+    (which takes ``duration_s``, default the lease and a second, at once, without a heartbeat,
+    then runs ``during_slow`` and heartbeats once), a kind of :data:`ANSWER_FAULTS` (the model's
+    answer is that text), :data:`BUG` (the call raises KeyError) or :data:`TOO_LARGE` (a document
+    of :data:`TOO_LARGE_CHARS` characters).
     ``slow`` takes ``duration_s`` (default 180 s) of fake
     time, heartbeating as the engine's heartbeat would, and runs the world's ``during_slow`` hook
     once the lease would have expired without heartbeats (a second worker, typically). A
@@ -226,8 +246,8 @@ class Fault:
     jobs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS and self.kind not in STORE_FAULT_KINDS and self.kind not in (STALL, UNSTORABLE):
-            kinds = ", ".join(FAULT_KINDS + tuple(sorted(STORE_FAULT_KINDS)) + (STALL, UNSTORABLE))
+        if self.kind not in FAULT_KINDS and self.kind not in STORE_FAULT_KINDS and self.kind not in MATRIX_FAULT_KINDS:
+            kinds = ", ".join(FAULT_KINDS + tuple(sorted(STORE_FAULT_KINDS)) + MATRIX_FAULT_KINDS)
             raise ValueError(f"fault kind {self.kind!r} is not one of: {kinds}")
         if self.per_job < 0:
             raise ValueError(f"fault {self.kind!r}: per_job={self.per_job} must be >= 0 (0: every call, or the next one)")
@@ -459,6 +479,8 @@ def _no_heartbeat() -> None:
 def raise_fault(fault: Fault, task: str, errors: Mapping[str, Callable[[str], BaseException]] | None = None) -> None:
     """Raise the error a failing dependency would produce for ``fault``, typed by ``errors``
     (fault kind -> a factory taking the message; :data:`ENGINE_ERRORS` by default)."""
+    if fault.kind == BUG:
+        raise KeyError(f"{task}: 'total' (the step read a field the answer does not have)")
     make = (ENGINE_ERRORS if errors is None else errors).get(fault.kind)
     if make is None:
         return  # parse, verify_fail and slow answer (or take their time) instead of raising
@@ -489,8 +511,10 @@ class _Model:
                 return ModelReply("Sure! Here is the JSON you asked for:", cost)
             elif fault.kind == "verify_fail":
                 return ModelReply("fail: the totals do not add up", cost)
-            elif fault.kind == UNSTORABLE:
-                return ModelReply('{"total": NaN}', cost)
+            elif fault.kind in ANSWER_FAULTS:
+                return ModelReply(ANSWER_FAULTS[fault.kind], cost)
+            elif fault.kind in STORE_FAULT_KINDS and fault.duration_s:
+                world.slow(ctx, fault.duration_s)  # the heartbeats meet the fault as well as the commit
         return ModelReply(local_answer(task, prompt), cost)
 
 
@@ -508,6 +532,8 @@ class _Documents:
             raise_fault(fault, "fetch", self.world.errors)
             if fault.kind == "slow":
                 self.world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
+            elif fault.kind == TOO_LARGE:
+                return "x" * TOO_LARGE_CHARS
         return generated_document(source)
 
 

@@ -45,18 +45,16 @@ and on PostgreSQL the server, not the worker, writes the files.
 from __future__ import annotations
 
 import os
-import pickle
-import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
 from chaos.adapters.reference import HUMAN_WRITER
+from chaos.core import libfiu
 from chaos.core.invariants import Violation, point_reached
 from chaos.hostfaults.checks import (
     CHECKS,
@@ -105,6 +103,7 @@ __all__ = [
     "refuse_without_schema",
     "run_machine_fault",
     "run_preloaded",
+    "start_preloaded",
 ]
 
 MACHINE_FAULTS: dict[str, tuple[str, ...]] = {
@@ -135,10 +134,7 @@ MARKERS = (".execute(", ".now()")
 CLOCK_STEP_BACK_S = 3600.0
 CLOCK_LEAP_S = 3 * 3600.0
 REMOVAL_WAIT_S_MAX = 30.0
-LIBFIU_MISSING = (
-    "the io faults need libfiu's POSIX preload and its tools fiu-run and fiu-ctrl, which are not "
-    "installed; install them (Debian/Ubuntu: apt-get install fiu-utils) or leave out the io fault kind"
-)
+LIBFIU_MISSING = libfiu.MISSING
 
 
 # Why a fault kind cannot run where the scenario databases live on a server (PostgreSQL), and what
@@ -251,9 +247,7 @@ def machine_points(family: Family, source: Callable[[str, int], str]) -> list[in
 
 def libfiu_missing() -> str | None:
     """Why the io faults cannot run here, or None if libfiu's tools are installed."""
-    if shutil.which("fiu-run") and shutil.which("fiu-ctrl"):
-        return None
-    return LIBFIU_MISSING
+    return libfiu.missing()
 
 
 # -- in the harness ---------------------------------------------------------------------------------
@@ -264,7 +258,7 @@ def run_machine_fault(adapter: Adapter, family: Family, point: Point, workdir: s
     refuse_on_a_server([fault], target=adapter)
     if KIND_OF[fault] == "power":
         return run_power_cut(adapter, family, point, workdir, seed=seed, fault=fault, deep=deep)
-    if fault in IO_FAILURES and "fiu_posix_preload" not in os.environ.get("LD_PRELOAD", ""):
+    if fault in IO_FAILURES and not libfiu.preloaded():
         raise ValueError(f"the {fault} fault runs in a process started by fiu-run -x: use run_matrix, or run_preloaded")
     started = time.perf_counter()
     directory = os.path.join(workdir, "point")
@@ -557,28 +551,19 @@ class _Undamaged:
 
 
 # -- the io faults need libfiu's preload in the process that forks the worker ------------------------
-def run_preloaded(shared: tuple[Any, ...], items: list[Any]) -> list[Any]:
-    """Run matrix work items in a lean process started by ``fiu-run -x`` (see :mod:`chaos.matrix.zygote`).
+def start_preloaded(shared: tuple[Any, ...], items: list[Any]) -> libfiu.UnderFiu | None:
+    """Start running matrix work items in a lean process started by ``fiu-run -x`` (see
+    :mod:`chaos.matrix.zygote`); None if there are none. Its ``result()`` is their outcomes.
 
     The forked workers inherit libfiu's POSIX wrappers; each enables its failure at its point and
     the harness disables it with ``fiu-ctrl`` through the control fifos under the work directory.
     """
     if not items:
-        return []
-    reason = libfiu_missing()
-    if reason:
-        raise ValueError(reason)
-    workdir = shared[2]
-    source, target = os.path.join(workdir, "fiu-zygote.in"), os.path.join(workdir, "fiu-zygote.out")
-    try:
-        payload = pickle.dumps((shared, [items]))
-    except Exception as exc:
-        raise ValueError(f"the io faults run the adapter in a separate process, and it cannot be pickled ({exc})") from exc
-    with open(source, "wb") as f:
-        f.write(payload)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    command = ["fiu-run", "-x", "-f", os.path.join(workdir, "fiu-ctrl"), sys.executable, "-m", "chaos.matrix.zygote", source, target]
-    if subprocess.run(command, env=env).returncode != 0:
-        raise RuntimeError("the matrix process started under fiu-run failed; its error is printed above")
-    with open(target, "rb") as f:
-        return pickle.load(f)
+        return None
+    return libfiu.UnderFiu("chaos.matrix.zygote", (shared, [items]), shared[2], "fiu-zygote")
+
+
+def run_preloaded(shared: tuple[Any, ...], items: list[Any]) -> list[Any]:
+    """The outcomes of :func:`start_preloaded`, waited for."""
+    started = start_preloaded(shared, items)
+    return started.result() if started is not None else []

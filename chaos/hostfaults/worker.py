@@ -7,7 +7,6 @@ and talks to the harness only through a :class:`Page` of shared memory: a full d
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import mmap
@@ -20,6 +19,7 @@ from typing import Any
 
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
 
+from chaos.core import libfiu
 from chaos.core.store_faults import fill_disk
 from chaos.core.points import Killer, Point
 from chaos.core.scenario import (
@@ -41,7 +41,6 @@ IO_FAILURES: dict[str, tuple[tuple[str, int], ...]] = {
                ("posix/io/sync/fsync", errno.EIO), ("posix/io/sync/fdatasync", errno.EIO)),
     "io-enospc": (("posix/io/rw/write", errno.ENOSPC), ("posix/io/rw/pwrite", errno.ENOSPC)),
 }
-LIBFIU = "libfiu.so.0"
 EXIT_DRAINED = 0
 EXIT_STUCK = 5
 ERRORS = STORE_UNAVAILABLE  # what run_once answers when the database failed it
@@ -156,12 +155,7 @@ def _count(page: Page, outcome: Any) -> None:
 
 def _fail_io(fault: str) -> None:
     """Make this process's writes fail from now on, through libfiu's preloaded wrappers."""
-    if "fiu_posix_preload" not in os.environ.get("LD_PRELOAD", ""):
-        raise RuntimeError(f"the {fault} fault runs only in a process started by fiu-run -x (see run_preloaded)")
-    lib = ctypes.CDLL(LIBFIU)
-    for name, code in IO_FAILURES[fault]:
-        if lib.fiu_enable(name.encode(), 1, ctypes.c_void_p(code), 0) != 0:
-            raise RuntimeError(f"libfiu refused to enable {name}")
+    libfiu.enable(IO_FAILURES[fault], fault)
 
 
 def _wait_for(condition: Callable[[], bool]) -> None:

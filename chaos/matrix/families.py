@@ -10,7 +10,7 @@ busy or full database opens (the write lock held elsewhere, the disk full, broug
 from __future__ import annotations
 
 from chaos.core.scenario import AT_START, Scenario
-from chaos.core.world import STALL, UNSTORABLE, Fault
+from chaos.core.world import BUG, STALL, TOO_LARGE, UNSTORABLE, Fault
 
 __all__ = ["reference_scenarios", "STORM_JOBS", "STORM_FAULTS"]
 
@@ -35,6 +35,12 @@ def reference_scenarios() -> list[Scenario]:
         Scenario("clean", "A crash at any line of a job's run leaves one of two cases: the step re-runs, or its memo is found and it is skipped."),
         Scenario("sender", "A crash between delivering and marking re-delivers the same key; a receiver that dedupes applies it once, a strict one twice.", setup=("run",), phase="sender"),
         Scenario("sender-fail", "A failed delivery is retried later with backoff, never marked sent.", setup=("run",), phase="sender", faults=(Fault("connection", task="send"),)),
+        Scenario(
+            "inline-steps",
+            "A worker configured to run its steps inline, with a step timeout of its own, keeps every promise the "
+            "default one keeps: a crash at any line re-runs the step or finds its memo.",
+            worker=(("threaded", False), ("step_timeout_s", 60.0)),
+        ),
         Scenario("resume", "A job whose worker died is taken over once its lease expires, and resumes at its step.", setup=("claim:w-dead", LEASE_EXPIRY)),
         Scenario(
             "give-up",
@@ -81,6 +87,30 @@ def reference_scenarios() -> list[Scenario]:
             faults=(Fault(UNSTORABLE, task="extract", sticky=True),),
         ),
         Scenario(
+            "extract-unstorable-text",
+            "An answer holding text UTF-8 cannot encode (a lone surrogate, which JSON's \\ud800 reads as) is poison "
+            "too: refused before the commit, never stored half-written, parked in the failed state.",
+            faults=(Fault("unstorable_text", task="extract", sticky=True),),
+        ),
+        Scenario(
+            "extract-not-object",
+            "An answer that is valid JSON but not the object the step needs is poison: one paid call, then the "
+            "failed state, never a retry.",
+            faults=(Fault("not_object", task="extract", sticky=True),),
+        ),
+        Scenario(
+            "extract-bug",
+            "A step's own bug (a KeyError the engine does not know) is not retried five times at the model's price: "
+            "it is parked in the failed state with the error, for a person to fix the code and requeue the job.",
+            faults=(Fault(BUG, task="extract", sticky=True),),
+        ),
+        Scenario(
+            "fetch-too-large",
+            "A document larger than the step takes is refused before any paid call and parked in the failed state: "
+            "the limit is checked where the input arrives, not where it costs.",
+            faults=(Fault(TOO_LARGE, task="fetch", sticky=True),),
+        ),
+        Scenario(
             "poison-payload",
             "A payload the first step refuses is poison: it fails once, saying why, and is parked in the failed state, "
             "never retried.",
@@ -95,10 +125,44 @@ def reference_scenarios() -> list[Scenario]:
             expect=("<parked>",),
         ),
         Scenario(
+            "damaged-memo",
+            "A memo row the engine cannot parse is found when the next step loads its inputs: the job is quarantined "
+            "in a failed state naming the row to delete, never crashed on, and no step runs on a damaged input.",
+            setup=("run", "damage:memo:doc-1", RETRY_WAIT),  # the first step's memo, the second step's input
+            faults=(Fault("timeout", task="extract", sticky=True, per_job=1),),
+            expect=("<parked>",),
+        ),
+        Scenario(
             "store-busy",
             "A write lock held elsewhere past the busy timeout fails the step's commit as 'busy', never the step: nothing "
             "of it is written, and the job is taken up again once its lease expires.",
             faults=(Fault("lock_held", task="extract"),),
+        ),
+        Scenario(
+            "commit-io-error",
+            "A disk that fails a write (EIO) fails the step's COMMIT, not the worker: the transaction is rolled back, "
+            "nothing of it is written, and the job is taken up again once its lease expires.",
+            faults=(Fault("io_error", task="extract"),),
+        ),
+        Scenario(
+            "claim-io-error",
+            "A disk that fails the claim's write is 'unavailable', never 'no work' and never a crash: the worker "
+            "backs off, and the job is claimed once the disk works again.",
+            faults=(Fault("io_error", task=AT_START),),
+        ),
+        Scenario(
+            "sender-read-error",
+            "A disk that fails the sender's read of due rows sends nothing and marks nothing: the rows wait, "
+            "whole, for a pass that can read them.",
+            setup=("run",),
+            phase="sender",
+            faults=(Fault("io_read_error", task=AT_START),),
+        ),
+        Scenario(
+            "heartbeat-busy",
+            "A heartbeat that meets the write lock held elsewhere skips its renewal instead of failing the step: the "
+            "lease still runs, and the commit after the call meets the same lock and backs off as 'busy'.",
+            faults=(Fault("lock_held", task="extract", duration_s=60),),
         ),
         Scenario(
             "disk-full",
@@ -118,6 +182,15 @@ def reference_scenarios() -> list[Scenario]:
             "worker's next heartbeat learns it, and it writes nothing; fencing would stop it if it tried.",
             faults=(Fault(STALL, task="extract"),),
             second_worker=True,
+        ),
+        Scenario(
+            "clock-skew",
+            "A worker whose clock runs ahead takes over a job whose lease has not yet expired by its owner's clock; "
+            "the owner's next heartbeat learns it lost the job and its step stops, writing nothing: fencing, not "
+            "clocks, keeps one writer.",
+            faults=(Fault(STALL, task="extract", duration_s=30),),
+            second_worker=True,
+            second_worker_ahead_s=100,
         ),
         Scenario(
             "sender-fail-busy",
@@ -141,6 +214,12 @@ def reference_scenarios() -> list[Scenario]:
             setup=("run",),
             phase="sender",
             faults=(Fault("lock_held", task="send"),),
+        ),
+        Scenario(
+            "slow-call",
+            "A call that takes longer than usual heartbeats as it goes, and the lease is renewed only when that gains "
+            "an eighth of it: a step may heartbeat as often as it likes without a commit each time.",
+            faults=(Fault("slow", task="extract", duration_s=20),),
         ),
         Scenario(
             "lost-lease",

@@ -23,7 +23,8 @@ from typing import Any, Iterable, TYPE_CHECKING
 from chaos.adapter import REFERENCE_TARGET, load_adapter
 from chaos.matrix.families import reference_scenarios
 from chaos.hostfaults.power import power_missing
-from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, run_preloaded
+from chaos.core import libfiu
+from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, start_preloaded
 from chaos.core.store_faults import small_pages
 from chaos.core.points import Point
 from chaos.core.unreachable import declared_unreachable
@@ -211,6 +212,7 @@ _SHARED: dict[str, Any] = {}
 
 
 Work = tuple[str, str, int, int]  # (fault, family, point index, second point index or -1)
+PREPARE = "prepare"  # what a zygote's input starts with when it is to prepare families (chaos.matrix.zygote)
 
 
 def run_chunk(items: list[Work]) -> list[tuple[Work, Outcome]]:
@@ -373,10 +375,15 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
     if sample is not None and sample < len(work):
         work = sorted(random.Random(seed).sample(work, sample))
     _SHARED.update(adapter=adapter, families=prepared, workdir=workdir, seed=seed, mode=mode, deep=deep)
-    preloaded = [w for w in work if KIND_OF.get(w[0]) == "io"]  # run under libfiu's preload
-    work = [w for w in work if KIND_OF.get(w[0]) != "io"]
+    # Run under libfiu's preload: the io faults of the host, and every point of a family whose
+    # doomed iteration meets an I/O error.
+    fiu_families = {name for name, family in prepared.items() if family.scenario.needs_libfiu()}
+    preloaded = [w for w in work if KIND_OF.get(w[0]) == "io" or w[1] in fiu_families]
+    work = [w for w in work if not (KIND_OF.get(w[0]) == "io" or w[1] in fiu_families)]
     chunks = [work[i : i + CHUNK_POINTS] for i in range(0, len(work), CHUNK_POINTS)]
-    done = _execute(chunks, jobs) + run_preloaded((adapter, prepared, workdir, seed, mode, deep), preloaded)
+    under_fiu = start_preloaded((adapter, prepared, workdir, seed, mode, deep), preloaded)  # runs meanwhile
+    done = _execute(chunks, jobs)
+    done += under_fiu.result() if under_fiu is not None else []
     for (fault, name, index, second), outcome in done:
         p = prepared[name].points[index]
         q = prepared[name].points[second] if second >= 0 else None
@@ -405,6 +412,18 @@ def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed
     def one(scenario: Scenario) -> Family:
         chosen_adapter = small_pages(adapter) if scenario.name in machine_names else adapter
         return prepare(chosen_adapter, scenario, workdir, seed=seed, deep=deep)
+
+    # A family whose doomed iteration meets an I/O error is recorded in a process started by
+    # fiu-run (where libfiu is missing, or the adapter's databases are on a server, prepare says
+    # why it is skipped).
+    under_fiu = [s for s in chosen if s.needs_libfiu() and not libfiu.missing() and getattr(adapter, "template_db", None) is None]
+    if under_fiu:
+        preparing = libfiu.UnderFiu("chaos.matrix.zygote", (PREPARE, (adapter, under_fiu, workdir, seed, deep)), workdir, "fiu-prepare")
+        rest = _prepare_all(adapter, [s for s in chosen if s not in under_fiu], workdir, seed=seed, deep=deep, jobs=jobs,
+                            machine_names=machine_names)
+        by_name = {family.scenario.name: family for family in rest}
+        by_name.update(zip((s.name for s in under_fiu), preparing.result()))
+        return [by_name[s.name] for s in chosen]
 
     if jobs <= 1 or len(chosen) <= 1:
         return [one(scenario) for scenario in chosen]

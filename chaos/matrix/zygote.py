@@ -4,6 +4,11 @@ Every scenario forks, and a fork (with the SIGKILL that ends it) costs in propor
 memory of the process forked: measured here, about 6 ms from a bare interpreter against 26 ms from
 one holding 150 MB. A pytest process is heavy, so the matrix hands its work to fresh interpreters
 that import only the harness and the adapter's module. Input and output are pickles in files.
+
+IN holds ``(shared, chunks)``: run the chunks' points, answer their outcomes. A family whose
+doomed iteration meets an I/O error (libfiu, :mod:`chaos.core.libfiu`) is also prepared in such a
+process, started by ``fiu-run``: IN then holds ``(PREPARE, (adapter, scenarios, workdir, seed,
+deep))``, and OUT the prepared families.
 """
 
 from __future__ import annotations
@@ -13,15 +18,20 @@ __all__ = ["main"]
 import pickle
 import sys
 
-from chaos.matrix.runner import adopt, run_chunk
+from chaos.core.scenario import prepare
+from chaos.matrix.runner import PREPARE, adopt, run_chunk
 
 
 def main(argv: list[str]) -> int:
     source, target = argv
     with open(source, "rb") as f:
-        shared, chunks = pickle.load(f)
-    adopt(*shared)
-    results = [item for chunk in chunks for item in run_chunk(chunk)]
+        first, rest = pickle.load(f)
+    if first == PREPARE:
+        adapter, scenarios, workdir, seed, deep = rest
+        results: list = [prepare(adapter, scenario, workdir, seed=seed, deep=deep) for scenario in scenarios]
+    else:
+        adopt(*first)
+        results = [item for chunk in rest for item in run_chunk(chunk)]
     with open(target, "wb") as f:
         pickle.dump(results, f)
     return 0

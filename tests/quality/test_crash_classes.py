@@ -30,13 +30,16 @@ def _ending(result):
         # A store fault (another connection's write lock, held by the doomed process) is not durable:
         # a kill drops it with the process, so the classes stay those of the files.
         (ReferenceAdapter(), ["claim-busy", "sender-busy", "sender-fail-busy", "damaged-payload"]),
+        # An I/O error (libfiu, in the doomed process only) is not durable either; nor is the
+        # second worker's clock running ahead.
+        (ReferenceAdapter(), ["commit-io-error", "claim-io-error", "sender-read-error", "heartbeat-busy", "damaged-memo", "clock-skew"]),
         (InlineSteps(), ["sender", "give-up", "cancel-race", "extract-429", "fetch-connection"]),
         (QuickNotes(), None),
         (MemoryNotes(), None),
         (SplitMemo(), ["clean"]),
         (SkipMemoLookup(), ["clean"]),
     ],
-    ids=["reference", "reference-store-faults", "reference-inline", "notes", "notes-memory", "split-memo", "skip-memo-lookup"],
+    ids=["reference", "reference-store-faults", "reference-io-and-skew", "reference-inline", "notes", "notes-memory", "split-memo", "skip-memo-lookup"],
 )
 def test_every_point_of_a_crash_class_ends_as_the_point_that_ran(adapter, families):
     every = run_matrix(adapter, families=families, faults=["crash"], exhaustive=True)

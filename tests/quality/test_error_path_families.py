@@ -23,7 +23,9 @@ from chaos.matrix.runner import MatrixReport, PointResult
 from .variants import ERROR_PATHS
 
 FAMILIES = ["extract-outage", "extract-unstorable", "poison-payload", "damaged-payload", "store-busy", "disk-full", "claim-busy",
-            "stalled-call", "sender-fail-busy", "cancel-too-late", "sender-busy"]
+            "stalled-call", "sender-fail-busy", "cancel-too-late", "sender-busy", "extract-unstorable-text", "extract-not-object",
+            "extract-bug", "fetch-too-large", "damaged-memo", "commit-io-error", "claim-io-error", "sender-read-error",
+            "heartbeat-busy", "clock-skew", "inline-steps", "slow-call"]
 ENGINE = os.path.dirname(os.path.abspath(engine.__file__))
 
 
@@ -48,7 +50,9 @@ def test_the_reference_engine_holds_at_every_point_of_the_error_path_families(re
 def test_the_families_crash_the_worker_on_the_engine_s_error_branches(reference_report):
     killed = reference_report.exercised()
     worker, outbox = os.path.join(ENGINE, "_worker.py"), os.path.join(ENGINE, "_outbox.py")
-    human = os.path.join(ENGINE, "_human.py")
+    human, inputs, reference = os.path.join(ENGINE, "_human.py"), os.path.join(ENGINE, "_inputs.py"), os.path.join(ENGINE, "_reference.py")
+    retry, store, sqlstore = os.path.join(ENGINE, "_retry.py"), os.path.join(ENGINE, "_store.py"), os.path.join(ENGINE, "_sqlstore.py")
+    lease = os.path.join(ENGINE, "_lease.py")
     expected = {
         # run_once: a claim and a step's commit that met a busy database, one that met a full disk
         (worker, _line_of(worker, "            return RunResult(Outcome.BUSY)")),
@@ -66,6 +70,26 @@ def test_the_families_crash_the_worker_on_the_engine_s_error_branches(reference_
         (outbox, _line_of(outbox, "pass  # the row is simply due again at once")),
         # a person's cancel that came too late is refused
         (human, _line_of(human, 'raise IllegalAction(job_id, "cancel", job.state, (PENDING,))')),
+        # answers the store cannot hold or the step cannot use, a step's own bug, a document too large
+        (inputs, _line_of(inputs, "holds a lone surrogate at {where}")),
+        (inputs, _line_of(inputs, "            _check_string(node, what, where)")),
+        (reference, _line_of(reference, "extract answer is not a JSON object")),
+        (reference, _line_of(reference, "characters; the limit is {DOCUMENT_CHARS_MAX}")),
+        (retry, _line_of(retry, "    return False, None")),
+        # a damaged memo row is found when the next step loads its inputs
+        (store, _line_of(store, "        raise DamagedRow(job_id, what, str(exc), fix) from None")),
+        # a COMMIT and a claim that met a disk failing its writes, a sender's read that met one failing its reads
+        (sqlstore, _line_of(sqlstore, 'error = store._failure(commit_exc, "COMMIT")')),
+        (worker, _line_of(worker, "            return self._store_failed(exc, None)")),
+        (outbox, _line_of(outbox, "        return SendReport(0, 0)")),
+        # a heartbeat that met a busy database skips its renewal; one that gains too little writes nothing
+        (worker, _line_of(worker, "            # The database is locked by another process, or the disk failed: skip this renewal,") + 3),
+        (lease, _line_of(lease, "        if until - lease_until < self.lease_s * HEARTBEAT_MIN_EXTENSION_FRACTION:") + 1),
+        # a worker whose clock runs ahead took the job: the owner's heartbeat learns it, and its step stops
+        (worker, _line_of(worker, "raise LeaseLost(f\"job {self.job_id!r}: lease token {self.token} was taken over")),
+        (worker, _line_of(worker, "            return Outcome.LEASE_LOST, None, True")),
+        # steps run inline, as a worker configured so runs them
+        (worker, _line_of(worker, "            return step.fn(ctx)")),
     }
     assert {(f, n) for f, n in expected if n in killed.get(f, set())} == expected
 
@@ -128,3 +152,22 @@ def test_the_cli_lists_the_declared_lines_with_their_reasons_when_verbose(capsys
     assert "more declared unreachable by an iteration" in out
     guard = _line_of(os.path.join(ENGINE, "_worker.py"), "times without reaching its timeout")
     assert f"declared unreachable: engine/_worker.py: {guard}: a bug guard: the step's timeout ends the wait long before" in out
+
+
+def test_the_io_families_are_skipped_saying_why_where_libfiu_is_missing(monkeypatch):
+    from chaos.core import libfiu
+
+    monkeypatch.setattr(libfiu, "missing", lambda: libfiu.MISSING)
+    report = run_matrix(ReferenceAdapter(), faults=["crash"], families=["commit-io-error", "clean"], jobs=1)
+    assert report.skipped == {"commit-io-error": libfiu.MISSING}
+    assert "apt-get install fiu-utils" in libfiu.MISSING
+    assert {r.family for r in report.results} == {"clean"} and report.violations == 0
+
+
+def test_an_io_error_fails_only_the_process_that_met_it():
+    # The doomed worker's writes fail from the call on; the recovery, in a fresh process, writes
+    # again, and every job is delivered: the fault is the machine's, for that process only.
+    report = run_matrix(ReferenceAdapter(), faults=["crash"], families=["commit-io-error"], jobs=1)
+    baseline = report.baselines["commit-io-error"]
+    assert not baseline.violations and not report.skipped
+    assert report.results and all(r.outcome.exit == "killed" and not r.outcome.violations for r in report.results)

@@ -320,7 +320,29 @@ class DamagedRowEndsTheLoop(_Variant):
         return _DamageEndsTheLoop(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
 
 
-ERROR_PATHS = (DiskFullEndsTheLoop, NoAttemptsLimit, DamagedRowEndsTheLoop)
+class IoErrorEndsTheLoop(DiskFullEndsTheLoop):
+    """The same bug as :class:`DiskFullEndsTheLoop`, met where a disk fails a write (EIO): the
+    step's COMMIT or the claim's. Caught by the ``commit-io-error`` and ``claim-io-error``
+    families: the iteration raises (**raised**)."""
+
+    families = ("commit-io-error", "claim-io-error")
+
+
+class DamagedMemoEndsTheLoop(DamagedRowEndsTheLoop):
+    """The same bug as :class:`DamagedRowEndsTheLoop`, met where a step loads a damaged memo row
+    as its input. Caught by the ``damaged-memo`` family (**raised**)."""
+
+    families = ("damaged-memo",)
+
+
+class RetryBugs(RetryPoison):
+    """:class:`RetryPoison` met by a step's own bug (a KeyError): retried five times at the model's
+    price though it fails alike every time. Caught by the ``extract-bug`` family (**bounded-spend**)."""
+
+    families = ("extract-bug",)
+
+
+ERROR_PATHS = (DiskFullEndsTheLoop, NoAttemptsLimit, DamagedRowEndsTheLoop, IoErrorEndsTheLoop, DamagedMemoEndsTheLoop, RetryBugs)
 
 
 # -- caught only when workers overlap (pauses, two-level interleavings) ---------------------------
