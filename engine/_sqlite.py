@@ -113,7 +113,7 @@ class SqliteStore(SqlStore):
     def _failure(self, exc: BaseException, where: str) -> Exception | None:
         """StoreBusy for a lock, StoreFailed for the machine; None for anything else (a bug, a constraint)."""
         if not _machine_failure(exc):
-            return None
+            return None  # not a crash point: a bug guard: in an iteration, a statement fails otherwise than by a lock or the machine only if it is wrong
         text = str(exc)
         if "locked" in text or "busy" in text:
             if where == "COMMIT":

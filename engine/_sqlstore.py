@@ -287,7 +287,7 @@ class _WriteTransaction:
             error = store._failure(exc, "a write")
             if error is not None:  # the database failed mid-transaction: disk full, I/O, a lock
                 raise error from exc
-            return False  # the exception propagates
+            return False  # not a crash point: a bug guard: in an iteration, only a bug guard's exception leaves a transaction this way (a submit's IdempotencyConflict does, outside any iteration)
         try:
             store._commit()
         except Exception as commit_exc:

@@ -30,7 +30,7 @@ from coverage.parser import PythonParser
 # both. (An iteration's threads that compute without waiting for this long still take turns.)
 SWITCH_INTERVAL_S = 1.0
 
-__all__ = ["SWITCH_INTERVAL_S", "CommitCounter", "Point", "Recorder", "Killer", "DurableState", "statement_lines", "function_lines", "pause_classes", "crash_classes"]
+__all__ = ["SWITCH_INTERVAL_S", "WARM_FILES_MAX", "CommitCounter", "Point", "Recorder", "Killer", "DurableState", "statement_lines", "warm", "function_lines", "pause_classes", "crash_classes"]
 
 
 @dataclass(frozen=True, order=True)
@@ -52,6 +52,32 @@ def statement_lines(path: str) -> frozenset[int]:
     parser = PythonParser(filename=path)
     parser.parse_source()
     return frozenset(parser.statements)
+
+
+# Parsing a file for its statement lines takes a few milliseconds; a matrix records dozens of
+# families, each in a child of its own, and each child would parse every file it reaches again.
+WARM_FILES_MAX = 400
+
+
+def warm(paths: Iterable[str]) -> int:
+    """Parse the Python files under ``paths`` (files or directories) now, in this process, so
+    that every child forked after finds their statement lines parsed. A tree of more than
+    :data:`WARM_FILES_MAX` files is left to the children, which parse only what they reach.
+    Returns how many files were parsed."""
+    files: list[str] = []
+    for path in paths:
+        if os.path.isfile(path) and path.endswith(".py"):
+            files.append(path)
+        for root, _, names in os.walk(path) if os.path.isdir(path) else ():
+            files.extend(os.path.join(root, name) for name in names if name.endswith(".py"))
+            if len(files) > WARM_FILES_MAX:
+                return 0
+    for file in files:
+        try:
+            statement_lines(os.path.abspath(file))
+        except Exception:  # not Python, unreadable: the recording meets it, or not, as before
+            continue
+    return len(files)
 
 
 def function_lines(code: CodeType) -> frozenset[int]:

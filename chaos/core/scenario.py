@@ -543,11 +543,14 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     family.clock_after_setup = run.clock.now()
     recording = record(adapter, family, workdir, seed=seed, deep=deep)
     family.executable, family.baseline = recording.executable, recording.baseline
-    if not family.completed:
-        return family  # no points: a family that does not complete without any fault teaches nothing by crashing
     family.skipped = _not_applicable(scenario, family.baseline, recording.struck)
     if family.skipped:
+        # Its fault never met the workflow: the end the family expects presumed it had, so only
+        # what the code under test did otherwise (raised, broke an invariant) is still a finding.
+        family.baseline.violations = [v for v in family.baseline.violations if v.invariant != "baseline"]
         return family
+    if not family.completed:
+        return family  # no points: a family that does not complete without any fault teaches nothing by crashing
     family.points, family.between = recording.points, recording.between
     family.classes = pause_classes(recording.ops) if recording.ops else list(range(len(recording.points)))
     family.crash_classes = crash_classes(recording.durable) if recording.durable else list(range(len(recording.points)))

@@ -47,7 +47,7 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
+__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "UNPRICED", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
 
 FAULT_KINDS = (
@@ -83,15 +83,17 @@ ANSWER_FAULTS: dict[str, str] = {
 }
 # A step's own bug: the call raises KeyError, which no engine should retry (matrix-only).
 BUG = "bug"
+# An answer whose price is not a number (a billing API that could not price the call: NaN).
+UNPRICED = "unpriced"
 # A document far larger than any step should take (a megabyte; matrix-only).
 TOO_LARGE = "too_large"
 TOO_LARGE_CHARS = 1_000_000
 # The kinds only the crash matrix's families arm (random histories draw from FAULT_KINDS).
-MATRIX_FAULT_KINDS = (STALL, BUG, TOO_LARGE, *ANSWER_FAULTS)
+MATRIX_FAULT_KINDS = (STALL, BUG, TOO_LARGE, UNPRICED, *ANSWER_FAULTS)
 # Faults after which a step ends otherwise than it would (failed, or waiting for a person): once,
 # they change the outcome of the call they hit; a crash before that call, recovered with the
 # fault gone, rightly ends elsewhere.
-OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail", BUG, TOO_LARGE, *ANSWER_FAULTS})
+OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail", BUG, TOO_LARGE, UNPRICED, *ANSWER_FAULTS})
 USD_PER_1K_CHARS = 0.002
 _HARNESS_AND_ENGINE = tuple(
     os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (sys.modules["chaos"], sys.modules["engine"])
@@ -215,8 +217,10 @@ class Fault:
     call then lasts that long, heartbeating: the heartbeats meet the fault too), :data:`STALL`
     (which takes ``duration_s``, default the lease and a second, at once, without a heartbeat,
     then runs ``during_slow`` and heartbeats once), a kind of :data:`ANSWER_FAULTS` (the model's
-    answer is that text), :data:`BUG` (the call raises KeyError) or :data:`TOO_LARGE` (a document
-    of :data:`TOO_LARGE_CHARS` characters).
+    answer is that text), :data:`BUG` (the call raises KeyError), :data:`UNPRICED` (the answer's
+    price is NaN) or :data:`TOO_LARGE` (a document of :data:`TOO_LARGE_CHARS` characters). A
+    fault that raises (``timeout``, ...) with ``duration_s`` stalls that long first, as STALL does:
+    an error that takes its time to arrive.
     ``slow`` takes ``duration_s`` (default 180 s) of fake
     time, heartbeating as the engine's heartbeat would, and runs the world's ``during_slow`` hook
     once the lease would have expired without heartbeats (a second worker, typically). A
@@ -502,6 +506,8 @@ class _Model:
         cost = round(len(prompt) / 1000 * USD_PER_1K_CHARS, 8)
         if fault is not None:
             world.strike(fault)
+            if fault.duration_s and fault.kind in world.errors:  # an error that takes its time to arrive
+                world.stall(ctx, fault.duration_s)
             raise_fault(fault, task, world.errors)
             if fault.kind == "slow":
                 world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
@@ -513,6 +519,8 @@ class _Model:
                 return ModelReply("fail: the totals do not add up", cost)
             elif fault.kind in ANSWER_FAULTS:
                 return ModelReply(ANSWER_FAULTS[fault.kind], cost)
+            elif fault.kind == UNPRICED:
+                return ModelReply(local_answer(task, prompt), float("nan"))
             elif fault.kind in STORE_FAULT_KINDS and fault.duration_s:
                 world.slow(ctx, fault.duration_s)  # the heartbeats meet the fault as well as the commit
         return ModelReply(local_answer(task, prompt), cost)

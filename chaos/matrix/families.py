@@ -10,7 +10,7 @@ busy or full database opens (the write lock held elsewhere, the disk full, broug
 from __future__ import annotations
 
 from chaos.core.scenario import AT_START, Scenario
-from chaos.core.world import BUG, STALL, TOO_LARGE, UNSTORABLE, Fault
+from chaos.core.world import BUG, STALL, TOO_LARGE, UNPRICED, UNSTORABLE, Fault
 
 __all__ = ["reference_scenarios", "STORM_JOBS", "STORM_FAULTS"]
 
@@ -105,6 +105,12 @@ def reference_scenarios() -> list[Scenario]:
             faults=(Fault(BUG, task="extract", sticky=True),),
         ),
         Scenario(
+            "extract-unpriced",
+            "An answer whose price is not a number (NaN from a billing API) cannot enter the spend ledger: the step "
+            "fails as poison, saying why, and the cost report never sums to NaN.",
+            faults=(Fault(UNPRICED, task="extract", sticky=True),),
+        ),
+        Scenario(
             "fetch-too-large",
             "A document larger than the step takes is refused before any paid call and parked in the failed state: "
             "the limit is checked where the input arrives, not where it costs.",
@@ -128,8 +134,10 @@ def reference_scenarios() -> list[Scenario]:
             "damaged-memo",
             "A memo row the engine cannot parse is found when the next step loads its inputs: the job is quarantined "
             "in a failed state naming the row to delete, never crashed on, and no step runs on a damaged input.",
-            setup=("run", "damage:memo:doc-1", RETRY_WAIT),  # the first step's memo, the second step's input
-            faults=(Fault("timeout", task="extract", sticky=True, per_job=1),),
+            # The job stops at its review (its first try times out) with the earlier steps' memos
+            # committed; the first step's is damaged, and the review's retry loads it as input.
+            setup=("run", "damage:memo:doc-1", RETRY_WAIT),
+            faults=(Fault("timeout", task="verify", sticky=True, per_job=1),),
             expect=("<parked>",),
         ),
         Scenario(
@@ -162,7 +170,7 @@ def reference_scenarios() -> list[Scenario]:
             "heartbeat-busy",
             "A heartbeat that meets the write lock held elsewhere skips its renewal instead of failing the step: the "
             "lease still runs, and the commit after the call meets the same lock and backs off as 'busy'.",
-            faults=(Fault("lock_held", task="extract", duration_s=60),),
+            faults=(Fault("lock_held", task="extract", duration_s=15),),  # one heartbeat, at 15 s
         ),
         Scenario(
             "disk-full",
@@ -184,6 +192,13 @@ def reference_scenarios() -> list[Scenario]:
             second_worker=True,
         ),
         Scenario(
+            "slow-timeout",
+            "A call that times out only after its lease has run out fails a step that another worker has taken over "
+            "meanwhile: the retry it would schedule is fenced, and the other worker's work stands.",
+            faults=(Fault("timeout", task="extract", duration_s=121),),
+            second_worker=True,
+        ),
+        Scenario(
             "clock-skew",
             "A worker whose clock runs ahead takes over a job whose lease has not yet expired by its owner's clock; "
             "the owner's next heartbeat learns it lost the job and its step stops, writing nothing: fencing, not "
@@ -199,6 +214,12 @@ def reference_scenarios() -> list[Scenario]:
             setup=("run",),
             phase="sender",
             faults=(Fault("lock_held", task=AT_START), Fault("connection", task="send")),
+        ),
+        Scenario(
+            "cancel-unknown",
+            "A person's cancel of a job that does not exist (a typo in the id) is refused with the engine's clear "
+            "error, and changes nothing.",
+            phase="human:cancel:doc-404",
         ),
         Scenario(
             "cancel-too-late",

@@ -26,7 +26,7 @@ from chaos.hostfaults.power import power_missing
 from chaos.core import libfiu
 from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, start_preloaded
 from chaos.core.store_faults import small_pages
-from chaos.core.points import Point
+from chaos.core.points import Point, warm
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, for_adapter, prepare, run_interleaving, run_pause, run_point
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MatrixReport",
+    "PREPARE",
     "PointResult",
     "run_matrix",
     "replay_command",
@@ -343,6 +344,7 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
     one_per_class = not exhaustive and not point and sample is None  # a sample is of points, each run
     rng = random.Random(seed)
     machine_names = {s.name for s in machine_scenarios()}  # those families are for machine faults
+    warm(adapter.trace_paths())  # parsed once here, not again in every family's recording child
     families = _prepare_all(adapter, chosen, workdir, seed=seed, deep=deep, jobs=jobs, machine_names=machine_names)
     for scenario, family in zip(chosen, families):
         machine_only = scenario.name in machine_names

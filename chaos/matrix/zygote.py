@@ -18,6 +18,7 @@ __all__ = ["main"]
 import pickle
 import sys
 
+from chaos.core.points import warm
 from chaos.core.scenario import prepare
 from chaos.matrix.runner import PREPARE, adopt, run_chunk
 
@@ -28,6 +29,7 @@ def main(argv: list[str]) -> int:
         first, rest = pickle.load(f)
     if first == PREPARE:
         adapter, scenarios, workdir, seed, deep = rest
+        warm(adapter.trace_paths())  # parsed once here, not again in every family's recording child
         results: list = [prepare(adapter, scenario, workdir, seed=seed, deep=deep) for scenario in scenarios]
     else:
         adopt(*first)

@@ -122,7 +122,7 @@ FAULT_KEYS = {
     "task": "the call it hits: a step's model task, fetch (documents) or send (receiver); default any",
     "sticky": "fail every matching call, not only the next (bool)",
     "retry_after_s": "a 429's Retry-After (number)",
-    "duration_s": "how long a slow call takes (number)",
+    "duration_s": "how long a slow call takes, or how long a failing one takes to fail (number)",
     "per_job": "with sticky: hit only each job's first N calls of the task, an outage every job meets and outlives (int)",
 }
 EXPECT_KEYS = {

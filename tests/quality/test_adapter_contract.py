@@ -2,7 +2,7 @@
 
 - ``examples/minimal_engine/``: tinyflow, an engine of its own in the design's minimal form (no
   fencing token, no heartbeat), gated by an adapter of at most 60 lines built on
-  ``chaos.adapters.sql.SqliteAdapter``. The gate must report its two real weaknesses, each where
+  ``chaos.adapters.sql.SqliteAdapter``. The gate must report its three real weaknesses, each where
   the example's README says, and nothing else.
 - ``quality.user_workflows.NotesAdapter``: a workflow on ``engine/`` with its own step names and
   payload, gated by an adapter of at most 20 lines: every reference family completes its baseline.
@@ -55,6 +55,8 @@ def test_the_adapters_are_a_page_of_code():
 
 
 def test_the_gate_reports_tinyflows_three_weaknesses_and_nothing_else(tinyflow):
+    # 1. a call slower than the lease is paid twice; 2. a zombie's write is not fenced; 3. what its
+    # loop cannot handle kills the worker: a row it cannot parse, a disk that fails, a NaN cost.
     report = run_matrix(tinyflow, faults=["crash", "pause", "interleave"], pairs=12, jobs=2)
     found = collections.defaultdict(set)  # invariant -> {(fault, family)}
     for result in report.results:
@@ -67,12 +69,18 @@ def test_the_gate_reports_tinyflows_three_weaknesses_and_nothing_else(tinyflow):
     # (the other worker's call fails, the job returns to queued): the retry storm.
     assert {family for fault, family in found["fenced-writes"] if fault == "pause-expired"} == {"retry-storm"}
     failing = {name for name, base in report.baselines.items() if base.violations}
-    assert failing == {"lost-lease", "damaged-payload"}, failing
+    killed_by = {"damaged-payload", "damaged-memo", "commit-io-error", "claim-io-error", "sender-read-error", "extract-unpriced"}
+    assert failing == {"lost-lease"} | killed_by, failing
     assert {v.invariant for v in report.baselines["lost-lease"].violations} == {"bounded-spend"}
-    # Nothing in tinyflow parses a stored row it cannot read: a damaged payload kills the worker.
-    assert {v.invariant for v in report.baselines["damaged-payload"].violations} == {"raised"}
+    # Nothing in tinyflow parses a stored row it cannot read, catches a database error or checks a
+    # cost: each kills the worker (and the next one, on every restart).
+    assert all({v.invariant for v in report.baselines[name].violations} == {"raised"} for name in killed_by)
     assert "JSONDecodeError" in report.baselines["damaged-payload"].error
-    assert set(report.skipped) == {"fetch-connection", "cancel-race", "cancel-too-late", "poison-payload", "disk-full"}, report.skipped
+    assert "JSONDecodeError" in report.baselines["damaged-memo"].error
+    assert "disk I/O error" in report.baselines["commit-io-error"].error
+    assert "NOT NULL constraint failed: step_result.cost" in report.baselines["extract-unpriced"].error  # NaN is stored as NULL
+    assert set(report.skipped) == {"fetch-connection", "fetch-too-large", "cancel-race", "cancel-too-late", "cancel-unknown",
+                                   "poison-payload", "disk-full", "inline-steps"}, report.skipped
     assert "cancel()" in report.skipped["cancel-race"]
     assert "showed nothing" in report.skipped["disk-full"]  # its writes fit the pages its file has
     assert report.violations > 0
@@ -84,7 +92,7 @@ def _readme_commands() -> list[str]:
     return re.findall(r"^\s*(PYTHONPATH=\. python -m chaos .+)$", text, flags=re.M)
 
 
-@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("index", range(6))
 def test_the_readmes_commands_show_what_it_says(index):
     command = _readme_commands()[index]
     argv = re.sub(r"\s+#\s.*$", "", command.split("python -m chaos ", 1)[1])  # a trailing comment, not a point's #n
@@ -104,6 +112,9 @@ def test_the_readmes_commands_show_what_it_says(index):
         for invariant in ("fenced-writes", "worker-survives", "quarantined", "legal-transitions", "drains"):
             assert re.search(rf"FINDING \d+: {invariant} at ", out), (invariant, out)
         assert "declares no schema" not in out and "no such column" not in out
+    elif "commit-io-error" in args:
+        assert done.returncode == 1, out
+        assert "FAILS WITHOUT ANY FAULT in 1 of 1 families (commit-io-error): raised:" in out and "disk I/O error" in out
     elif "--point" in args:
         assert done.returncode == 1, out
         assert re.search(r"fenced-writes .*\n  seen: worker 'w-doomed' wrote .* after 'w-b' had taken it over", out), out
@@ -112,8 +123,8 @@ def test_the_readmes_commands_show_what_it_says(index):
         assert "fenced-writes" in out and "bounded-spend" in out
 
 
-def test_the_readme_lists_five_commands():
-    assert len(_readme_commands()) == 5
+def test_the_readme_lists_six_commands():
+    assert len(_readme_commands()) == 6
 
 
 def test_an_adapter_names_what_its_missing_capabilities_disable(tinyflow):

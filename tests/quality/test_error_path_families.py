@@ -25,7 +25,7 @@ from .variants import ERROR_PATHS
 FAMILIES = ["extract-outage", "extract-unstorable", "poison-payload", "damaged-payload", "store-busy", "disk-full", "claim-busy",
             "stalled-call", "sender-fail-busy", "cancel-too-late", "sender-busy", "extract-unstorable-text", "extract-not-object",
             "extract-bug", "fetch-too-large", "damaged-memo", "commit-io-error", "claim-io-error", "sender-read-error",
-            "heartbeat-busy", "clock-skew", "inline-steps", "slow-call"]
+            "heartbeat-busy", "clock-skew", "inline-steps", "slow-call", "extract-unpriced", "slow-timeout", "cancel-unknown"]
 ENGINE = os.path.dirname(os.path.abspath(engine.__file__))
 
 
@@ -90,6 +90,11 @@ def test_the_families_crash_the_worker_on_the_engine_s_error_branches(reference_
         (worker, _line_of(worker, "            return Outcome.LEASE_LOST, None, True")),
         # steps run inline, as a worker configured so runs them
         (worker, _line_of(worker, "            return step.fn(ctx)")),
+        # a price that is not a number; a failure that arrived after another worker took the job; a
+        # person's cancel of a job that does not exist
+        (inputs, _line_of(inputs, 'raise InvalidInput(f"{name}={value!r} must be a finite number")')),
+        (worker, _line_of(worker, "            return Outcome.LEASE_LOST\n")),
+        (sqlstore, _line_of(sqlstore, "        if not rows:") + 1),
     }
     assert {(f, n) for f, n in expected if n in killed.get(f, set())} == expected
 

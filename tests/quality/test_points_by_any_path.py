@@ -119,3 +119,27 @@ def test_a_crash_or_a_pause_that_never_reaches_its_point_is_a_violation_not_a_pa
         outcome = run_point(adapter, family, never, workdir, seed=0, mode="inprocess" if fault.endswith("inprocess") else "fork")
     assert outcome.exit == "not-reached"
     assert [v.invariant for v in outcome.violations] == ["point-reached"]
+
+
+def test_warming_parses_a_trees_files_once_and_leaves_a_large_tree_to_the_children(tmp_path, monkeypatch):
+    from chaos.core import points
+
+    small = tmp_path / "small"
+    small.mkdir()
+    for n in range(3):
+        (small / f"m{n}.py").write_text(f"def f{n}(x):\n    return x + {n}\n")
+    (small / "notes.txt").write_text("not python\n")
+    assert points.warm([str(small)]) == 3
+    before = points.statement_lines.cache_info().hits
+    assert points.statement_lines(str(small / "m1.py")) == frozenset({1, 2})
+    assert points.statement_lines.cache_info().hits == before + 1  # parsed by warm, not again
+
+    monkeypatch.setattr(points, "WARM_FILES_MAX", 2)
+    big = tmp_path / "big"
+    big.mkdir()
+    for n in range(3):
+        (big / f"m{n}.py").write_text("x = 1\n")
+    assert points.warm([str(big)]) == 0
+    misses = points.statement_lines.cache_info().misses
+    points.statement_lines(str(big / "m0.py"))
+    assert points.statement_lines.cache_info().misses == misses + 1  # left to whoever reaches it
