@@ -543,12 +543,15 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     family.clock_after_setup = run.clock.now()
     recording = record(adapter, family, workdir, seed=seed, deep=deep)
     family.executable, family.baseline = recording.executable, recording.baseline
-    family.skipped = _not_applicable(scenario, family.baseline, recording.struck)
-    if family.skipped:
+    skipped = _not_applicable(scenario, family.baseline, recording.struck)
+    if skipped:
         # Its fault never met the workflow: the end the family expects presumed it had, so only
-        # what the code under test did otherwise (raised, broke an invariant) is still a finding.
+        # what the code under test did otherwise (raised, broke an invariant) still counts, and
+        # is reported, never skipped.
         family.baseline.violations = [v for v in family.baseline.violations if v.invariant != "baseline"]
-        return family
+        if not family.baseline.violations:
+            family.skipped = skipped
+            return family
     if not family.completed:
         return family  # no points: a family that does not complete without any fault teaches nothing by crashing
     family.points, family.between = recording.points, recording.between
