@@ -382,10 +382,11 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
     fiu_families = {name for name, family in prepared.items() if family.scenario.needs_libfiu()}
     preloaded = [w for w in work if KIND_OF.get(w[0]) == "io" or w[1] in fiu_families]
     work = [w for w in work if not (KIND_OF.get(w[0]) == "io" or w[1] in fiu_families)]
-    chunks = [work[i : i + CHUNK_POINTS] for i in range(0, len(work), CHUNK_POINTS)]
+    order = {item: n for n, item in enumerate(work + preloaded)}
     under_fiu = start_preloaded((adapter, prepared, workdir, seed, mode, deep), preloaded)  # runs meanwhile
-    done = _execute(chunks, jobs)
+    done = _execute(_chunks(work, jobs), jobs)
     done += under_fiu.result() if under_fiu is not None else []
+    done.sort(key=lambda pair: order[pair[0]])  # reported in the order of the families and their points
     for (fault, name, index, second), outcome in done:
         p = prepared[name].points[index]
         q = prepared[name].points[second] if second >= 0 else None
@@ -447,6 +448,14 @@ def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed
     while running:
         collect(*running.pop(0))
     return [done[i] for i in range(len(chosen))]
+
+
+def _chunks(work: list[Work], jobs: int) -> list[list[Work]]:
+    """``work`` in chunks of at most about :data:`CHUNK_POINTS`, a multiple of ``jobs`` of them,
+    each taking every n-th item: each worker process gets as many points of every family (a
+    family whose points wait on a held lock, or run a whole retry storm, is shared too)."""
+    count = max(1, jobs) * max(1, -(-len(work) // (CHUNK_POINTS * max(1, jobs))))
+    return [chunk for chunk in (work[i::count] for i in range(count)) if chunk]
 
 
 def _firsts(family: str, kind: str, singles: list[int], classes: list[int],
