@@ -60,7 +60,14 @@ class SharedClock:
 
 class AheadClock:
     """``base`` as a worker whose clock runs ``ahead_s`` ahead of the others' reads it: the skew
-    between two machines' clocks. Moving it moves ``base``."""
+    between two machines' clocks. Moving it moves ``base``.
+
+    >>> base = SharedClock(100.0)
+    >>> ahead = AheadClock(base, 30.0)
+    >>> ahead.advance(5)
+    >>> ahead.now(), base.now()
+    (135.0, 105.0)
+    """
 
     def __init__(self, base: Any, ahead_s: float) -> None:
         self.base = base

@@ -68,6 +68,7 @@ __all__ = [
     "AT_START",
     "REFERENCE_STEPS",
     "poison_for",
+    "reference_poison",
     "Scenario",
     "Outcome",
     "Family",
@@ -134,8 +135,13 @@ def poison_for(adapter: Adapter) -> Callable[[str], Any] | None:
     if callable(hook):
         return hook
     if tuple(adapter.step_states()) == REFERENCE_STEPS:
-        return lambda job_id: {"source": ""}
+        return reference_poison
     return None
+
+
+def reference_poison(job_id: str) -> dict[str, str]:
+    """A payload the reference workflow's fetch step refuses, for any job: an empty source."""
+    return {"source": ""}
 
 
 def payload_for(adapter: Adapter, job_id: str) -> Any:
@@ -203,18 +209,20 @@ class Scenario:
     ``"human:cancel:doc-1"``; an action the engine refuses with its clear error is a clean end).
     ``faults`` are armed for the doomed iteration (a ``sticky`` one, a poison input, is armed for
     the setup and the recovery too: it fails the same way on every call); a store fault
-    (``lock_held``, ``disk_full``) is brought on the doomed worker's store by its call, and the
-    commit after it meets a busy or full database (with the task ``claim``, as the iteration
-    starts: its claim meets it); ``second_worker`` lets a slow
-    call run another worker while it lasts, whose clock runs ``second_worker_ahead_s`` ahead
-    (the skew between two machines' clocks). ``worker`` holds settings of the doomed worker
-    (``(name, value)`` pairs the session's ``configure_worker`` takes: the reference engine's
-    ``threaded``, ``step_timeout_s``), for a family that crashes a configuration users pick. ``paced`` makes every drain of the family move the
-    clock only to the next lease, retry or outbox row that falls due, as a worker that polls often
+    (``lock_held``, ``disk_full``, ``io_error``, ``io_read_error``) is brought on the doomed
+    worker's store by its call, and the commit after it meets a busy, full or failing database
+    (with the task ``claim``, as the iteration starts: its claim meets it); ``second_worker``
+    lets a slow call run another worker while it lasts, whose clock runs
+    ``second_worker_ahead_s`` ahead (the skew between two machines' clocks). ``worker`` holds
+    settings of the doomed worker (``(name, value)`` pairs the session's ``configure_worker``
+    takes: the reference engine's ``threaded``, ``step_timeout_s``), for a family that crashes a
+    configuration users pick. ``paced`` makes every drain of the family move the clock only to
+    the next lease, retry or outbox row that falls due, as a worker that polls often
     would see time pass, instead of past all of them at once: the ledger then shows when each
     retry happened, which a family about retry timing needs (``retry-spread``). ``poison`` submits
-    the adapter's ``poison_payload(job_id)`` instead of its payload (a family that needs it is
-    skipped where the adapter has none), and a ``"damage:payload:<job>"`` setup action overwrites
+    the adapter's ``poison_payload(job_id)`` instead of its payload (:func:`poison_for`: the
+    reference workflow's steps get an empty source; a family that needs it is skipped where the
+    adapter has neither), and a ``"damage:payload:<job>"`` setup action overwrites
     that job's stored payload with what the engine never writes (through the adapter's ``schema``;
     ``"damage:memo:<job>[:<step>]"``, the output of that step's memo row, by default the first
     step's).

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Union
 
 from hypothesis import strategies as st
 
+from chaos.core.scenario import reference_poison
 from chaos.core.world import FAULT_KINDS
 from chaos.matrix.families import STORM_JOBS
 
@@ -62,7 +63,7 @@ FREEZABLE = WORKERS + ("sender",)  # the processes a pause can freeze
 PAYLOADS: dict[str, Callable[[str], Any]] = {
     "plain": lambda job: {"source": job},
     "revised": lambda job: {"source": job, "revision": 2},  # the same id, another payload: a conflict
-    "poison": lambda job: {"source": ""},  # the first step refuses it: a failed state to requeue
+    "poison": reference_poison,  # the first step refuses it: a failed state to requeue
 }
 # The calls each fault kind changes anything in (a fault armed elsewhere would be used up for
 # nothing): the document source, the model's two tasks, the outbox's receiver.
