@@ -532,9 +532,9 @@ class PlanPoint(_PlanItem):
 
         state = _state(self.config)
         if self.fault.startswith("io-"):
-            from chaos.hostfaults.faults import libfiu_missing
+            from chaos.core import libfiu
 
-            reason = libfiu_missing()
+            reason = libfiu.missing()
             if reason:
                 pytest.skip(reason)
         if self.fault.startswith("power-"):

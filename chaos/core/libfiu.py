@@ -58,7 +58,12 @@ def enable(failures: Iterable[tuple[str, int]], what: str) -> Callable[[], None]
         if lib.fiu_enable(name.encode(), 1, ctypes.c_void_p(code), 0) != 0:
             raise RuntimeError(f"libfiu refused to enable {name}")
         names.append(name)
-    return lambda: [lib.fiu_disable(name.encode()) for name in names] and None
+
+    def disable() -> None:
+        for name in names:
+            lib.fiu_disable(name.encode())
+
+    return disable
 
 
 class UnderFiu:

@@ -581,8 +581,9 @@ def _refused(adapter: Adapter, scenario: Scenario) -> str:
         if getattr(adapter, "template_db", None) is not None:
             return ("its I/O error fails the worker process's own reads or writes (libfiu), and this adapter's databases "
                     "are on a server, which does its own I/O")
-        if libfiu.missing():
-            return libfiu.missing() or ""
+        reason = libfiu.missing()
+        if reason:
+            return reason
     if "disk_full" in kinds and getattr(adapter, "template_db", None) is not None:
         return ("its disk_full fault lowers SQLite's max_page_count on the worker's connection, and this adapter's "
                 "databases are on a server")

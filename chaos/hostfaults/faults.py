@@ -96,7 +96,6 @@ __all__ = [
     "LESSONS",
     "MACHINE_FAULTS",
     "expand",
-    "libfiu_missing",
     "machine_points",
     "machine_scenarios",
     "refuse_on_a_server",
@@ -134,7 +133,6 @@ MARKERS = (".execute(", ".now()")
 CLOCK_STEP_BACK_S = 3600.0
 CLOCK_LEAP_S = 3 * 3600.0
 REMOVAL_WAIT_S_MAX = 30.0
-LIBFIU_MISSING = libfiu.MISSING
 
 
 # Why a fault kind cannot run where the scenario databases live on a server (PostgreSQL), and what
@@ -243,11 +241,6 @@ def machine_points(family: Family, source: Callable[[str, int], str]) -> list[in
         i for i, p in enumerate(family.points)
         if between[i] and any(marker in source(p.file, p.line) for marker in MARKERS)
     ]
-
-
-def libfiu_missing() -> str | None:
-    """Why the io faults cannot run here, or None if libfiu's tools are installed."""
-    return libfiu.missing()
 
 
 # -- in the harness ---------------------------------------------------------------------------------

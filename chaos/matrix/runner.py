@@ -24,7 +24,7 @@ from chaos.adapter import REFERENCE_TARGET, load_adapter
 from chaos.matrix.families import reference_scenarios
 from chaos.hostfaults.power import power_missing
 from chaos.core import libfiu
-from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, libfiu_missing, machine_points, machine_scenarios, run_machine_fault, start_preloaded
+from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, machine_points, machine_scenarios, run_machine_fault, start_preloaded
 from chaos.core.store_faults import small_pages
 from chaos.core.points import Point, warm
 from chaos.core.unreachable import declared_unreachable
@@ -282,8 +282,8 @@ def run_matrix(
     from chaos.hostfaults.faults import refuse_on_a_server, refuse_without_schema
 
     refuse_on_a_server(machine, db, target)  # disk and io act on SQLite files; lock, clock, damage run on PostgreSQL too
-    if any(KIND_OF[sub] == "io" for sub in machine) and libfiu_missing():
-        raise ValueError(libfiu_missing())
+    if any(KIND_OF[sub] == "io" for sub in machine) and libfiu.missing():
+        raise ValueError(libfiu.missing())
     if any(KIND_OF[sub] == "power" for sub in machine) and power_missing():
         raise ValueError(power_missing())
     if "crash" in faults and mode not in ("fork", "inprocess"):

@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, TYPE_CHECKING
 
 from chaos.adapters.postgres import is_postgres
+from chaos.core import libfiu
 from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
 from chaos.hostfaults.faults import (
     CHECKS,
     KIND_OF,
     expand,
-    libfiu_missing,
     machine_points,
     refuse_on_a_server,
     refuse_without_schema,
@@ -332,7 +332,7 @@ def run_plan_point(prepared: PreparedPoints, index: int, adapter: Adapter, scrat
 def _run_io(adapter: Adapter, family: Family, index: int, scratch: str, *, seed: int, mode: str, fault: str, deep: bool) -> Outcome:
     """One io fault, run as the matrix runs it: in a process started by ``fiu-run -x``, whose
     forked worker inherits libfiu's POSIX wrappers (the fault is injected by the real mechanism)."""
-    reason = libfiu_missing()
+    reason = libfiu.missing()
     if reason:
         raise ValueError(reason)
     directory = os.path.join(scratch, "io")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pg_fixtures import require
 
-from chaos.hostfaults.faults import libfiu_missing
+from chaos.core.libfiu import missing as libfiu_missing
 
 
 @pytest.fixture

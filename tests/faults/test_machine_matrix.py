@@ -9,7 +9,8 @@ import pytest
 
 from chaos import ReferenceAdapter, run_matrix
 from chaos.cli import main
-from chaos.hostfaults.faults import KIND_OF, LIBFIU_MISSING, MACHINE_FAULTS
+from chaos.core.libfiu import MISSING as LIBFIU_MISSING
+from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS
 
 FAMILIES = ["clean", "backlog", "sender"]
 

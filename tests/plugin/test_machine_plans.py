@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 
-from chaos.hostfaults.faults import LIBFIU_MISSING, libfiu_missing
+from chaos.core.libfiu import MISSING as LIBFIU_MISSING, missing as libfiu_missing
 
 from .conftest import add_plan, collected_ids
 
