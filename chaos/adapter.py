@@ -109,6 +109,9 @@ class Snapshot:
     memo_changes: list[tuple[str, str, str]] = field(default_factory=list)
     outbox: list[OutboxView] = field(default_factory=list)
     writes: list[tuple[str, str, str, str]] = field(default_factory=list)
+    # job -> the state the harness itself wrote into its row as a family's premise (a damaged
+    # state): the engine's move out of it, into a parked state, is its quarantine.
+    damaged: dict[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -104,12 +104,12 @@ def check_job_id(job_id: Any) -> str:
 def check_text(text: str, what: str) -> str:
     """``text`` if both databases can hold it: no NUL character, no lone surrogate."""
     if not isinstance(text, str):
-        raise InvalidInput(f"{what} must be a string, not {_kind(text)}")
+        raise InvalidInput(f"{what} must be a string, not {_kind(text)}")  # not a crash point: a bad path, worker id or job id, refused where the store opens, the worker is made or a job is submitted
     if "\x00" in text:
-        raise InvalidInput(f"{what} holds a NUL character (\\x00), which PostgreSQL cannot store; use another value")
+        raise InvalidInput(f"{what} holds a NUL character (\\x00), which PostgreSQL cannot store; use another value")  # not a crash point: a bad path, worker id or job id, refused where the store opens, the worker is made or a job is submitted
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    except UnicodeEncodeError as exc:  # not a crash point: a bad path, worker id or job id, refused where the store opens, the worker is made or a job is submitted
         raise InvalidInput(
             f"{what} holds a lone surrogate ({text[exc.start]!r} at index {exc.start}), which UTF-8 cannot encode; "
             "use a valid Unicode string"

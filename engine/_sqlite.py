@@ -117,7 +117,7 @@ class SqliteStore(SqlStore):
         text = str(exc)
         if "locked" in text or "busy" in text:
             if where == "COMMIT":
-                return StoreBusy(f"database {self.path!r} stayed locked at commit")
+                return StoreBusy(f"database {self.path!r} stayed locked at commit")  # not a crash point: in WAL mode a COMMIT after BEGIN IMMEDIATE holds every lock it needs
             return StoreBusy(f"database {self.path!r} stayed locked for {self.busy_timeout_s}s; another process holds its write lock")
         code = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
         where = "BEGIN IMMEDIATE" if where == "BEGIN" else where

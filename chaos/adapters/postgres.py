@@ -25,6 +25,7 @@ from engine import PostgresStore
 
 from chaos.adapter import JobView, OutboxView, Snapshot
 from chaos.adapters.reference import HUMAN_WRITER, ReferenceAdapter, ReferenceSession
+from chaos.adapters.sql import DAMAGED_SQL, SELECT_DAMAGED
 from chaos.core.world import World
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 AUDIT_SQL_PG = (
+    DAMAGED_SQL,
     """CREATE TABLE IF NOT EXISTS chaos_transition (
         seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job_id TEXT, from_state TEXT, to_state TEXT)""",
     """CREATE TABLE IF NOT EXISTS chaos_memo_change (
@@ -298,6 +300,7 @@ class PostgresReferenceAdapter(ReferenceAdapter):
             snap.memos = {(r[0], r[1]): r[2] for r in conn.execute(SELECT_MEMOS)}
             snap.memo_changes = [tuple(r) for r in conn.execute(SELECT_MEMO_CHANGES)]  # type: ignore[misc]
             snap.outbox = [OutboxView(*r) for r in conn.execute(SELECT_OUTBOX)]
+            snap.damaged = dict(conn.execute(SELECT_DAMAGED).fetchall())
             if conn.execute(SELECT_HAS_WRITES).fetchone()[0]:
                 snap.writes = [tuple(r) for r in conn.execute(SELECT_WRITES)]  # type: ignore[misc]
         return snap

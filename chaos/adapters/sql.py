@@ -31,9 +31,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from chaos.adapter import JobView, OutboxView, Snapshot
 
-__all__ = ["JobTable", "MemoTable", "OutboxTable", "SqlSchema", "SqlProbe", "SqliteAdapter", "HUMAN_WRITER"]
+__all__ = ["JobTable", "MemoTable", "OutboxTable", "SqlSchema", "SqlProbe", "SqliteAdapter", "HUMAN_WRITER", "DAMAGED_SQL", "SELECT_DAMAGED"]
 
 HUMAN_WRITER = "human"  # the writer a person's action is attributed to (never a fenced-writes finding)
+# The states the harness itself gave a job, as a family's premise (SqlSchema.overwrite, unaudited):
+# read into Snapshot.damaged. The same statements on SQLite and PostgreSQL.
+DAMAGED_SQL = "CREATE TABLE IF NOT EXISTS chaos_damaged_state (job_id TEXT, state TEXT)"
+SELECT_DAMAGED = "SELECT job_id, state FROM chaos_damaged_state"
 
 
 def _ident(name: str) -> str:
@@ -103,6 +107,7 @@ class SqlSchema:
         out = [
             "CREATE TABLE IF NOT EXISTS chaos_transition (seq INTEGER PRIMARY KEY, job_id TEXT, from_state TEXT, to_state TEXT)",
             "CREATE TABLE IF NOT EXISTS chaos_memo_change (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, what TEXT)",
+            DAMAGED_SQL,
             f"""CREATE TRIGGER IF NOT EXISTS chaos_job_insert AFTER INSERT ON {jt} BEGIN
         INSERT INTO chaos_transition (job_id, from_state, to_state) VALUES (NEW.{jid}, NULL, NEW.{js}); END""",
             f"""CREATE TRIGGER IF NOT EXISTS chaos_job_state AFTER UPDATE OF {js} ON {jt}
@@ -166,6 +171,7 @@ class SqlSchema:
             if o is not None:
                 columns = ", ".join(_col(c) for c in (o.id, o.job_id, o.kind, o.sent_at, o.next_attempt_at, o.key))
                 snap.outbox = [OutboxView(*r) for r in conn.execute(f"SELECT {columns} FROM {_ident(o.name)} ORDER BY {_ident(o.id)}")]
+            snap.damaged = dict(conn.execute(SELECT_DAMAGED))  # type: ignore[arg-type]
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chaos_write'").fetchone():
                 snap.writes = [tuple(r) for r in conn.execute("SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq")]  # type: ignore[misc]
             return snap
@@ -186,8 +192,9 @@ class SqlSchema:
         ``what`` is ``"payload"`` or ``"state"`` (the job's row) or ``"memo"`` (the output of the
         memo row of ``step``). ``conn`` runs statements with ``?`` placeholders: the host's damage
         faults pass a connection of the harness's own, whose writes the audit names a person's.
-        ``unaudited`` drops the audit's record of a memo's overwrite (a family's setup damages it
-        as its premise: the change is not the engine's).
+        ``unaudited`` drops the audit's record of a memo's or a state's overwrite (a family's setup
+        damages it as its premise: the change is not the engine's); a state is noted as damaged
+        instead (:attr:`chaos.adapter.Snapshot.damaged`).
         """
         j, m = self.job, self.memo
         if what in ("payload", "state"):
@@ -203,6 +210,11 @@ class SqlSchema:
         conn.execute(f"UPDATE {_ident(table)} SET {_ident(column)} = ? WHERE {condition}", (value, *params))
         if unaudited and what == "memo":
             conn.execute("DELETE FROM chaos_memo_change WHERE job_id = ? AND step = ?", params)
+        if unaudited and what == "state" and row[0] != value:
+            # The audit forgets the overwrite and notes the state as the harness's own damage
+            # (Snapshot.damaged): the engine's quarantine out of it is checked as what it is.
+            conn.execute("DELETE FROM chaos_transition WHERE seq = (SELECT max(seq) FROM chaos_transition WHERE job_id = ?)", params)
+            conn.execute("INSERT INTO chaos_damaged_state (job_id, state) VALUES (?, ?)", (job_id, value))
         return row[0]
 
     def consistency_sql(self) -> list[tuple[str, str]]:

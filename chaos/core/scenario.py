@@ -58,7 +58,7 @@ from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Re
 from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
 from chaos.adapters.sql import HUMAN_WRITER
 from chaos.core import libfiu
-from chaos.core.store_faults import DAMAGED_JSON, IO_FAULTS, InCall, ScenarioDb, small_pages
+from chaos.core.store_faults import DAMAGED_JSON, DAMAGED_STATE, IO_FAULTS, InCall, ScenarioDb, small_pages
 from chaos.core.world import OUTCOME_FAULTS, STORE_FAULT_KINDS, Fault, World
 
 if TYPE_CHECKING:
@@ -225,7 +225,9 @@ class Scenario:
     adapter has neither), and a ``"damage:payload:<job>"`` setup action overwrites
     that job's stored payload with what the engine never writes (through the adapter's ``schema``;
     ``"damage:memo:<job>[:<step>]"``, the output of that step's memo row, by default the first
-    step's).
+    step's; ``"damage:state:<job>[:<state>]"``, the job's state, by default one no table knows;
+    the audit notes it as the harness's own, see :attr:`chaos.adapter.Snapshot.damaged`), and
+    ``"requeue:<job>"`` is a person's requeue of a failed job.
 
     ``expect`` names the states every job must end in when the family runs without any fault
     (its baseline); by default the workflow's final states, or any settled state for a family
@@ -255,6 +257,8 @@ class Scenario:
         :mod:`chaos.adapter`): ``claim_only`` for a ``claim:`` setup, ``connection`` for a
         ``disk_full`` fault, the action of a person's phase."""
         needed = ["claim_only"] if any(a.startswith("claim") for a in self.setup) else []
+        if any(a.startswith("requeue:") for a in self.setup):
+            needed.append("requeue")
         if "disk_full" in self.store_faults():
             needed.append("connection")  # the disk is filled for the worker's own connection
         if self.phase.startswith("human:"):
@@ -616,19 +620,25 @@ def setup_action(run: Run, session: Any, action: str) -> None:
         doomed = run.session(arg or "w-dead")
         doomed.claim_only()  # the session capability every "claim:" family requires (see Scenario.needs)
         doomed.close()
+    elif verb == "requeue":
+        session.requeue(arg)  # a person's requeue (the capability every "requeue:" family requires)
     elif verb == "damage":
         what, _, rest = arg.partition(":")
-        job_id, _, step = rest.partition(":") if what == "memo" else (rest, "", "")
+        job_id, _, extra = rest.partition(":") if what in ("memo", "state") else (rest, "", "")
+        step = extra if what == "memo" else ""
         if what == "memo" and not step:
             step = next(iter(run.adapter.step_states()))  # the workflow's first step, whatever its name
+        value = DAMAGED_JSON
+        if what == "state":  # a state the table does not know, or one named (<parked>: the workflow's first such)
+            value = min(resolve_states((extra,), run.adapter)) if extra else DAMAGED_STATE
         with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:  # the audit triggers name the writer: a person
-            if getattr(run.adapter, "schema").overwrite(conn, job_id, what, DAMAGED_JSON, step=step or None, unaudited=True) is None:
+            if getattr(run.adapter, "schema").overwrite(conn, job_id, what, value, step=step or None, unaudited=True) is None:
                 where = f"memo row of step {step!r}" if what == "memo" else what
                 raise NotApplicable(f"its setup ({', '.join(run.scenario.setup)}) left job {job_id!r} with no {where} to damage, "
                                     "so there is no damaged row to crash on")
     else:
-        raise ValueError(f"setup action {action!r}: use run, send, advance:<s>, claim:<worker>, damage:payload:<job> "
-                         "or damage:memo:<job>[:<step>]")
+        raise ValueError(f"setup action {action!r}: use run, send, advance:<s>, claim:<worker>, requeue:<job>, "
+                         "damage:payload:<job>, damage:memo:<job>[:<step>] or damage:state:<job>[:<state>]")
 
 
 def copy_template(family: Family, directory: str, adapter: Adapter | None = None) -> str | None:

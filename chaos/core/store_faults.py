@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DAMAGED_JSON",
+    "DAMAGED_STATE",
     "IO_FAULTS",
     "PAGE_BYTES",
     "HeldLock",
@@ -58,6 +59,7 @@ __all__ = [
 # fault would never show.)
 PAGE_BYTES = 512
 DAMAGED_JSON = '{"garbled": '  # what a damaged payload or memo output is overwritten with
+DAMAGED_STATE = "garbled"  # the state a damaged job's row is given: not in any table
 DISK_PAGES_LEFT = 0  # max_page_count is lowered to the current size plus this
 LOCK_TABLES_PG = "LOCK TABLE {tables} IN EXCLUSIVE MODE"  # the tables the adapter's schema names
 LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks never hang the harness

@@ -47,7 +47,7 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "UNPRICED", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
+__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "UNPRICED", "PRICE_FAULTS", "ASTRAL", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
 
 FAULT_KINDS = (
@@ -80,26 +80,53 @@ ANSWER_FAULTS: dict[str, str] = {
     UNSTORABLE: '{"pages": [NaN, true, null, "p. 1", 2.5]}',
     "unstorable_text": '{"title": "\\ud800 (half of a character)"}',
     "not_object": '["title", "words"]',
+    # Nesting past the store's limit (200 levels), which Python's json reads without complaint.
+    "too_deep": '{"pages": ' + "[" * 201 + "]" * 201 + "}",
 }
+# An answer the store can hold as it is, though only a careful encoder keeps it whole: a title with
+# a character outside the Basic Multilingual Plane (an emoji, which JSON writes as a surrogate
+# pair). The step completes; a step that answers it on every call (sticky) ends as without it.
+ASTRAL = "astral"
+ASTRAL_ANSWER = '{"title": "Invoice \\ud83d\\udcc4 for March", "words": 4}'
 # A step's own bug: the call raises KeyError, which no engine should retry (matrix-only).
 BUG = "bug"
 # An answer whose price is not a number (a billing API that could not price the call: NaN).
 UNPRICED = "unpriced"
+# The prices a billing API may answer that no spend ledger can add up, by fault kind: NaN, no
+# price at all (null), the price as text, a credit (a negative price), an integer past any float. Each is poison, and
+# matrix-only.
+PRICE_FAULTS: dict[str, Any] = {
+    UNPRICED: float("nan"),
+    "price_missing": None,
+    "price_text": "0.004",
+    "price_negative": -0.004,
+    "price_overflow": 10**400,
+}
 # A document far larger than any step should take (a megabyte; matrix-only).
 TOO_LARGE = "too_large"
 TOO_LARGE_CHARS = 1_000_000
 # The kinds only the crash matrix's families arm (random histories draw from FAULT_KINDS).
-MATRIX_FAULT_KINDS = (STALL, BUG, TOO_LARGE, UNPRICED, *ANSWER_FAULTS)
+MATRIX_FAULT_KINDS = (STALL, BUG, TOO_LARGE, ASTRAL, *PRICE_FAULTS, *ANSWER_FAULTS)
 # Faults after which a step ends otherwise than it would (failed, or waiting for a person): once,
 # they change the outcome of the call they hit; a crash before that call, recovered with the
 # fault gone, rightly ends elsewhere.
-OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail", BUG, TOO_LARGE, UNPRICED, *ANSWER_FAULTS})
+OUTCOME_FAULTS = frozenset({"bad_request", "parse", "verify_fail", BUG, TOO_LARGE, *PRICE_FAULTS, *ANSWER_FAULTS})
 USD_PER_1K_CHARS = 0.002
 _HARNESS_AND_ENGINE = tuple(
     os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (sys.modules["chaos"], sys.modules["engine"])
 )
+# A 400 carries the API's whole explanation, longer than any last_error an engine should keep:
+# the engine must clip it, not fail to store it.
+BAD_REQUEST = (
+    '400 Bad Request: {"error": {"type": "invalid_request_error", "code": "context_length_exceeded", "param": "messages", '
+    '"message": "This model\'s maximum context length is 8192 tokens. However, your messages resulted in 9421 tokens '
+    '(9101 in the messages, 320 in the functions). Please reduce the length of the messages or functions. The request '
+    'was not processed; retrying it unchanged will fail the same way. See the '
+    'documentation on context windows for how to count tokens before sending a request, and on chunking for how to '
+    'split a long document into requests that fit."}}'
+)
 MESSAGES = {"timeout": "model call timed out", "connection": "connection reset by peer",
-            "server_error": "503 Service Unavailable", "bad_request": "400 Bad Request"}
+            "server_error": "503 Service Unavailable", "bad_request": BAD_REQUEST}
 
 
 class _RateLimitedError(ConnectionError):
@@ -217,8 +244,8 @@ class Fault:
     call then lasts that long, heartbeating: the heartbeats meet the fault too), :data:`STALL`
     (which takes ``duration_s``, default the lease and a second, at once, without a heartbeat,
     then runs ``during_slow`` and heartbeats once), a kind of :data:`ANSWER_FAULTS` (the model's
-    answer is that text), :data:`BUG` (the call raises KeyError), :data:`UNPRICED` (the answer's
-    price is NaN) or :data:`TOO_LARGE` (a document of :data:`TOO_LARGE_CHARS` characters). A
+    answer is that text), :data:`BUG` (the call raises KeyError), a kind of :data:`PRICE_FAULTS`
+    (the answer's price is that value), :data:`ASTRAL` (an answer with an emoji in it) or :data:`TOO_LARGE` (a document of :data:`TOO_LARGE_CHARS` characters). A
     fault that raises (``timeout``, ...) with ``duration_s`` stalls that long first, as STALL does:
     an error that takes its time to arrive.
     ``slow`` takes ``duration_s`` (default 180 s) of fake
@@ -519,8 +546,10 @@ class _Model:
                 return ModelReply("fail: the totals do not add up", cost)
             elif fault.kind in ANSWER_FAULTS:
                 return ModelReply(ANSWER_FAULTS[fault.kind], cost)
-            elif fault.kind == UNPRICED:
-                return ModelReply(local_answer(task, prompt), float("nan"))
+            elif fault.kind in PRICE_FAULTS:
+                return ModelReply(local_answer(task, prompt), PRICE_FAULTS[fault.kind])
+            elif fault.kind == ASTRAL:
+                return ModelReply(ASTRAL_ANSWER, cost)
             elif fault.kind in STORE_FAULT_KINDS and fault.duration_s:
                 world.slow(ctx, fault.duration_s)  # the heartbeats meet the fault as well as the commit
         return ModelReply(local_answer(task, prompt), cost)

@@ -17,16 +17,15 @@ from typing import Any, TYPE_CHECKING
 
 from chaos.core.invariants import Violation, initial_states
 from chaos.hostfaults.worker import EXIT_DRAINED, EXIT_STUCK
-from chaos.core.store_faults import ScenarioDb
+from chaos.core.store_faults import DAMAGED_STATE, ScenarioDb
 from chaos.adapters.postgres import is_postgres
 from chaos.core.scenario import EXIT_NOT_REACHED, RECOVERY_ROUNDS_MAX
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["CHECKS", "DAMAGED_STATE", "acknowledged_kept", "integrity", "lease_respected", "quarantined", "worker_survives"]
+__all__ = ["CHECKS", "acknowledged_kept", "integrity", "lease_respected", "quarantined", "worker_survives"]
 
-DAMAGED_STATE = "garbled"  # the state a damaged job's row is given: not in any table
 
 
 def integrity(db: str, schema: Any = None) -> list[Violation]:

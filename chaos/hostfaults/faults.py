@@ -58,7 +58,6 @@ from chaos.core import libfiu
 from chaos.core.invariants import Violation, point_reached
 from chaos.hostfaults.checks import (
     CHECKS,
-    DAMAGED_STATE,
     acknowledged_kept,
     integrity,
     lease_respected,
@@ -66,7 +65,7 @@ from chaos.hostfaults.checks import (
     worker_survives,
 )
 from chaos.hostfaults.worker import IO_FAILURES, Page, doomed_worker, drain, working
-from chaos.core.store_faults import DAMAGED_JSON, HeldLock, ScenarioDb
+from chaos.core.store_faults import DAMAGED_JSON, DAMAGED_STATE, HeldLock, ScenarioDb
 from chaos.adapters.postgres import is_postgres
 from chaos.core.points import Point
 from chaos.hostfaults.power import LESSONS as POWER_LESSONS

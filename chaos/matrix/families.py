@@ -10,7 +10,7 @@ busy or full database opens (the write lock held elsewhere, the disk full, broug
 from __future__ import annotations
 
 from chaos.core.scenario import AT_START, Scenario
-from chaos.core.world import BUG, STALL, TOO_LARGE, UNPRICED, UNSTORABLE, Fault
+from chaos.core.world import ASTRAL, BUG, STALL, TOO_LARGE, UNPRICED, UNSTORABLE, Fault
 
 __all__ = ["reference_scenarios", "STORM_JOBS", "STORM_FAULTS"]
 
@@ -111,6 +111,43 @@ def reference_scenarios() -> list[Scenario]:
             faults=(Fault(UNPRICED, task="extract", sticky=True),),
         ),
         Scenario(
+            "extract-price-missing",
+            "An answer without a price (null where the billing API should say what the call cost) is not a cost of "
+            "zero: the step fails as poison, saying why, and no report sums a guess.",
+            faults=(Fault("price_missing", task="extract", sticky=True),),
+        ),
+        Scenario(
+            "extract-price-text",
+            "A price that arrives as text (\"0.004\") is not a number to add up: the step fails as poison, saying "
+            "why, instead of storing a cost no report can sum.",
+            faults=(Fault("price_text", task="extract", sticky=True),),
+        ),
+        Scenario(
+            "extract-price-negative",
+            "A negative price (a credit the billing API folded into a call) is refused, not subtracted from the "
+            "spend: the step fails as poison, and the cost report only ever grows.",
+            faults=(Fault("price_negative", task="extract", sticky=True),),
+        ),
+        Scenario(
+            "extract-price-overflow",
+            "An integer price past any float (a billing bug) is refused by name, not raised as an OverflowError out "
+            "of the worker's loop: the step fails as poison.",
+            faults=(Fault("price_overflow", task="extract", sticky=True),),
+        ),
+        Scenario(
+            "extract-too-deep",
+            "An answer nested past the store's limit (JSON reads 201 levels without complaint) is refused before the "
+            "commit, saying where: poison, never a RecursionError in the worker.",
+            faults=(Fault("too_deep", task="extract", sticky=True),),
+        ),
+        Scenario(
+            "extract-astral",
+            "An answer holding a character outside the Basic Multilingual Plane (an emoji, a surrogate pair in "
+            "JSON) is stored and read back whole: the job ends as with any other answer.",
+            faults=(Fault(ASTRAL, task="extract", sticky=True),),
+            expect=("<final>",),
+        ),
+        Scenario(
             "fetch-too-large",
             "A document larger than the step takes is refused before any paid call and parked in the failed state: "
             "the limit is checked where the input arrives, not where it costs.",
@@ -138,6 +175,30 @@ def reference_scenarios() -> list[Scenario]:
             # committed; the first step's is damaged, and the review's retry loads it as input.
             setup=("run", "damage:memo:doc-1", RETRY_WAIT),
             faults=(Fault("timeout", task="verify", sticky=True, per_job=1),),
+            expect=("<parked>",),
+        ),
+        Scenario(
+            "damaged-state",
+            "A job whose stored state the table does not know (a bad migration, a hand edit) is quarantined in the "
+            "first step's failed state, never run: no step guesses where a job it cannot place stands.",
+            setup=("damage:state:doc-1",),
+            expect=("<parked>",),
+        ),
+        Scenario(
+            "requeued-after-quarantine",
+            "A job quarantined out of a damaged state and requeued by a person starts again from the first step, and "
+            "every step whose memo row survived is skipped: nothing already paid for is paid for again.",
+            # The job stops at its review (its first try times out) with the earlier steps' memos
+            # committed; then its state is damaged, it is quarantined, and a person requeues it.
+            setup=("run", "damage:state:doc-1", RETRY_WAIT, "run", "requeue:doc-1"),
+            faults=(Fault("timeout", task="verify", sticky=True, per_job=1),),
+            expect=("<final>",),
+        ),
+        Scenario(
+            "claimable-parked",
+            "A parked job made claimable outside the engine (its next_run_at set by hand) is only released when a "
+            "worker claims it: it keeps its state, runs no step, and stops being claimable.",
+            setup=("damage:state:doc-1:<parked>",),
             expect=("<parked>",),
         ),
         Scenario(
@@ -220,6 +281,18 @@ def reference_scenarios() -> list[Scenario]:
             "A person's cancel of a job that does not exist (a typo in the id) is refused with the engine's clear "
             "error, and changes nothing.",
             phase="human:cancel:doc-404",
+        ),
+        Scenario(
+            "cancel-nul-id",
+            "A person's cancel of an id no database can store (it holds a NUL character) names no job: the engine's "
+            "clear error, not a database error, and nothing changes.",
+            phase="human:cancel:doc-1\x00",
+        ),
+        Scenario(
+            "cancel-half-character-id",
+            "A person's cancel of an id UTF-8 cannot encode (a lone surrogate, half of a character) names no job "
+            "either: the same clear error on every backend, and nothing changes.",
+            phase="human:cancel:doc-\udc80",
         ),
         Scenario(
             "cancel-too-late",
