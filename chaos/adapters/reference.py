@@ -147,7 +147,10 @@ class ReferenceAdapter:
 
     def make_worker(self, store: Any, workflow: Workflow, *, worker_id: str, clock: Any, rng: random.Random, **settings: Any) -> Worker:
         """The worker of a session; ``settings`` are a family's (see ReferenceSession.configure_worker)."""
-        return Worker(store, workflow, worker_id=worker_id, clock=clock, rng=rng, **{"lease_s": self.lease_s, "threaded": self.threaded, **settings})
+        # The step timeout is measured on the run's clock, as every other time is (a hung call
+        # moves it on); a wait that ends it still takes real time.
+        defaults = {"lease_s": self.lease_s, "threaded": self.threaded, "monotonic": clock.now}
+        return Worker(store, workflow, worker_id=worker_id, clock=clock, rng=rng, **{**defaults, **settings})
 
     def send_outbox_fn(self) -> Callable[..., Any]:
         return send_outbox

@@ -48,8 +48,9 @@ __all__ = [
 # Poison faults (bad_request, parse) earn no retry: nothing will differ next time. A store fault
 # (a write lock held elsewhere, a full disk: chaos.core.world.STORE_FAULT_KINDS) takes the commit
 # after the call it came with, so that call is paid for once more too; so does a call that stalled
-# past its lease (the job was taken over meanwhile).
-INTERRUPTING_FAULTS = frozenset({"timeout", "connection", "rate_limit", "server_error", "lock_held", "disk_full", "io_error", "io_read_error", "stall"})
+# past its lease (the job was taken over meanwhile), and one that hung until the step's timeout.
+INTERRUPTING_FAULTS = frozenset({"timeout", "connection", "rate_limit", "server_error", "lock_held", "disk_full", "io_error", "io_read_error", "stall",
+                                 "hang"})
 # The faults an engine retries on its own schedule. A 429 is left out of the retry storm: its
 # Retry-After is the server's own answer to when everyone may come back.
 STORM_FAULT_KINDS = frozenset({"timeout", "connection", "server_error"})

@@ -47,7 +47,7 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "UNPRICED", "PRICE_FAULTS", "ASTRAL", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
+__all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "HANG", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "UNPRICED", "PRICE_FAULTS", "ASTRAL", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
 
 FAULT_KINDS = (
@@ -102,11 +102,18 @@ PRICE_FAULTS: dict[str, Any] = {
     "price_negative": -0.004,
     "price_overflow": 10**400,
 }
+# A call that hangs (a connection that never answers): the fake clock moves on by the fault's
+# duration_s at once, past the step's timeout, while the calling thread blocks in real time for
+# longer than any iteration lasts, until its process ends. The worker's own wait times out in
+# real time, then reads the fake clock: it gives the step up as timed out. Armed for the doomed
+# iteration only (never sticky): a recovery in another process never meets it. Matrix-only.
+HANG = "hang"
+HANG_REAL_S = 60.0
 # A document far larger than any step should take (a megabyte; matrix-only).
 TOO_LARGE = "too_large"
 TOO_LARGE_CHARS = 1_000_000
 # The kinds only the crash matrix's families arm (random histories draw from FAULT_KINDS).
-MATRIX_FAULT_KINDS = (STALL, BUG, TOO_LARGE, ASTRAL, *PRICE_FAULTS, *ANSWER_FAULTS)
+MATRIX_FAULT_KINDS = (STALL, HANG, BUG, TOO_LARGE, ASTRAL, *PRICE_FAULTS, *ANSWER_FAULTS)
 # Faults after which a step ends otherwise than it would (failed, or waiting for a person): once,
 # they change the outcome of the call they hit; a crash before that call, recovered with the
 # fault gone, rightly ends elsewhere.
@@ -243,7 +250,8 @@ class Fault:
     ``kind`` is one of :data:`FAULT_KINDS`, :data:`STORE_FAULT_KINDS` (with ``duration_s``, the
     call then lasts that long, heartbeating: the heartbeats meet the fault too), :data:`STALL`
     (which takes ``duration_s``, default the lease and a second, at once, without a heartbeat,
-    then runs ``during_slow`` and heartbeats once), a kind of :data:`ANSWER_FAULTS` (the model's
+    then runs ``during_slow`` and heartbeats once), :data:`HANG` (``duration_s`` of fake time at
+    once, then a block in real time that outlasts the process), a kind of :data:`ANSWER_FAULTS` (the model's
     answer is that text), :data:`BUG` (the call raises KeyError), a kind of :data:`PRICE_FAULTS`
     (the answer's price is that value), :data:`ASTRAL` (an answer with an emoji in it) or :data:`TOO_LARGE` (a document of :data:`TOO_LARGE_CHARS` characters). A
     fault that raises (``timeout``, ...) with ``duration_s`` stalls that long first, as STALL does:
@@ -285,6 +293,9 @@ class Fault:
         if self.per_job and not self.sticky:
             raise ValueError(f"fault {self.kind!r} with per_job={self.per_job} must be sticky (it hits each job's first "
                              f"{self.per_job} calls): add sticky=True")
+        if self.kind == HANG and (self.sticky or not self.duration_s or self.duration_s <= 0):
+            raise ValueError("fault 'hang' takes duration_s > 0 (the fake time it moves on, past the step's timeout) and "
+                             "is never sticky (every call in every process would hang)")
 
 
 @dataclass(frozen=True)
@@ -540,6 +551,9 @@ class _Model:
                 world.slow(ctx, fault.duration_s or SLOW_CALL_S_DEFAULT)
             elif fault.kind == STALL:
                 world.stall(ctx, fault.duration_s or world.lease_s + 1)
+            elif fault.kind == HANG:
+                world.clock.advance(fault.duration_s)
+                threading.Event().wait(HANG_REAL_S)  # the process ends first
             elif fault.kind == "parse":
                 return ModelReply("Sure! Here is the JSON you asked for:", cost)
             elif fault.kind == "verify_fail":

@@ -10,7 +10,7 @@ busy or full database opens (the write lock held elsewhere, the disk full, broug
 from __future__ import annotations
 
 from chaos.core.scenario import AT_START, Scenario
-from chaos.core.world import ASTRAL, BUG, STALL, TOO_LARGE, UNPRICED, UNSTORABLE, Fault
+from chaos.core.world import ASTRAL, BUG, HANG, STALL, TOO_LARGE, UNPRICED, UNSTORABLE, Fault
 
 __all__ = ["reference_scenarios", "STORM_JOBS", "STORM_FAULTS"]
 
@@ -314,6 +314,13 @@ def reference_scenarios() -> list[Scenario]:
             "A call that takes longer than usual heartbeats as it goes, and the lease is renewed only when that gains "
             "an eighth of it: a step may heartbeat as often as it likes without a commit each time.",
             faults=(Fault("slow", task="extract", duration_s=20),),
+        ),
+        Scenario(
+            "hung-call",
+            "A call that never answers is given up at the step's timeout: the worker stops waiting, fails the step as "
+            "timed out and retries it later, and whatever the hung thread does afterwards it can write nothing.",
+            faults=(Fault(HANG, task="extract", duration_s=3.0),),
+            worker=(("step_timeout_s", 2.0),),  # the worker's wait, a quarter of it, is 0.5 s of real time
         ),
         Scenario(
             "lost-lease",

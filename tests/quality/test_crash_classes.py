@@ -33,13 +33,17 @@ def _ending(result):
         # An I/O error (libfiu, in the doomed process only) is not durable either; nor is the
         # second worker's clock running ahead.
         (ReferenceAdapter(), ["commit-io-error", "claim-io-error", "sender-read-error", "heartbeat-busy", "damaged-memo", "clock-skew"]),
+        # A state the harness damaged (noted by its audit), ids no database can store.
+        (ReferenceAdapter(), ["damaged-state", "claimable-parked", "cancel-nul-id", "cancel-half-character-id"]),
+        # A hung call: the step thread blocks in real time past the worker's wait, which ends it.
+        (ReferenceAdapter(), ["hung-call"]),
         (InlineSteps(), ["sender", "give-up", "cancel-race", "extract-429", "fetch-connection"]),
         (QuickNotes(), None),
         (MemoryNotes(), None),
         (SplitMemo(), ["clean"]),
         (SkipMemoLookup(), ["clean"]),
     ],
-    ids=["reference", "reference-store-faults", "reference-io-and-skew", "reference-inline", "notes", "notes-memory", "split-memo", "skip-memo-lookup"],
+    ids=["reference", "reference-store-faults", "reference-io-and-skew", "reference-damage-and-ids", "reference-hung-call", "reference-inline", "notes", "notes-memory", "split-memo", "skip-memo-lookup"],
 )
 def test_every_point_of_a_crash_class_ends_as_the_point_that_ran(adapter, families):
     every = run_matrix(adapter, families=families, faults=["crash"], exhaustive=True)

@@ -25,7 +25,10 @@ from .variants import ERROR_PATHS
 FAMILIES = ["extract-outage", "extract-unstorable", "poison-payload", "damaged-payload", "store-busy", "disk-full", "claim-busy",
             "stalled-call", "sender-fail-busy", "cancel-too-late", "sender-busy", "extract-unstorable-text", "extract-not-object",
             "extract-bug", "fetch-too-large", "damaged-memo", "commit-io-error", "claim-io-error", "sender-read-error",
-            "heartbeat-busy", "clock-skew", "inline-steps", "slow-call", "extract-unpriced", "slow-timeout", "cancel-unknown"]
+            "heartbeat-busy", "clock-skew", "inline-steps", "slow-call", "extract-unpriced", "slow-timeout", "cancel-unknown",
+            "extract-price-missing", "extract-price-text", "extract-price-negative", "extract-price-overflow", "extract-too-deep",
+            "extract-astral", "extract-400", "cancel-nul-id", "cancel-half-character-id", "damaged-state", "requeued-after-quarantine",
+            "claimable-parked", "hung-call"]
 ENGINE = os.path.dirname(os.path.abspath(engine.__file__))
 
 
@@ -95,6 +98,35 @@ def test_the_families_crash_the_worker_on_the_engine_s_error_branches(reference_
         (inputs, _line_of(inputs, 'raise InvalidInput(f"{name}={value!r} must be a finite number")')),
         (worker, _line_of(worker, "            return Outcome.LEASE_LOST\n")),
         (sqlstore, _line_of(sqlstore, "        if not rows:") + 1),
+        # prices no ledger can add up: missing, text, negative, past any float
+        (inputs, _line_of(inputs, '        return "null"')),
+        (inputs, _line_of(inputs, '    return f"a {type(value).__name__}"')),
+        (inputs, _line_of(inputs, "must be a number, not {_kind(value)}")),
+        (inputs, _line_of(inputs, "is too large; pass a finite number")),
+        (inputs, _line_of(inputs, "must be >= {minimum:g}")),
+        # an answer nested too deep is refused; one with an emoji takes the full walk and is stored whole
+        (inputs, _line_of(inputs, "is nested deeper than {NESTING_DEPTH_MAX} levels")),
+        (inputs, _line_of(inputs, "        if not stack:") + 1),
+        (inputs, _line_of(inputs, "        return _CANONICAL.encode(value)")),
+        # a 400's long body is clipped before it is stored as last_error
+        (store, _line_of(store, '    return error[: ERROR_CHARS_MAX - 3] + "..."')),
+        # ids no database can store name no job
+        (inputs, _line_of(inputs, '    if not isinstance(text, str) or "\\x00" in text:') + 1),
+        (inputs, _line_of(inputs, "    except UnicodeEncodeError:\n")),
+        (sqlstore, _line_of(sqlstore, "        if not storable_text(job_id):") + 1),
+        # a state the table does not know is quarantined; a known one where no step works is released;
+        # a requeued job's steps are found in the memo and skipped
+        (worker, _line_of(worker, 'return self._quarantine(claim, f"state {claim.state!r} is not a working state')),
+        (worker, _line_of(worker, "            to_state = claim.state")),
+        (worker, _line_of(worker, "            memos.forget()")),
+        # a hung call: the worker's wait ends in real time, the run's clock is past the step's
+        # timeout, and the step is given up
+        (worker, _line_of(worker, "        except queue.Empty:")),
+        (worker, _line_of(worker, "        except queue.Empty:") + 1),
+        (worker, _line_of(worker, "            if self.monotonic() - started >= timeout_s:")),
+        (worker, _line_of(worker, "                self._runner = None")),
+        (worker, _line_of(worker, "                runner.stop()")),
+        (worker, _line_of(worker, 'raise StepTimeout(f"step {step.name!r} exceeded its {timeout_s}s timeout")')),
     }
     assert {(f, n) for f, n in expected if n in killed.get(f, set())} == expected
 
@@ -108,6 +140,13 @@ def test_a_bug_planted_on_an_error_path_is_caught_with_the_right_invariant(varia
     assert report.violations > 0, f"{variant.__name__} was not caught"
     for invariant in variant.catches:
         assert invariant in found, f"{variant.__name__}: expected {invariant}, saw {sorted(found)}"
+
+
+def test_a_claim_that_takes_a_requeued_job_for_a_fresh_one_is_met_only_by_the_requeue_family():
+    from .variants import RequeueRepays
+
+    report = run_matrix(RequeueRepays(), faults=["crash"], families=RequeueRepays.holds_in, jobs=2)
+    assert report.points > 0 and report.violations == 0 and not report.skipped
 
 
 def test_a_store_fault_that_shows_nothing_skips_its_family_saying_why(minimal_engine_path):

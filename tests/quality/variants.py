@@ -342,7 +342,88 @@ class RetryBugs(RetryPoison):
     families = ("extract-bug",)
 
 
-ERROR_PATHS = (DiskFullEndsTheLoop, NoAttemptsLimit, DamagedRowEndsTheLoop, IoErrorEndsTheLoop, DamagedMemoEndsTheLoop, RetryBugs)
+class DamagedStateEndsTheLoop(DamagedRowEndsTheLoop):
+    """The same bug as :class:`DamagedRowEndsTheLoop`, met where a job's stored state is one the
+    table does not know. Caught by the ``damaged-state`` family (**raised**)."""
+
+    families = ("damaged-state",)
+
+
+class _FreshClaimStore(SqliteStore):
+    def claim(self, owner: str, **kw: Any) -> Any:
+        claim = super().claim(owner, **kw)
+        if claim is not None and claim.state == kw["starts"].get("pending"):
+            claim = replace(claim, has_memos=False)  # BUG: a job that starts its first step is taken for a fresh one
+        return claim
+
+
+class RequeueRepays(_Variant):
+    """A claim that takes every job starting its first step for a fresh one, with no memo rows.
+
+    A job submitted a moment ago has none, so a store may be tempted to say so without looking; a
+    job a person requeued to its first step has them all: the worker runs that step again, and its
+    memo row's insert meets the one already there, an IntegrityError that escapes the worker's loop
+    on every claim of the job. Caught by the ``requeued-after-quarantine`` family (**raised**); the
+    families without a requeue hold (``clean``, ``resume``).
+    """
+
+    catches = ("raised",)
+    families = ("requeued-after-quarantine",)
+    holds_in = ("clean", "resume")
+
+    def make_store(self, db_path: str) -> SqliteStore:
+        return _FreshClaimStore(db_path)
+
+
+class _UncheckedCostWorker(Worker):
+    def _encode(self, step: Any, route: Any, output: Any) -> Any:
+        output_json, effects, _ = super()._encode(step, route, replace(output, cost_usd=0.0))
+        return output_json, effects, output.cost_usd  # BUG: the price is stored as the API answered it
+
+
+class UncheckedCost(_Variant):
+    """A step's price stored as the billing API answered it, unchecked.
+
+    A price the API left out (null) meets the store's NOT NULL constraint inside the completion's
+    transaction: an IntegrityError escapes the worker's loop, on every worker that claims the job.
+    Caught by the ``extract-price-missing`` family (**raised**).
+    """
+
+    catches = ("raised",)
+    families = ("extract-price-missing",)
+
+    def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
+        return _UncheckedCostWorker(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
+
+
+class _OwnTimeoutIsPoisonWorker(Worker):
+    def _call(self, step: Any, ctx: Any, timeout_s: float) -> Any:
+        try:
+            return super()._call(step, ctx, timeout_s)
+        except StepTimeout as exc:
+            if self._runner is not None:
+                raise  # the step's own timeout (its call raised it)
+            raise RuntimeError(f"gave up waiting: {exc}") from None  # BUG: the worker's own timeout is an unknown error: poison
+
+
+class OwnTimeoutIsPoison(_Variant):
+    """A worker that gives up a hung step with an error of its own that the retry rules do not know.
+
+    Unknown errors are poison, so a call that merely hung once parks its job for a person instead of
+    being retried; a timeout the step raises itself is still retried, so no family whose call fails
+    fast meets it. Caught by the ``hung-call`` family: without any other fault the job does not end
+    as the family expects (**baseline**).
+    """
+
+    catches = ("baseline",)
+    families = ("hung-call",)
+
+    def make_worker(self, store: Any, workflow: Workflow, **kw: Any) -> Worker:
+        return _OwnTimeoutIsPoisonWorker(store, workflow, **{"lease_s": self.lease_s, "monotonic": kw["clock"].now, **kw})
+
+
+ERROR_PATHS = (DiskFullEndsTheLoop, NoAttemptsLimit, DamagedRowEndsTheLoop, IoErrorEndsTheLoop, DamagedMemoEndsTheLoop, RetryBugs,
+               DamagedStateEndsTheLoop, RequeueRepays, UncheckedCost, OwnTimeoutIsPoison)
 
 
 # -- caught only when workers overlap (pauses, two-level interleavings) ---------------------------
