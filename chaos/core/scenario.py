@@ -254,8 +254,8 @@ class Scenario:
 
     def needs(self) -> tuple[str, ...]:
         """The session methods this family calls beyond the required ones (capabilities of
-        :mod:`chaos.adapter`): ``claim_only`` for a ``claim:`` setup, ``connection`` for a
-        ``disk_full`` fault, the action of a person's phase."""
+        :mod:`chaos.adapter`): ``claim_only`` for a ``claim:`` setup, ``requeue`` for a ``requeue:``
+        one, ``connection`` for a ``disk_full`` fault, the action of a person's phase."""
         needed = ["claim_only"] if any(a.startswith("claim") for a in self.setup) else []
         if any(a.startswith("requeue:") for a in self.setup):
             needed.append("requeue")
@@ -630,7 +630,10 @@ def setup_action(run: Run, session: Any, action: str) -> None:
             step = next(iter(run.adapter.step_states()))  # the workflow's first step, whatever its name
         value = DAMAGED_JSON
         if what == "state":  # a state the table does not know, or one named (<parked>: the workflow's first such)
-            value = min(resolve_states((extra,), run.adapter)) if extra else DAMAGED_STATE
+            named = sorted(resolve_states((extra,), run.adapter)) if extra else [DAMAGED_STATE]
+            if not named:
+                raise NotApplicable(f"its setup names the state {extra!r}, and the workflow has none")
+            value = named[0]
         with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:  # the audit triggers name the writer: a person
             if getattr(run.adapter, "schema").overwrite(conn, job_id, what, value, step=step or None, unaudited=True) is None:
                 where = f"memo row of step {step!r}" if what == "memo" else what

@@ -56,7 +56,8 @@ def test_the_adapters_are_a_page_of_code():
 
 def test_the_gate_reports_tinyflows_three_weaknesses_and_nothing_else(tinyflow):
     # 1. a call slower than the lease is paid twice; 2. a zombie's write is not fenced; 3. what its
-    # loop cannot handle kills the worker: a row it cannot parse, a disk that fails, a NaN cost.
+    # loop cannot handle kills the worker: a row or a state it cannot read, a disk that fails, a cost it
+    # does not check.
     report = run_matrix(tinyflow, faults=["crash", "pause", "interleave"], pairs=12, jobs=2)
     found = collections.defaultdict(set)  # invariant -> {(fault, family)}
     for result in report.results:
@@ -69,7 +70,8 @@ def test_the_gate_reports_tinyflows_three_weaknesses_and_nothing_else(tinyflow):
     # (the other worker's call fails, the job returns to queued): the retry storm.
     assert {family for fault, family in found["fenced-writes"] if fault == "pause-expired"} == {"retry-storm"}
     failing = {name for name, base in report.baselines.items() if base.violations}
-    killed_by = {"damaged-payload", "damaged-memo", "commit-io-error", "claim-io-error", "sender-read-error", "extract-unpriced"}
+    killed_by = {"damaged-payload", "damaged-memo", "damaged-state", "commit-io-error", "claim-io-error", "sender-read-error",
+                 "extract-unpriced", "extract-price-missing", "extract-price-overflow"}
     assert failing == {"lost-lease"} | killed_by, failing
     assert {v.invariant for v in report.baselines["lost-lease"].violations} == {"bounded-spend"}
     # Nothing in tinyflow parses a stored row it cannot read, catches a database error or checks a
@@ -79,8 +81,12 @@ def test_the_gate_reports_tinyflows_three_weaknesses_and_nothing_else(tinyflow):
     assert "JSONDecodeError" in report.baselines["damaged-memo"].error
     assert "disk I/O error" in report.baselines["commit-io-error"].error
     assert "NOT NULL constraint failed: step_result.cost" in report.baselines["extract-unpriced"].error  # NaN is stored as NULL
+    assert "NOT NULL constraint failed: step_result.cost" in report.baselines["extract-price-missing"].error
+    assert "OverflowError" in report.baselines["extract-price-overflow"].error
+    assert "KeyError: 'review'" in report.baselines["damaged-state"].error  # a state no step owns
     assert set(report.skipped) == {"fetch-connection", "fetch-too-large", "cancel-race", "cancel-too-late", "cancel-unknown",
-                                   "poison-payload", "disk-full", "inline-steps"}, report.skipped
+                                   "cancel-nul-id", "cancel-half-character-id", "requeued-after-quarantine", "poison-payload",
+                                   "disk-full", "inline-steps", "hung-call"}, report.skipped
     assert "cancel()" in report.skipped["cancel-race"]
     assert "showed nothing" in report.skipped["disk-full"]  # its writes fit the pages its file has
     assert report.violations > 0
