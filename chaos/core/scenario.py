@@ -621,7 +621,11 @@ def setup_action(run: Run, session: Any, action: str) -> None:
         doomed.claim_only()  # the session capability every "claim:" family requires (see Scenario.needs)
         doomed.close()
     elif verb == "requeue":
-        session.requeue(arg)  # a person's requeue (the capability every "requeue:" family requires)
+        try:
+            session.requeue(arg)  # a person's requeue (the capability every "requeue:" family requires)
+        except tuple(getattr(run.adapter, "human_errors", ())) as exc:
+            raise NotApplicable(f"its setup ({', '.join(run.scenario.setup)}) could not requeue job {arg!r} ({exc}): "
+                                "the workflow did not park it where the family expects") from None
     elif verb == "damage":
         what, _, rest = arg.partition(":")
         job_id, _, extra = rest.partition(":") if what in ("memo", "state") else (rest, "", "")
