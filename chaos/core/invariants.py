@@ -134,8 +134,8 @@ def legal_transitions(ev: Evidence) -> list[Violation]:
     out: list[Violation] = []
     damaged = ev.snapshot.damaged
     for job_id, before, after in ev.snapshot.transitions:
-        if before is not None and before == damaged.get(job_id) and after in ev.settled_states:
-            continue  # the quarantine of a state the harness wrote itself (a family's premise)
+        if before is not None and before == damaged.get(job_id) and after in ev.settled_states and ev.table.get(after):
+            continue  # the quarantine, into a parked state, of a state the harness wrote itself
         if after is None:
             out.append(Violation("legal-transitions", f"job {job_id!r} row was deleted (last state {before!r})"))
         elif before is None:
