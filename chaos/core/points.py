@@ -21,7 +21,6 @@ from functools import lru_cache
 from types import CodeType, FrameType
 from typing import Any, Callable, Iterable
 
-from coverage.parser import PythonParser
 
 # While a recorder or a killer traces an iteration, a thread keeps the interpreter until it waits
 # (on a queue, a lock, a file) or this long has passed, instead of Python's 5 ms: the iteration's
@@ -42,13 +41,22 @@ class Point:
 
     @property
     def id(self) -> str:
-        stem = os.path.splitext(os.path.basename(self.file))[0]
-        return f"{stem}.{self.function}:L{self.line}#{self.hit}"
+        return f"{_stem(self.file)}.{self.function}:L{self.line}#{self.hit}"
+
+
+@lru_cache(maxsize=None)
+def _stem(path: str) -> str:
+    """A file's name without directory and suffix: the first part of a point's id."""
+    return os.path.splitext(os.path.basename(path))[0]
 
 
 @lru_cache(maxsize=None)
 def statement_lines(path: str) -> frozenset[int]:
     """The executable statement lines of a source file, as coverage.py counts them."""
+    # Imported here: only a recording parses, and a process that only kills and recovers (a
+    # matrix worker, every process it forks) is then smaller by coverage's modules.
+    from coverage.parser import PythonParser
+
     parser = PythonParser(filename=path)
     parser.parse_source()
     return frozenset(parser.statements)

@@ -40,7 +40,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Exit", "Ended", "Child", "ChildFailed", "fork", "run_in_child", "tell", "stop_here", "die_here", "in_child", "ERROR_LINES_MAX"]
+__all__ = ["Exit", "Ended", "Child", "ChildFailed", "fork", "first_to_answer", "run_in_child", "tell", "stop_here", "die_here", "in_child", "ERROR_LINES_MAX"]
 
 
 class Exit(enum.StrEnum):
@@ -259,6 +259,15 @@ def fork(body: Callable[[], Any]) -> Child:
     gc.unfreeze()
     os.close(write_fd)
     return Child(pid, read_fd)
+
+
+def first_to_answer(children: list[Child], timeout_s: float = WAIT_S_MAX) -> Child:
+    """The first of ``children`` (each running) to write to its pipe or end: the one to
+    :meth:`~Child.wait` for next, when several run at once and any may finish first."""
+    if not children:
+        raise ValueError("first_to_answer() needs at least one child")
+    ready, _, _ = select.select([child._fd for child in children], [], [], timeout_s)
+    return next((child for child in children if child._fd in ready), children[0])
 
 
 def run_in_child(body: Callable[[], Any], *, what: str = "the code under test") -> Any:

@@ -826,7 +826,7 @@ def run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, s
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     try:
         exit_kind, error = kill_at(run, point, deep=deep, mode=mode)
-        outcome = _after_fault(run, family, point.id, exit_kind, lambda: steps_in_flight(run))
+        outcome = _after_fault(run, family, point.id, exit_kind, lambda snapshot: steps_in_flight(run, snapshot))
     except Exception as exc:  # an adapter raised in the harness's own process (inspect, probe)
         outcome, error = _adapter_raised(point.id, exc), ""
     finally:
@@ -884,12 +884,13 @@ def _adapter_raised(point_id: str, exc: BaseException) -> Outcome:
     return Outcome(point_id, Exit.ERROR, error=tail, violations=[raised("the adapter, in the harness's process", tail)])
 
 
-def _after_fault(run: Run, family: Family, point_id: str, exit_kind: Exit, interrupted: Callable[[], Counter],
+def _after_fault(run: Run, family: Family, point_id: str, exit_kind: Exit, interrupted: Callable[[Any], Counter],
                  problems: list[Violation] | None = None) -> Outcome:
     """Check what must hold right after the fault, then recover in a fresh child and check the
-    rest (the fault's own ``problems`` first, each violation once)."""
+    rest (the fault's own ``problems`` first, each violation once). ``interrupted`` names the steps
+    the fault interrupted, given the snapshot read right after it."""
     snapshot = run.adapter.inspect(run.db)
-    interruptions = interrupted()
+    interruptions = interrupted(snapshot)
     after = check(run.evidence(family.submitted, interruptions, snapshot), at_rest=False)
     outcome = recover_and_check(run, family, interruptions, point_id, exit_kind)
     seen = {str(v) for v in outcome.violations}
@@ -1150,7 +1151,7 @@ def run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, s
                 problems.append(raised("the iteration to pause", error))
             elif exit_kind is Exit.NOT_REACHED:  # no pause happened: the scenario tested nothing
                 problems.append(point_reached("the worker to freeze"))
-        outcome = _after_fault(run, family, point.id, exit_kind, lambda: interruptions, problems)
+        outcome = _after_fault(run, family, point.id, exit_kind, lambda _: interruptions, problems)
     except Exception as exc:  # an adapter raised in the harness's own process
         outcome = _adapter_raised(point.id, exc)
     finally:
@@ -1190,7 +1191,7 @@ def run_interleaving(adapter: Adapter, family: Family, first: Point, second: Poi
             if b_ended.exit is Exit.STOPPED:
                 exit_kind = Exit.INTERLEAVED
                 problems += _resumed(b, "worker B")
-        outcome = _after_fault(run, family, point_id, exit_kind, lambda: interruptions, problems)
+        outcome = _after_fault(run, family, point_id, exit_kind, lambda _: interruptions, problems)
     except Exception as exc:  # an adapter raised in the harness's own process
         outcome = _adapter_raised(point_id, exc)
     finally:

@@ -30,8 +30,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from coverage.parser import PythonParser
-
 __all__ = ["MARKER", "declared_unreachable"]
 
 MARKER = "# not a crash point:"
@@ -44,6 +42,8 @@ def declared_unreachable(path: str) -> dict[int, str]:
     """The executable lines of the source file ``path`` declared unreachable, each with the reason
     written on its marker (a block's lines carry the reason of the line that opens it). A file
     that cannot be read or parsed declares nothing."""
+    from coverage.parser import PythonParser  # here: a process that never reports coverage never loads coverage.py
+
     try:
         with open(path, encoding="utf-8") as source:
             lines = source.read().splitlines()

@@ -319,8 +319,8 @@ def reference_scenarios() -> list[Scenario]:
             "hung-call",
             "A call that never answers is given up at the step's timeout: the worker stops waiting, fails the step as "
             "timed out and retries it later, and whatever the hung thread does afterwards it can write nothing.",
-            faults=(Fault(HANG, task="extract", duration_s=3.0),),
-            worker=(("step_timeout_s", 2.0),),  # the worker's wait, a quarter of it, is 0.5 s of real time
+            faults=(Fault(HANG, task="extract", duration_s=0.3),),
+            worker=(("step_timeout_s", 0.2),),  # the worker's wait, a quarter of it, is 0.05 s of real time
         ),
         Scenario(
             "lost-lease",

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import random
@@ -18,6 +17,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable, TYPE_CHECKING
 
 from chaos.adapter import REFERENCE_TARGET, load_adapter
@@ -199,13 +199,20 @@ class MatrixReport:
         }
 
 
-def replay_command(target: str, mode: str, seed: int, point_id: str, deep: bool = True, fault: str = "crash") -> str:
-    """The one command that re-runs exactly one scenario."""
+def replay_command(target: str, mode: str, seed: int, point_id: str, deep: bool = True, fault: str = "crash",
+                   extra: tuple[str, ...] = ()) -> str:
+    """The one command that re-runs exactly one scenario (``extra``: arguments it ends with)."""
+    before, after = _replay_parts(target, mode, seed, deep, fault, tuple(extra))
+    return before + shlex.quote(point_id) + after
+
+
+@lru_cache(maxsize=64)
+def _replay_parts(target: str, mode: str, seed: int, deep: bool, fault: str, extra: tuple[str, ...]) -> tuple[str, str]:
+    """A replay command's text before and after its point id, quoted once for every point."""
     kind = "pause" if fault in PAUSE_KINDS else fault
-    parts = ["python", "-m", "chaos", "matrix", "--target", target, "--mode", mode, "--seed", str(seed), "--faults", kind, "--point", point_id]
-    if not deep:
-        parts.append("--shallow")
-    return " ".join(shlex.quote(p) for p in parts)
+    before = ["python", "-m", "chaos", "matrix", "--target", target, "--mode", mode, "--seed", str(seed), "--faults", kind, "--point"]
+    after = ([] if deep else ["--shallow"]) + list(extra)
+    return " ".join(shlex.quote(p) for p in before) + " ", "".join(" " + shlex.quote(p) for p in after)
 
 
 # Families prepared in the parent, inherited by pool workers through fork.
@@ -391,20 +398,24 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
         p = prepared[name].points[index]
         q = prepared[name].points[second] if second >= 0 else None
         result = PointResult(name, p, source_line(p.file, p.line), outcome, "", q)
-        result.replay = replay_command(target_name, mode, seed, result.id, deep, fault)
-        if replay_extra:
-            result.replay += " " + " ".join(shlex.quote(a) for a in replay_extra)
+        result.replay = replay_command(target_name, mode, seed, result.id, deep, fault, replay_extra)
         report.results.append(result)
         if fault in PAUSE_KINDS or fault == "crash":
             for other in members.get(("pause" if fault in PAUSE_KINDS else "crash", name, index), []):
                 o = prepared[name].points[other]
-                copy = dataclasses.replace(outcome, point=o.id, seconds=0.0, blocked_s=outcome.blocked_s)
-                same = PointResult(name, o, source_line(o.file, o.line), copy, "", None, same_as=result.id)
-                same.replay = replay_command(target_name, mode, seed, same.id, deep, fault) + (
-                    " " + " ".join(shlex.quote(a) for a in replay_extra) if replay_extra else "")
+                same = PointResult(name, o, source_line(o.file, o.line), _shared_outcome(outcome, o.id), "", None, same_as=result.id)
+                same.replay = replay_command(target_name, mode, seed, same.id, deep, fault, replay_extra)
                 report.results.append(same)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _shared_outcome(outcome: Outcome, point_id: str) -> Outcome:
+    """The outcome of a class's first point, as another point of the class reports it: a shallow
+    copy, as :func:`dataclasses.replace` makes, without running ``__init__`` for each of thousands."""
+    shared = object.__new__(Outcome)
+    shared.__dict__.update(outcome.__dict__, point=point_id, seconds=0.0)
+    return shared
 
 
 def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
@@ -430,23 +441,28 @@ def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed
 
     if jobs <= 1 or len(chosen) <= 1:
         return [one(scenario) for scenario in chosen]
-    from chaos.core.process import ChildFailed, Exit, fork
+    from chaos.core.process import ChildFailed, Exit, first_to_answer, fork
 
-    running: list[tuple[int, Any]] = []
+    running: dict[Any, int] = {}  # child -> index of the family it prepares
     done: dict[int, Family] = {}
 
-    def collect(index: int, child: Any) -> None:
+    def collect() -> None:
+        """Wait for whichever family is prepared first (one slow family holds no other slot)."""
+        child = first_to_answer(list(running))
+        index = running.pop(child)
         ended = child.wait()
         if ended.exit is not Exit.FINISHED:
+            for other in running:
+                other.kill()
             raise RuntimeError(str(ChildFailed(f"preparing family {chosen[index].name!r}", ended)))
         done[index] = ended.value
 
     for index, scenario in enumerate(chosen):
         while len(running) >= jobs:
-            collect(*running.pop(0))
-        running.append((index, fork(lambda scenario=scenario: one(scenario))))
+            collect()
+        running[fork(lambda scenario=scenario: one(scenario))] = index
     while running:
-        collect(*running.pop(0))
+        collect()
     return [done[i] for i in range(len(chosen))]
 
 
