@@ -21,6 +21,7 @@ from ._crashgate import STEPS, end_to_end, steps_us_per_job
 from ._harness import harness_rows
 from ._isolated import IsolatedFailure, IsolatedSession, call_isolated
 from ._limit import cas_commits_per_s
+from ._sql_floor import engine_sql_commits_per_s
 from ._measure import Row, Sizes, median, ratio, skipped, temp_dir
 from ._scaling import ScalingDb
 from ._startup import startup_rows
@@ -94,9 +95,12 @@ def by_key(rows: list[Row]) -> dict[str, Row]:
 def _limit_and_crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str], None]) -> tuple[list[Row], list[Row], dict[str, list[float]]]:
     """The raw CAS commit rate and crashgate's end-to-end runs, measured in turn within each run
     (a limit run, then the engine's), so that a ratio compares figures taken moments apart, not a
-    minute apart while the machine's load moved. Returns the limit rows, the engine rows, and per
-    SQLite level the per-run ratios of crashgate's commits/s (1 worker, inline) to the limit."""
+    minute apart while the machine's load moved. Returns the limit rows, the engine rows, and the
+    per-run ratios: per SQLite level, crashgate's commits/s (1 worker, inline) to the limit; at
+    NORMAL, the same to its own statements replayed without it (``engine_sql``), and those to the
+    limit (``engine_sql_vs_limit``)."""
     limit_runs: dict[str, list[float]] = {sync: [] for sync in SYNC_LEVELS}
+    floor_runs: list[float] = []  # the engine's own statements, replayed without it (NORMAL)
     results: dict[_Config, list] = {config: [] for config in CONFIGS}
     steps_us = []
     for run in range(sizes.runs):
@@ -104,6 +108,7 @@ def _limit_and_crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str],
         for sync in SYNC_LEVELS:
             commits = sizes.cas_commits if sync == "NORMAL" else sizes.cas_commits_full
             limit_runs[sync].append(cas_commits_per_s(directory, commits=commits, synchronous=sync))
+        floor_runs.append(engine_sql_commits_per_s(directory, jobs=sizes.jobs, synchronous="NORMAL"))
         steps_us.append(steps_us_per_job(max(sizes.jobs // 4, 5)))
         for config in CONFIGS:
             jobs = sizes.jobs if config.sync == "NORMAL" else sizes.jobs_full
@@ -112,12 +117,19 @@ def _limit_and_crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str],
             )
     limits = [Row(f"limit.cas.{sync.lower()}", f"limit: raw sqlite3 CAS commit, WAL, {sync}", median(runs),
                   "commits/s", note="BEGIN IMMEDIATE, 1-row UPDATE, COMMIT", runs=runs) for sync, runs in limit_runs.items()]
+    limits.append(Row("limit.engine_sql.normal", "the engine's own transactions, no engine, NORMAL", median(floor_runs), "commits/s",
+                      note="its statements replayed on sqlite3 (benchmarks._sql_floor)", runs=floor_runs))
     shares: dict[str, list[float]] = {sync: [] for sync in SYNC_LEVELS}
     for config, runs in results.items():
         if config.workers == 1 and not config.threaded:
             for result, limit in zip(runs, limit_runs[config.sync]):
                 if limit:
                     shares[config.sync].append(result.jobs_per_s * (result.commits / result.jobs) / limit)
+    # The same pairs against the engine's statements alone: how much of what its SQL allows the
+    # engine reaches (the rest is its Python), and how much of the raw limit its SQL allows.
+    inline = results[_Config(1, False, "NORMAL")]
+    shares["engine_sql"] = [r.jobs_per_s * (r.commits / r.jobs) / floor for r, floor in zip(inline, floor_runs) if floor]
+    shares["engine_sql_vs_limit"] = [floor / limit for floor, limit in zip(floor_runs, limit_runs["NORMAL"]) if limit]
     step_work_us = median(steps_us)
     rows = []
     for config, runs in results.items():
@@ -180,6 +192,12 @@ def _limit_share_rows(keyed: dict[str, Row], shares: dict[str, list[float]]) -> 
         rows.append(Row(f"ratio.commits_vs_limit.{sync.lower()}", f"crashgate commits/s / raw limit, {sync}",
                         share, "x", note=f"1 worker, steps inline, median of per-run pairs; target >= {LIMIT_SHARE_TARGET:.2f}, {figure}",
                         runs=shares[sync]))
+    for key, label, note in (
+        ("engine_sql_vs_limit", "the engine's statements alone / raw limit, NORMAL", "what its rows, indexes and pages allow"),
+        ("engine_sql", "crashgate commits/s / its statements alone, NORMAL", "1 worker, steps inline: the rest is the engine's Python"),
+    ):
+        runs = shares.get(key, [])
+        rows.append(Row(f"ratio.{key}.normal", label, median(runs) if runs else None, "x", note=f"{note}; median of per-run pairs", runs=runs))
     return rows
 
 

@@ -21,7 +21,7 @@ from benchmarks._harness import SKIPPED
 
 QUICK_TIMEOUT_S = 300  # generous: CI machines are shared; the quick run normally takes seconds
 
-LIMIT_KEYS = ("limit.cas.normal", "limit.cas.full")
+LIMIT_KEYS = ("limit.cas.normal", "limit.cas.full", "limit.engine_sql.normal")
 CRASHGATE_KEYS = tuple(
     f"crashgate.{w}w.{mode}.{sync}" for sync in ("normal", "full") for w in (1, 2) for mode in ("inline", "threaded")
 )
@@ -66,6 +66,20 @@ def test_quick_json_has_a_key_per_row_with_a_value_and_its_unit(quick_json):
     assert quick_json["crashgate.1w.inline.normal"]["unit"] == "jobs/s"
     assert quick_json["ratio.scaling.backlog_large"]["unit"] == "x"
     assert quick_json["meta"]["quick"] is True
+
+
+def test_the_engine_share_of_the_limit_is_split_into_its_sql_and_its_python(quick_json):
+    limit, floor = quick_json["limit.cas.normal"]["value"], quick_json["limit.engine_sql.normal"]["value"]
+    assert quick_json["limit.engine_sql.normal"]["unit"] == "commits/s"
+    for key in ("ratio.commits_vs_limit.normal", "ratio.engine_sql_vs_limit.normal", "ratio.engine_sql.normal"):
+        assert quick_json[key]["unit"] == "x" and quick_json[key]["value"] > 0, key
+    # The three are taken from the same runs: the engine's share of the limit is, run by run, its
+    # share of its statements' own rate times theirs of the limit (medians of per-run pairs, so
+    # equal only up to which run is the median; the quick run's one run makes them equal, up to the
+    # JSON's rounding to three decimals).
+    share = quick_json["ratio.engine_sql.normal"]["value"] * quick_json["ratio.engine_sql_vs_limit.normal"]["value"]
+    assert share == pytest.approx(quick_json["ratio.commits_vs_limit.normal"]["value"], abs=0.002)
+    assert floor / limit == pytest.approx(quick_json["ratio.engine_sql_vs_limit.normal"]["value"], abs=0.002)
 
 
 def test_every_peer_is_measured_or_skipped_with_a_one_line_reason(quick_json):
