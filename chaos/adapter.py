@@ -106,6 +106,8 @@ class Snapshot:
     jobs: dict[str, JobView] = field(default_factory=dict)
     transitions: list[tuple[str, str | None, str | None]] = field(default_factory=list)
     memos: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (job, step) -> the cost its memo row records, as stored (where the engine records one).
+    memo_costs: dict[tuple[str, str], Any] = field(default_factory=dict)
     memo_changes: list[tuple[str, str, str]] = field(default_factory=list)
     outbox: list[OutboxView] = field(default_factory=list)
     writes: list[tuple[str, str, str, str]] = field(default_factory=list)

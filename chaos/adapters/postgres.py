@@ -106,7 +106,7 @@ WRITER_AUDIT_SQL_PG = (
 )
 SELECT_JOBS = "SELECT id, state, payload, lease_owner, lease_until, next_run_at, last_error, result, lease_token FROM job"
 SELECT_TRANSITIONS = "SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq"
-SELECT_MEMOS = "SELECT job_id, step, output FROM step_result"
+SELECT_MEMOS = "SELECT job_id, step, output, cost FROM step_result"
 SELECT_MEMO_CHANGES = "SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq"
 SELECT_OUTBOX = "SELECT id, job_id, kind, sent_at, next_attempt_at FROM outbox ORDER BY id"
 SELECT_HAS_WRITES = "SELECT to_regclass('chaos_write') IS NOT NULL"
@@ -297,7 +297,9 @@ class PostgresReferenceAdapter(ReferenceAdapter):
             for r in conn.execute(SELECT_JOBS):
                 snap.jobs[r[0]] = JobView(*r[1:])
             snap.transitions = [tuple(r) for r in conn.execute(SELECT_TRANSITIONS)]  # type: ignore[misc]
-            snap.memos = {(r[0], r[1]): r[2] for r in conn.execute(SELECT_MEMOS)}
+            memos = conn.execute(SELECT_MEMOS).fetchall()
+            snap.memos = {(r[0], r[1]): r[2] for r in memos}
+            snap.memo_costs = {(r[0], r[1]): r[3] for r in memos}
             snap.memo_changes = [tuple(r) for r in conn.execute(SELECT_MEMO_CHANGES)]  # type: ignore[misc]
             snap.outbox = [OutboxView(*r) for r in conn.execute(SELECT_OUTBOX)]
             snap.damaged = dict(conn.execute(SELECT_DAMAGED).fetchall())

@@ -68,12 +68,14 @@ class JobTable:
 
 @dataclass(frozen=True)
 class MemoTable:
-    """Where a finished step's output is kept, one row per (job, step)."""
+    """Where a finished step's output is kept, one row per (job, step). ``cost``: the column
+    recording what the step's call cost, if the engine records one (None: it does not)."""
 
     name: str = "step_result"
     job_id: str = "job_id"
     step: str = "step"
     output: str = "output"
+    cost: str | None = "cost"
 
 
 @dataclass(frozen=True)
@@ -165,8 +167,11 @@ class SqlSchema:
                 snap.jobs[r[0]] = JobView(*r[1:])
             snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
             if m is not None:
-                snap.memos = {(r[0], r[1]): r[2] for r in conn.execute(
-                    f"SELECT {_ident(m.job_id)}, {_ident(m.step)}, {_ident(m.output)} FROM {_ident(m.name)}")}
+                cost = _col(m.cost)
+                rows = conn.execute(f"SELECT {_ident(m.job_id)}, {_ident(m.step)}, {_ident(m.output)}, {cost} FROM {_ident(m.name)}").fetchall()
+                snap.memos = {(r[0], r[1]): r[2] for r in rows}
+                if m.cost is not None:
+                    snap.memo_costs = {(r[0], r[1]): r[3] for r in rows}
             snap.memo_changes = [tuple(r) for r in conn.execute("SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq")]  # type: ignore[misc]
             if o is not None:
                 columns = ", ".join(_col(c) for c in (o.id, o.job_id, o.kind, o.sent_at, o.next_attempt_at, o.key))

@@ -5,10 +5,12 @@ Every check reads only what outlives a worker: the engine's database (through th
 the world's ledger. None trusts the worker's own memory.
 
 >>> sorted(INVARIANTS)[:3]
-['bounded-spend', 'drains', 'effects-complete']
+['bounded-spend', 'cost-recorded', 'drains']
 """
 
 from __future__ import annotations
+
+import math
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -226,6 +228,27 @@ def memo_stable(ev: Evidence) -> list[Violation]:
     return out
 
 
+def cost_recorded(ev: Evidence) -> list[Violation]:
+    """Every memo row's cost is a finite amount of money, zero or more.
+
+    The memo is the cost report ("which step costs the money" is one query over it): a price the
+    engine stored as the paid service answered it, unchecked, turns that report into nonsense for
+    good (a negative refund, a text, an infinity that every sum carries on), and no retry mends a
+    row that is never written again. Held by checking a step's cost before its completion is
+    committed, and failing the step instead (the reference engine refuses it as poison). An
+    engine that records no cost (the adapter's memo table declares no cost column) is not checked.
+    """
+    return [
+        Violation("cost-recorded", f"memo of job {job!r} step {step!r} records a cost of {_short(cost)}, not a finite amount >= 0")
+        for (job, step), cost in sorted(ev.snapshot.memo_costs.items(), key=lambda item: (str(item[0][0]), str(item[0][1])))
+        if not _an_amount(cost)
+    ]
+
+
+def _an_amount(cost: Any) -> bool:
+    return isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0
+
+
 def progress_recorded(ev: Evidence) -> list[Violation]:
     """A job never runs ahead of its memo: every step whose done state the job has passed has its
     step_result row.
@@ -417,6 +440,9 @@ FIXES: dict[str, str] = {
                      "heartbeat) and keep the step's deadline shorter than the lease; never retry a poison input",
     "memo-stable": "a memo row changed after it was written: insert it once (INSERT ... ON CONFLICT DO NOTHING) in the "
                    "step's completion transaction, never update or delete it",
+    "cost-recorded": "a memo row records a price that is not an amount of money (negative, text, infinite, missing): "
+                     "check the cost a step reports before committing its completion, and fail the step when it is not "
+                     "a finite number >= 0",
     "progress-recorded": "the state moved past a step without its memo row: commit the memo row and the state change in "
                          "one transaction",
     "effects-complete": "a finished job lacks an effect, or has it twice: declare each effect on its Step and return it in "
@@ -451,6 +477,7 @@ ALWAYS: dict[str, Callable[[Evidence], list[Violation]]] = {
     "no-spend-after-memo": no_spend_after_memo,
     "bounded-spend": bounded_spend,
     "memo-stable": memo_stable,
+    "cost-recorded": cost_recorded,
     "progress-recorded": progress_recorded,
     "outbox-at-least-once": _outbox_now,
     "fenced-writes": fenced_writes,

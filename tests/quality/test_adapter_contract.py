@@ -55,16 +55,17 @@ def test_the_adapters_are_a_page_of_code():
 
 
 def test_the_gate_reports_tinyflows_three_weaknesses_and_nothing_else(tinyflow):
-    # 1. a call slower than the lease is paid twice; 2. a zombie's write is not fenced; 3. what its
-    # loop cannot handle kills the worker: a row or a state it cannot read, a disk that fails, a cost it
-    # does not check.
+    # 1. a call slower than the lease is paid twice; 2. a zombie's write is not fenced; 3. it does
+    # not check what it reads or is given: a row or a state it cannot read, a disk that fails, a
+    # price that is not a number kill the worker, and a negative price is stored as a cost.
     report = run_matrix(tinyflow, faults=["crash", "pause", "interleave"], pairs=12, jobs=2)
     found = collections.defaultdict(set)  # invariant -> {(fault, family)}
     for result in report.results:
         for violation in result.outcome.violations:
             found[violation.invariant].add((result.fault, result.family))
-    assert set(found) == {"bounded-spend", "fenced-writes"}, dict(found)
+    assert set(found) == {"bounded-spend", "fenced-writes", "cost-recorded"}, dict(found)
     assert {family for _, family in found["bounded-spend"]} == {"lost-lease"}  # a call slower than the lease
+    assert {family for _, family in found["cost-recorded"]} == {"extract-price-negative"}  # stored as the API answered it
     assert {fault for fault, _ in found["fenced-writes"]} == {"interleave", "pause-expired"}
     # One pause is enough only where a retry puts the job back in the state the zombie expects
     # (the other worker's call fails, the job returns to queued): the retry storm.
@@ -72,8 +73,10 @@ def test_the_gate_reports_tinyflows_three_weaknesses_and_nothing_else(tinyflow):
     failing = {name for name, base in report.baselines.items() if base.violations}
     killed_by = {"damaged-payload", "damaged-memo", "damaged-state", "commit-io-error", "claim-io-error", "sender-read-error",
                  "extract-unpriced", "extract-price-missing", "extract-price-overflow"}
-    assert failing == {"lost-lease"} | killed_by, failing
+    assert failing == {"lost-lease", "extract-price-negative"} | killed_by, failing
     assert {v.invariant for v in report.baselines["lost-lease"].violations} == {"bounded-spend"}
+    assert [str(v) for v in report.baselines["extract-price-negative"].violations] == [
+        "cost-recorded: memo of job 'doc-1' step 'draft' records a cost of -0.004, not a finite amount >= 0"]
     # Nothing in tinyflow parses a stored row it cannot read, catches a database error or checks a
     # cost: each kills the worker (and the next one, on every restart).
     assert all({v.invariant for v in report.baselines[name].violations} == {"raised"} for name in killed_by)

@@ -396,6 +396,18 @@ class UncheckedCost(_Variant):
         return _UncheckedCostWorker(store, workflow, lease_s=self.lease_s, threaded=False, **kw)
 
 
+class UncheckedCredit(UncheckedCost):
+    """The same unchecked price, met by a billing API that answers a credit (a negative price).
+
+    The store takes it: the memo row records a cost below zero, the job delivers as the baseline
+    does, and the cost report carries a refund nobody gave. Caught by the ``extract-price-negative``
+    family (**cost-recorded**).
+    """
+
+    catches = ("cost-recorded",)
+    families = ("extract-price-negative",)
+
+
 class _OwnTimeoutIsPoisonWorker(Worker):
     def _call(self, step: Any, ctx: Any, timeout_s: float) -> Any:
         try:
@@ -423,7 +435,7 @@ class OwnTimeoutIsPoison(_Variant):
 
 
 ERROR_PATHS = (DiskFullEndsTheLoop, NoAttemptsLimit, DamagedRowEndsTheLoop, IoErrorEndsTheLoop, DamagedMemoEndsTheLoop, RetryBugs,
-               DamagedStateEndsTheLoop, RequeueRepays, UncheckedCost, OwnTimeoutIsPoison)
+               DamagedStateEndsTheLoop, RequeueRepays, UncheckedCost, UncheckedCredit, OwnTimeoutIsPoison)
 
 
 # -- caught only when workers overlap (pauses, two-level interleavings) ---------------------------
