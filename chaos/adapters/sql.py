@@ -69,13 +69,29 @@ class JobTable:
 @dataclass(frozen=True)
 class MemoTable:
     """Where a finished step's output is kept, one row per (job, step). ``cost``: the column
-    recording what the step's call cost, if the engine records one (None: it does not)."""
+    recording what the step's call cost (None: the engine records none; the default name on a
+    table without that column counts as None)."""
 
     name: str = "step_result"
     job_id: str = "job_id"
     step: str = "step"
     output: str = "output"
     cost: str | None = "cost"
+
+
+def _cost_column(conn: sqlite3.Connection, memo: MemoTable) -> str | None:
+    """The memo table's cost column, or None where there is none to read: the default name on a
+    table without it is an engine that records no cost; a name declared otherwise must exist
+    (SQLite would read a double-quoted name it does not know as a text, the same for every row)."""
+    if memo.cost is None:
+        return None
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({_ident(memo.name)})")}
+    if memo.cost in columns:
+        return memo.cost
+    if memo.cost == MemoTable.cost:
+        return None
+    raise ValueError(f"MemoTable(cost={memo.cost!r}): table {memo.name!r} has no such column (it has {', '.join(sorted(columns))}); "
+                     "name its cost column, or give cost=None if the engine records none")
 
 
 @dataclass(frozen=True)
@@ -167,10 +183,10 @@ class SqlSchema:
                 snap.jobs[r[0]] = JobView(*r[1:])
             snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
             if m is not None:
-                cost = _col(m.cost)
-                rows = conn.execute(f"SELECT {_ident(m.job_id)}, {_ident(m.step)}, {_ident(m.output)}, {cost} FROM {_ident(m.name)}").fetchall()
+                cost = _cost_column(conn, m)
+                rows = conn.execute(f"SELECT {_ident(m.job_id)}, {_ident(m.step)}, {_ident(m.output)}, {_col(cost)} FROM {_ident(m.name)}").fetchall()
                 snap.memos = {(r[0], r[1]): r[2] for r in rows}
-                if m.cost is not None:
+                if cost is not None:
                     snap.memo_costs = {(r[0], r[1]): r[3] for r in rows}
             snap.memo_changes = [tuple(r) for r in conn.execute("SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq")]  # type: ignore[misc]
             if o is not None:

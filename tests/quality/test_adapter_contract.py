@@ -22,7 +22,7 @@ import pytest
 
 from chaos import run_matrix
 from chaos.adapter import capabilities, load_adapter
-from chaos.adapters.sql import JobTable, SqlSchema
+from chaos.adapters.sql import JobTable, MemoTable, SqlSchema
 
 from .user_workflows import NotesAdapter
 
@@ -178,6 +178,47 @@ def test_a_schema_without_a_token_attributes_a_claim_to_the_new_lease_owner(tmp_
     ev = Ev()
     ev.snapshot = snapshot
     assert [v.invariant for v in fenced_writes(ev)] == ["fenced-writes"]
+
+
+def _memo_db(tmp_path, memo_columns: str):
+    conn = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    conn.execute("CREATE TABLE job (id TEXT PRIMARY KEY, state TEXT, payload TEXT, lease_owner TEXT, lease_until REAL,"
+                 " next_run_at REAL, last_error TEXT, result TEXT)")
+    conn.execute(f"CREATE TABLE step_result ({memo_columns})")
+    conn.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY, job_id TEXT, kind TEXT, sent_at REAL)")
+    SqlSchema().install(conn)
+    return conn
+
+
+def test_cost_recorded_names_each_memo_whose_cost_is_not_an_amount_of_money(tmp_path):
+    from chaos.core.invariants import cost_recorded
+
+    conn = _memo_db(tmp_path, "job_id TEXT, step TEXT, output TEXT, cost REAL")
+    rows = [("a", 0.002), ("b", 0), ("c", -0.004), ("d", None), ("e", "four"), ("f", 1e999)]
+    conn.executemany("INSERT INTO step_result VALUES (?, 'draft', '{}', ?)", rows)
+
+    class Ev:  # the one field cost_recorded reads
+        pass
+
+    ev = Ev()
+    ev.snapshot = SqlSchema().snapshot(conn)
+    assert ev.snapshot.memo_costs[("c", "draft")] == -0.004
+    assert [str(v) for v in cost_recorded(ev)] == [
+        f"cost-recorded: memo of job {job!r} step 'draft' records a cost of {shown}, not a finite amount >= 0"
+        for job, shown in (("c", "-0.004"), ("d", "None"), ("e", "'four'"), ("f", "inf"))
+    ]
+
+
+def test_a_memo_table_without_the_cost_column_is_read_as_an_engine_that_records_no_cost(tmp_path):
+    conn = _memo_db(tmp_path, "job_id TEXT, step TEXT, output TEXT")
+    conn.execute("INSERT INTO step_result VALUES ('a', 'draft', '{}')")
+    # SQLite reads a double-quoted name it does not know as a text: the harness must not take the
+    # word "cost" for every row's cost.
+    snapshot = SqlSchema().snapshot(conn)
+    assert snapshot.memos == {("a", "draft"): "{}"} and snapshot.memo_costs == {}
+    with pytest.raises(ValueError, match=r"MemoTable\(cost='price'\): table 'step_result' has no such column"):
+        SqlSchema(memo=MemoTable(cost="price")).snapshot(conn)
+    assert SqlSchema(memo=MemoTable(cost=None)).snapshot(conn).memo_costs == {}
 
 
 def test_a_schema_refuses_a_name_that_is_not_an_identifier():
