@@ -35,7 +35,7 @@ from engine import (
 
 from ._measure import peak_rss_mib, temp_dir
 
-__all__ = ["end_to_end", "EndToEnd", "CountingStore", "steps_us_per_job", "STEPS", "SUBMIT_BATCH"]
+__all__ = ["end_to_end", "EndToEnd", "CountingStore", "steps_us_per_job", "workflow", "BareContext", "STEPS", "SUBMIT_BATCH"]
 
 STEPS = 4
 SUBMIT_BATCH = 100  # jobs per submit transaction (the outbox sender marks in batches of 100 too)
@@ -88,7 +88,7 @@ def end_to_end(directory: str, *, jobs: int, synchronous: str, workers: int, thr
     try:
         ids = [f"doc-{i}" for i in range(jobs)]
         if workers == 1:
-            worker = Worker(store, _workflow(), worker_id="bench-1", threaded=threaded)
+            worker = Worker(store, workflow(), worker_id="bench-1", threaded=threaded)
             started = time.perf_counter()
             _submit(store, ids)
             _work(worker, jobs)
@@ -106,16 +106,16 @@ def end_to_end(directory: str, *, jobs: int, synchronous: str, workers: int, thr
 
 def steps_us_per_job(jobs: int) -> float:
     """What the four reference steps themselves cost per job, called directly with no engine."""
-    steps = _workflow().steps
+    steps = workflow().steps
     started = time.perf_counter()
     for i in range(jobs):
-        ctx = _BareContext(f"doc-{i}", {"source": f"doc-{i}"})
+        ctx = BareContext(f"doc-{i}", {"source": f"doc-{i}"})
         for step in steps:
             ctx.inputs[step.name] = step.fn(ctx).output
     return (time.perf_counter() - started) / jobs * 1e6
 
 
-class _BareContext:
+class BareContext:
     """The parts of :class:`engine.StepContext` the reference steps read."""
 
     def __init__(self, job_id: str, payload: Any) -> None:
@@ -127,7 +127,7 @@ class _BareContext:
         return None
 
 
-def _workflow() -> Any:
+def workflow() -> Any:
     return reference_workflow(LocalModel(), GeneratedDocuments())
 
 
@@ -202,7 +202,7 @@ def _worker_process(
 ) -> None:
     try:
         store = CountingStore(path, synchronous=synchronous, busy_timeout_s=BUSY_TIMEOUT_S)
-        worker = Worker(store, _workflow(), worker_id=worker_id, threaded=threaded)
+        worker = Worker(store, workflow(), worker_id=worker_id, threaded=threaded)
         ready.wait(WORKER_START_S_MAX)
         go.wait(WORKER_START_S_MAX)
         done = _work(worker, jobs)

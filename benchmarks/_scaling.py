@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from engine import SqliteStore, Worker
 
-from ._crashgate import _workflow
+from ._crashgate import workflow
 from ._measure import peak_rss_mib
 
 __all__ = ["ScalingDb", "Measurement", "worker_rss_mib"]
@@ -55,7 +55,7 @@ class ScalingDb:
         self.path = path
         self.backlog = backlog
         self.store = SqliteStore(path)
-        self.worker = Worker(self.store, _workflow(), worker_id="bench-scaling", threaded=False, lease_s=LEASE_S)
+        self.worker = Worker(self.store, workflow(), worker_id="bench-scaling", threaded=False, lease_s=LEASE_S)
         self._next_id = 0
 
     @classmethod
@@ -107,7 +107,7 @@ class ScalingDb:
 def worker_rss_mib(path: str, jobs: int) -> float:
     """Peak RSS of a fresh worker process that runs ``jobs`` jobs (threaded, the default) from ``path``."""
     store = SqliteStore(path)
-    worker = Worker(store, _workflow(), worker_id="bench-rss")
+    worker = Worker(store, workflow(), worker_id="bench-rss")
     for _ in range(jobs):
         if worker.run_once().outcome == "idle":
             break

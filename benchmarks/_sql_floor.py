@@ -23,7 +23,9 @@ import os
 import time
 from typing import Any
 
-from engine import GeneratedDocuments, LocalModel, SqliteStore, reference_workflow
+from engine import SqliteStore
+
+from ._crashgate import BareContext, workflow
 
 __all__ = ["engine_sql_commits_per_s"]
 
@@ -34,13 +36,13 @@ CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=Fa
 def engine_sql_commits_per_s(directory: str, *, jobs: int, synchronous: str) -> float:
     """Commits per second of the engine's own transactions for ``jobs`` reference jobs."""
     path = os.path.join(directory, f"sql-floor-{synchronous.lower()}-{time.monotonic_ns()}.db")
-    workflow = reference_workflow(LocalModel(), GeneratedDocuments())
+    flow = workflow()
     ids = [f"doc-{i}" for i in range(jobs)]
-    outputs = {job_id: _outputs(workflow, job_id) for job_id in ids}
+    outputs = {job_id: _outputs(flow, job_id) for job_id in ids}
     store = SqliteStore(path, synchronous=synchronous)
     try:
         store.submit_many([(job_id, {"source": job_id}) for job_id in ids], now=time.time())
-        conn, sql, steps = store.conn, store.sql, workflow.steps
+        conn, sql, steps = store.conn, store.sql, flow.steps
         commits = 0
         started = time.perf_counter()
         for _ in ids:
@@ -72,23 +74,11 @@ def engine_sql_commits_per_s(directory: str, *, jobs: int, synchronous: str) -> 
         store.close()
 
 
-class _BareContext:
-    """The parts of :class:`engine.StepContext` the reference steps read."""
-
-    def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
-        self.payload = {"source": job_id}
-        self.inputs: dict[str, Any] = {}
-
-    def heartbeat(self) -> None:
-        return None
-
-
-def _outputs(workflow: Any, job_id: str) -> list[tuple[str, dict[str, str]]]:
+def _outputs(flow: Any, job_id: str) -> list[tuple[str, dict[str, str]]]:
     """Each reference step's output and effects for ``job_id``, as the engine stores them."""
-    ctx = _BareContext(job_id)
+    ctx = BareContext(job_id, {"source": job_id})
     out = []
-    for step in workflow.steps:
+    for step in flow.steps:
         result = step.fn(ctx)
         ctx.inputs[step.name] = result.output
         out.append((CANONICAL.encode(result.output), {kind: CANONICAL.encode(p) for kind, p in result.effects.items()}))

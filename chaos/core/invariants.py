@@ -11,7 +11,6 @@ the world's ledger. None trusts the worker's own memory.
 from __future__ import annotations
 
 import math
-
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TYPE_CHECKING
@@ -240,7 +239,7 @@ def cost_recorded(ev: Evidence) -> list[Violation]:
     """
     return [
         Violation("cost-recorded", f"memo of job {job!r} step {step!r} records a cost of {_short(cost)}, not a finite amount >= 0")
-        for (job, step), cost in sorted(ev.snapshot.memo_costs.items(), key=lambda item: (str(item[0][0]), str(item[0][1])))
+        for (job, step), cost in sorted(ev.snapshot.memo_costs.items(), key=lambda item: item[0])
         if not _an_amount(cost)
     ]
 

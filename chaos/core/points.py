@@ -21,7 +21,6 @@ from functools import lru_cache
 from types import CodeType, FrameType
 from typing import Any, Callable, Iterable
 
-
 # While a recorder or a killer traces an iteration, a thread keeps the interpreter until it waits
 # (on a queue, a lock, a file) or this long has passed, instead of Python's 5 ms: the iteration's
 # threads then take turns only where the code hands over, in the recording and in the kill alike,
