@@ -19,9 +19,7 @@ unchanged; :func:`decode_idempotency_key` gives any key back exactly.
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 from ._errors import BadRequest, ConnectionFailed, RateLimited, ServerError
@@ -52,6 +50,12 @@ class HttpSender:
         self.timeout_s = timeout_s
 
     def send(self, key: str, kind: str, payload: Any) -> None:
+        # Imported on the first send: urllib.request brings http.client, email and ssl, about 3 MB
+        # that every process importing the engine would otherwise carry (a crash matrix forks
+        # hundreds of them, and a fork costs in proportion to the memory it copies).
+        import urllib.error
+        import urllib.request
+
         body = json.dumps({"kind": kind, "payload": payload}, sort_keys=True).encode()
         request = urllib.request.Request(
             self.url,

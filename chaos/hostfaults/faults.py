@@ -510,19 +510,20 @@ class _Damage:
 
 
 # -- the io faults need libfiu's preload in the process that forks the worker ------------------------
-def start_preloaded(shared: tuple[Any, ...], items: list[Any]) -> libfiu.UnderFiu | None:
+def start_preloaded(share: Any, items: list[Any]) -> libfiu.UnderFiu | None:
     """Start running matrix work items in a lean process started by ``fiu-run -x`` (see
-    :mod:`chaos.matrix.zygote`); None if there are none. Its ``result()`` is their outcomes.
+    :mod:`chaos.matrix.zygote`), given ``share`` (a :class:`chaos.matrix.runner.Share`); None if
+    there are none. Its ``result()`` is their outcomes.
 
     The forked workers inherit libfiu's POSIX wrappers; each enables its failure at its point and
     the harness disables it with ``fiu-ctrl`` through the control fifos under the work directory.
     """
     if not items:
         return None
-    return libfiu.UnderFiu("chaos.matrix.zygote", (shared, [items]), shared[2], "fiu-zygote")
+    return libfiu.UnderFiu("chaos.matrix.zygote", (share.for_items([items]), [items]), share.workdir, "fiu-zygote")
 
 
-def run_preloaded(shared: tuple[Any, ...], items: list[Any]) -> list[Any]:
+def run_preloaded(share: Any, items: list[Any]) -> list[Any]:
     """The outcomes of :func:`start_preloaded`, waited for."""
-    started = start_preloaded(shared, items)
+    started = start_preloaded(share, items)
     return started.result() if started is not None else []

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Iterable, TYPE_CHECKING
 
@@ -37,6 +37,7 @@ __all__ = [
     "MatrixReport",
     "PREPARE",
     "PointResult",
+    "Share",
     "run_matrix",
     "replay_command",
     "DEFAULT_SEED",
@@ -215,24 +216,54 @@ def _replay_parts(target: str, mode: str, seed: int, deep: bool, fault: str, ext
     return " ".join(shlex.quote(p) for p in before) + " ", "".join(" " + shlex.quote(p) for p in after)
 
 
-# Families prepared in the parent, inherited by pool workers through fork.
-_SHARED: dict[str, Any] = {}
-
-
 Work = tuple[str, str, int, int]  # (fault, family, point index, second point index or -1)
+
+
+@dataclass
+class Share:
+    """What a process running work items needs besides the items: the adapter, the families
+    (without their lists of points: see :meth:`for_items`), the items' points, and the run's
+    settings."""
+
+    adapter: Any
+    families: dict[str, Family]
+    points: dict[tuple[str, int], Point]  # (family, point index) -> the point
+    workdir: str
+    seed: int
+    mode: str
+    deep: bool
+
+    def for_items(self, chunks: list[list[Work]]) -> "Share":
+        """This share cut down to what ``chunks`` need, for a matrix worker process: the families
+        without what only preparing and reporting read (every point, the lines reached, the
+        classes: tens of thousands of objects on a full matrix), and only the items' points.
+        Every scenario forks from that process, and a fork costs in proportion to its memory."""
+        lean = {name: replace(family, points=[], executable={}, between=[], classes=[], crash_classes=[])
+                for name, family in self.families.items()}
+        needed = {(name, i) for chunk in chunks for _, name, index, second in chunk for i in (index, second) if i >= 0}
+        return replace(self, families=lean, points={key: self.points[key] for key in needed})
+
+    @classmethod
+    def of(cls, adapter: Any, families: dict[str, Family], workdir: str, seed: int, mode: str, deep: bool) -> "Share":
+        points = {(name, i): p for name, family in families.items() for i, p in enumerate(family.points)}
+        return cls(adapter, families, points, workdir, seed, mode, deep)
+
+
+# The share of the work items this process runs (set by the matrix, or by adopt in a worker).
+_share: Share | None = None
 PREPARE = "prepare"  # what a zygote's input starts with when it is to prepare families (chaos.matrix.zygote)
 
 
 def run_chunk(items: list[Work]) -> list[tuple[Work, Outcome]]:
-    adapter, families, workdir, seed, mode, deep = (
-        _SHARED["adapter"], _SHARED["families"], _SHARED["workdir"], _SHARED["seed"], _SHARED["mode"], _SHARED["deep"],
-    )
+    if _share is None:
+        raise RuntimeError("run_chunk() runs the work of a matrix: adopt() its share first")
+    adapter, families, points, seed, mode, deep = _share.adapter, _share.families, _share.points, _share.seed, _share.mode, _share.deep
     out = []
-    scratch = tempfile.mkdtemp(dir=workdir)
+    scratch = tempfile.mkdtemp(dir=_share.workdir)
     for item in items:
         fault, name, index, second = item
         family: Family = families[name]
-        point = family.points[index]
+        point = points[(name, index)]
         if fault == "crash":
             outcome = run_point(adapter, family, point, scratch, seed=seed, mode=mode, deep=deep)
         elif fault in PAUSE_KINDS:
@@ -240,7 +271,7 @@ def run_chunk(items: list[Work]) -> list[tuple[Work, Outcome]]:
         elif fault in KIND_OF:
             outcome = run_machine_fault(adapter, family, point, scratch, seed=seed, fault=fault, deep=deep)
         else:
-            outcome = run_interleaving(adapter, family, point, family.points[second], scratch, seed=seed, deep=deep)
+            outcome = run_interleaving(adapter, family, point, points[(name, second)], scratch, seed=seed, deep=deep)
         out.append((item, outcome))
     return out
 
@@ -383,15 +414,15 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
         raise ValueError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
     if sample is not None and sample < len(work):
         work = sorted(random.Random(seed).sample(work, sample))
-    _SHARED.update(adapter=adapter, families=prepared, workdir=workdir, seed=seed, mode=mode, deep=deep)
+    share = Share.of(adapter, prepared, workdir, seed, mode, deep)
     # Run under libfiu's preload: the io faults of the host, and every point of a family whose
     # doomed iteration meets an I/O error.
     fiu_families = {name for name, family in prepared.items() if family.scenario.needs_libfiu()}
     preloaded = [w for w in work if KIND_OF.get(w[0]) == "io" or w[1] in fiu_families]
     work = [w for w in work if not (KIND_OF.get(w[0]) == "io" or w[1] in fiu_families)]
     order = {item: n for n, item in enumerate(work + preloaded)}
-    under_fiu = start_preloaded((adapter, prepared, workdir, seed, mode, deep), preloaded)  # runs meanwhile
-    done = _execute(_chunks(work, jobs), jobs)
+    under_fiu = start_preloaded(share, preloaded)  # runs meanwhile
+    done = _execute(share, _chunks(work, jobs), jobs)
     done += under_fiu.result() if under_fiu is not None else []
     done.sort(key=lambda pair: order[pair[0]])  # reported in the order of the families and their points
     for (fault, name, index, second), outcome in done:
@@ -486,7 +517,7 @@ def _firsts(family: str, kind: str, singles: list[int], classes: list[int],
     return sorted({classes[i] for i in singles})
 
 
-def _execute(chunks: list[list[Work]], jobs: int) -> list[tuple[Work, Outcome]]:
+def _execute(share: Share, chunks: list[list[Work]], jobs: int) -> list[tuple[Work, Outcome]]:
     """Run the chunks, in lean worker processes when that pays (see :mod:`chaos.matrix.zygote`).
 
     Adapters that cannot be pickled (a closure, an open connection) run here instead, forking
@@ -494,23 +525,24 @@ def _execute(chunks: list[list[Work]], jobs: int) -> list[tuple[Work, Outcome]]:
     """
     items = sum(len(chunk) for chunk in chunks)
     lean = jobs > 1 or (items >= LEAN_ITEMS_MIN and _rss_mb() > LEAN_RSS_MB_MAX)
-    shared = (_SHARED["adapter"], _SHARED["families"], _SHARED["workdir"], _SHARED["seed"], _SHARED["mode"], _SHARED["deep"])
     if lean:
         try:
-            payload = pickle.dumps((shared, []))
+            payload = pickle.dumps(share.for_items([]))
         except Exception:  # not picklable: fork from here
             lean = False
     if not lean:
+        adopt(share)
         return [item for chunk in chunks for item in run_chunk(chunk)]
     del payload
     workers = max(1, min(jobs, len(chunks)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     procs = []
     for n in range(workers):
-        source = os.path.join(_SHARED["workdir"], f"zygote-{n}.in")
-        target = os.path.join(_SHARED["workdir"], f"zygote-{n}.out")
+        source = os.path.join(share.workdir, f"zygote-{n}.in")
+        target = os.path.join(share.workdir, f"zygote-{n}.out")
+        mine = chunks[n::workers]
         with open(source, "wb") as f:
-            pickle.dump((shared, chunks[n::workers]), f)
+            pickle.dump((share.for_items(mine), mine), f)
         procs.append((subprocess.Popen([sys.executable, "-m", "chaos.matrix.zygote", source, target], env=env), target))
     done: list[tuple[Work, Outcome]] = []
     for proc, target in procs:
@@ -521,8 +553,10 @@ def _execute(chunks: list[list[Work]], jobs: int) -> list[tuple[Work, Outcome]]:
     return done
 
 
-def adopt(adapter: Adapter, families: dict[str, Family], workdir: str, seed: int, mode: str, deep: bool) -> None:
-    _SHARED.update(adapter=adapter, families=families, workdir=workdir, seed=seed, mode=mode, deep=deep)
+def adopt(share: Share) -> None:
+    """Make ``share`` the one this process's :func:`run_chunk` runs items with."""
+    global _share
+    _share = share
 
 
 def _rss_mb() -> float:

@@ -5,7 +5,8 @@ memory of the process forked: measured here, about 6 ms from a bare interpreter 
 one holding 150 MB. A pytest process is heavy, so the matrix hands its work to fresh interpreters
 that import only the harness and the adapter's module. Input and output are pickles in files.
 
-IN holds ``(shared, chunks)``: run the chunks' points, answer their outcomes. A family whose
+IN holds ``(share, chunks)`` (a :class:`chaos.matrix.runner.Share`): run the chunks' points, answer
+their outcomes. A family whose
 doomed iteration meets an I/O error (libfiu, :mod:`chaos.core.libfiu`) is also prepared in such a
 process, started by ``fiu-run``: IN then holds ``(PREPARE, (adapter, scenarios, workdir, seed,
 deep))``, and OUT the prepared families.
@@ -32,7 +33,7 @@ def main(argv: list[str]) -> int:
         warm(adapter.trace_paths())  # parsed once here, not again in every family's recording child
         results: list = [prepare(adapter, scenario, workdir, seed=seed, deep=deep) for scenario in scenarios]
     else:
-        adopt(*first)
+        adopt(first)
         results = [item for chunk in rest for item in run_chunk(chunk)]
     with open(target, "wb") as f:
         pickle.dump(results, f)

@@ -47,6 +47,7 @@ from chaos.hostfaults.faults import (
     run_preloaded,
 )
 from chaos.core.store_faults import small_pages
+from chaos.matrix.runner import Share
 from chaos.plans.plan import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Expect, FaultSpec, Plan, PlanError, ScriptedScenario
 from chaos.core.points import CommitCounter, Point, Recorder
 from chaos.core.sandbox import Sandbox
@@ -340,7 +341,8 @@ def _run_io(adapter: Adapter, family: Family, index: int, scratch: str, *, seed:
         shutil.rmtree(directory)
     os.makedirs(directory)
     try:
-        done = run_preloaded((adapter, {family.scenario.name: family}, directory, seed, mode, deep), [(fault, family.scenario.name, index, -1)])
+        share = Share.of(adapter, {family.scenario.name: family}, directory, seed, mode, deep)
+        done = run_preloaded(share, [(fault, family.scenario.name, index, -1)])
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     if len(done) != 1:
