@@ -21,6 +21,8 @@ from functools import lru_cache
 from types import CodeType, FrameType
 from typing import Any, Callable, Iterable
 
+from chaos.core.content import wal_digest
+
 # While a recorder or a killer traces an iteration, a thread keeps the interpreter until it waits
 # (on a queue, a lock, a file) or this long has passed, instead of Python's 5 ms: the iteration's
 # threads then take turns only where the code hands over, in the recording and in the kill alike,
@@ -294,6 +296,11 @@ class DurableState:
 
     Where the engine keeps anything the harness cannot watch (its database on a server, files that
     are not SQLite databases), every call returns a new value: every point is its own class.
+
+    Each new value's content is noted too, in ``contents``: what the files hold for the next
+    process to open them (:func:`chaos.core.content.wal_digest`) and the clock, or None where that
+    cannot be named (a file not in WAL mode, a commit landing while it was read). Two scenarios
+    whose states have the same content leave the same thing to a recovery.
     """
 
     SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
@@ -306,7 +313,9 @@ class DurableState:
         self._unique = 0
         self._counters: list[CommitCounter] = []
         self._known: set[str] = set()
-        for path in (db, os.path.join(directory, "world.db")):
+        self._paths = (db, os.path.join(directory, "world.db"))
+        self.contents: dict[Any, tuple[Any, ...] | None] = {}
+        for path in self._paths:
             if not os.path.isfile(path):
                 self.close()
                 return
@@ -323,7 +332,14 @@ class DurableState:
         if not self._counters:
             self._unique += 1
             return ("unwatched", self._unique)
-        return tuple(counter() for counter in self._counters) + (self.clock.peek(),)
+        value = tuple(counter() for counter in self._counters) + (self.clock.peek(),)
+        if value not in self.contents:
+            content = tuple(wal_digest(path) for path in self._paths) + (value[-1],)
+            # A commit that landed while the files were read (on a thread already inside SQLite)
+            # leaves a content of no one moment.
+            same = tuple(counter() for counter in self._counters) + (self.clock.peek(),) == value
+            self.contents[value] = content if same and None not in content else None
+        return value
 
     def settled(self) -> bool:
         """Whether the directory holds only the watched files. Asked once the iteration has run

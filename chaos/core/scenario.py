@@ -66,6 +66,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AT_START",
+    "RECOVERY_RNG_SCOPE",
+    "compared",
+    "recovery_key",
     "REFERENCE_STEPS",
     "poison_for",
     "reference_poison",
@@ -328,6 +331,9 @@ class Family:
     classes: list[int] = field(default_factory=list)
     # For each point, the first point of its crash class (itself where durable state is not watched).
     crash_classes: list[int] = field(default_factory=list)
+    # For the first point of each crash class: what a kill there leaves (the files' content and the
+    # clock, see chaos.core.points.DurableState), where it could be read.
+    crash_contents: dict[int, Any] = field(default_factory=dict)
     template_db: str = ""  # an adapter's own template database (PostgreSQL); "" = the template's files
     skipped: str = ""  # why the family does not apply to this workflow (its points are not run)
 
@@ -400,6 +406,10 @@ class Run(RunContext):
         time_source(adapter)
         self.seed = seed
         self.scenario = scenario
+        # What the workers' random generators are seeded with besides the seed and their identity:
+        # the family's name, but RECOVERY_RNG_SCOPE for the workers of a recovery, which then
+        # depends only on what it recovers (see recovery_key).
+        self.rng_scope = scenario.name
         self.sessions: list[Any] = []
         self.on_session: Callable[[Any], None] | None = None  # told of every session opened
         self.submitted: dict[str, str] = {}  # job id -> the payload submitted, as JSON
@@ -407,7 +417,7 @@ class Run(RunContext):
     def session(self, worker_id: str) -> Any:
         if not in_child():
             raise RuntimeError("a scenario's sessions open in a forked child only (chaos.core.process.fork)")
-        session = self.open_session(worker_id, random.Random(f"{self.seed}:{self.scenario.name}:{worker_id}"))
+        session = self.open_session(worker_id, random.Random(f"{self.seed}:{self.rng_scope}:{worker_id}"))
         self.sessions.append(session)
         if self.on_session is not None:
             self.on_session(session)
@@ -569,6 +579,8 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     family.points, family.between = recording.points, recording.between
     family.classes = pause_classes(recording.ops) if recording.ops else list(range(len(recording.points)))
     family.crash_classes = crash_classes(recording.durable) if recording.durable else list(range(len(recording.points)))
+    if recording.durable:
+        family.crash_contents = {i: recording.contents.get(recording.durable[i]) for i in set(family.crash_classes)}
     return family
 
 
@@ -699,6 +711,7 @@ class Recording:
     ops: list[int]  # visible operations finished before each point; [] when they cannot be counted
     durable: list[Any] = field(default_factory=list)  # the durable state at each point; [] when not watched
     struck: bool = True  # the family's store faults showed in the doomed iteration (see _store_fault_showed)
+    contents: dict[Any, Any] = field(default_factory=dict)  # a durable state -> what it holds (DurableState.contents)
 
 
 def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
@@ -749,6 +762,7 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
             run.world.conn.set_trace_callback(None)
             if not durable.settled():
                 recorder.observed["durable"] = DurableState.unwatched(len(recorder.points))
+                durable.contents.clear()
             durable.close()
         executable: dict[str, set[int]] = {}
         for code in recorder.codes:
@@ -757,7 +771,7 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
         # The baseline: the same process goes on to the end, faults stopped, as if nothing happened.
         drained = _drain(run, advance=True)
         return (recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, recorder.between,
-                recorder.ops if watched[0] else [], recorder.observed["durable"], drained, struck)
+                recorder.ops if watched[0] else [], recorder.observed["durable"], drained, struck, durable.contents)
 
     started = time.perf_counter()
     try:
@@ -766,13 +780,13 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
             outcome = Outcome("baseline", Exit.ERROR, error=ended.error,
                               violations=[raised(f"the baseline of family {family.scenario.name!r}", ended.error or str(ended.exit))])
             return Recording([], {}, outcome, [], [])
-        points, executable, between, ops, durable, drained, struck = ended.value
+        points, executable, between, ops, durable, drained, struck, contents = ended.value
         outcome = _checked(run, family.submitted, Counter(), "baseline", Exit.CLEAN, drained)
         outcome.violations += baseline_failures(family.scenario, adapter, outcome, _payload_hint(adapter, family))
     finally:
         run.close()
     outcome.seconds = time.perf_counter() - started
-    return Recording(points, executable, outcome, between, ops, durable, struck)
+    return Recording(points, executable, outcome, between, ops, durable, struck, contents)
 
 
 def _store_fault_showed(run: Run, said: Any) -> bool:
@@ -975,6 +989,7 @@ def _drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Vi
     """
     run.world.disarm()
     run.world.during_slow = None
+    run.rng_scope = RECOVERY_RNG_SCOPE
     arm_sticky(run)
     if advance:
         run.clock.advance(recovery_wait_s(run.adapter))
@@ -1000,6 +1015,32 @@ def _drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Vi
     return crashes, resubmitted
 
 
+RECOVERY_RNG_SCOPE = "recovery"
+
+
+def recovery_key(family: Family) -> tuple[Any, ...]:
+    """What a recovery (:func:`_drain`) and the checks after it depend on besides the files and the
+    clock it starts from, and the family's baseline (see :func:`compared`): the jobs submitted again,
+    the faults that stay (sticky), the workers that restart, the pace of time. Two families with
+    the same key whose kills leave the same content end alike, so the crash matrix runs one of
+    them (a recovery's workers seed their random generators alike in every family)."""
+    scenario = family.scenario
+    return (
+        tuple(sorted(family.submitted.items())),
+        tuple(repr(f) for f in scenario.faults if f.sticky),
+        tuple(action for action in scenario.setup if action.startswith("claim:")),
+        scenario.paced,
+    )
+
+
+def compared(family: Family, outcome: Outcome, adapter: Adapter) -> list[Violation]:
+    """The ``same-outcome`` violations of ``outcome`` against ``family``'s baseline (none where the
+    baseline itself did not hold)."""
+    if not family.baseline.held:
+        return []
+    return same_outcome(family.baseline, outcome, resolve_states(_allowed(family.scenario), adapter))
+
+
 def recover_and_check(run: Run, family: Family, interruptions: Counter, point_id: str, exit_kind: str, *,
                        compare: bool = True) -> Outcome:
     """Let time pass every lease and backoff, drain in a fresh child, then check everything, and
@@ -1012,8 +1053,8 @@ def recover_and_check(run: Run, family: Family, interruptions: Counter, point_id
         detail = ended.error or f"its process ended: {ended.exit} (status {ended.status})"
         drained = ([raised("the recovery, in a fresh process", detail)], [])
     outcome = _checked(run, family.submitted, interruptions, point_id, exit_kind, drained)
-    if compare and family.baseline.held:
-        outcome.violations += same_outcome(family.baseline, outcome, resolve_states(_allowed(family.scenario), run.adapter))
+    if compare:
+        outcome.violations += compared(family, outcome, run.adapter)
     return outcome
 
 

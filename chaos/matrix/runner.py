@@ -28,7 +28,10 @@ from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, machine_poi
 from chaos.core.store_faults import small_pages
 from chaos.core.points import Point, warm
 from chaos.core.unreachable import declared_unreachable
-from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, discard, for_adapter, prepare, run_interleaving, run_pause, run_point
+from chaos.core.process import Exit
+from chaos.core.scenario import (
+    PAUSE_KINDS, Family, Outcome, Scenario, compared, discard, for_adapter, prepare, recovery_key, run_interleaving, run_pause, run_point,
+)
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
@@ -71,7 +74,7 @@ class PointResult:
     outcome: Outcome
     replay: str
     second: Point | None = None
-    same_as: str = ""  # a pause point whose class ran at another point: that point's id
+    same_as: str = ""  # a point whose class ran at another point (for a crash, maybe of another family): that point's id
 
     @property
     def fault(self) -> str:
@@ -421,14 +424,19 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
     preloaded = [w for w in work if KIND_OF.get(w[0]) == "io" or w[1] in fiu_families]
     work = [w for w in work if not (KIND_OF.get(w[0]) == "io" or w[1] in fiu_families)]
     order = {item: n for n, item in enumerate(work + preloaded)}
+    # A crash class that leaves what one of another family leaves, recovered alike, is not run again.
+    across = _across_families(work, prepared) if one_per_class and mode == "fork" else {}
     under_fiu = start_preloaded(share, preloaded)  # runs meanwhile
-    done = _execute(share, _chunks(work, jobs), jobs)
+    done = _execute(share, _chunks([w for w in work if w not in across], jobs), jobs)
+    shared, ran_for = _shared_across(share, across, dict(done), adapter)
+    done += shared
     done += under_fiu.result() if under_fiu is not None else []
     done.sort(key=lambda pair: order[pair[0]])  # reported in the order of the families and their points
-    for (fault, name, index, second), outcome in done:
+    for item, outcome in done:
+        fault, name, index, second = item
         p = prepared[name].points[index]
         q = prepared[name].points[second] if second >= 0 else None
-        result = PointResult(name, p, source_line(p.file, p.line), outcome, "", q)
+        result = PointResult(name, p, source_line(p.file, p.line), outcome, "", q, same_as=ran_for.get(item, ""))
         result.replay = replay_command(target_name, mode, seed, result.id, deep, fault, replay_extra)
         report.results.append(result)
         if fault in PAUSE_KINDS or fault == "crash":
@@ -439,6 +447,50 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
                 report.results.append(same)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _across_families(work: list[Work], families: dict[str, Family]) -> dict[Work, Work]:
+    """The crash items whose kill leaves exactly what an earlier item's kill in another family
+    leaves (the files' content and the clock, see :class:`chaos.core.points.DurableState`), to be
+    recovered alike (:func:`chaos.core.scenario.recovery_key`): each -> the item that runs for it.
+    Families prepared alike (the same template, the same clock) share the points before their
+    own fault first shows."""
+    first: dict[Any, Work] = {}
+    across: dict[Work, Work] = {}
+    for item in work:
+        fault, name, index, _ = item
+        content = families[name].crash_contents.get(index) if fault == "crash" else None
+        if content is None:
+            continue
+        key = (content, recovery_key(families[name]))
+        if key in first:
+            across[item] = first[key]
+        else:
+            first[key] = item
+    return across
+
+
+def _shared_across(share: Share, across: dict[Work, Work], done: dict[Work, Outcome],
+                   adapter: Any) -> tuple[list[tuple[Work, Outcome]], dict[Work, str]]:
+    """The outcomes of the items of ``across``, and the id of the point that ran for each: its
+    runner's outcome, compared with its own family's baseline; an item whose runner was not killed
+    at its point (it raised first, say) is run after all."""
+    out: list[tuple[Work, Outcome]] = []
+    ran_for: dict[Work, str] = {}
+    again: list[Work] = []
+    for item, ran in across.items():
+        outcome = done[ran]
+        if outcome.exit != Exit.KILLED:
+            again.append(item)
+            continue
+        family = share.families[item[1]]
+        shared = _shared_outcome(outcome, share.points[(item[1], item[2])].id)
+        shared.violations = [v for v in outcome.violations if v.invariant != "same-outcome"] + compared(family, shared, adapter)
+        out.append((item, shared))
+        ran_for[item] = f"{ran[1]}::{share.points[(ran[1], ran[2])].id}"
+    if again:
+        out += _execute(share, [again], 1)
+    return out, ran_for
 
 
 def _shared_outcome(outcome: Outcome, point_id: str) -> Outcome:
