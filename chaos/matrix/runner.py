@@ -385,7 +385,6 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
     one_per_class = not exhaustive and not point and sample is None  # a sample is of points, each run
     rng = random.Random(seed)
     machine_names = {s.name for s in machine_scenarios()}  # those families are for machine faults
-    warm(adapter.trace_paths())  # parsed once here, not again in every family's recording child
     families = _prepare_all(adapter, chosen, workdir, seed=seed, deep=deep, jobs=jobs, machine_names=machine_names)
     for scenario, family in zip(chosen, families):
         machine_only = scenario.name in machine_names
@@ -504,7 +503,9 @@ def _shared_outcome(outcome: Outcome, point_id: str) -> Outcome:
 def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
                  machine_names: set[str]) -> list[Family]:
     """Prepare every family (its template, recording and baseline), ``jobs`` at a time, each in a
-    child of its own when there are several; in order."""
+    child of its own when there are several; in order. The files the points are in are parsed
+    here first, so that no recording child parses them again; the families recorded under fiu-run
+    start before, their process parsing them meanwhile."""
 
     def one(scenario: Scenario) -> Family:
         chosen_adapter = small_pages(adapter) if scenario.name in machine_names else adapter
@@ -522,6 +523,7 @@ def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed
         by_name.update(zip((s.name for s in under_fiu), preparing.result()))
         return [by_name[s.name] for s in chosen]
 
+    warm(adapter.trace_paths())
     if jobs <= 1 or len(chosen) <= 1:
         return [one(scenario) for scenario in chosen]
     from chaos.core.process import ChildFailed, Exit, first_to_answer, fork
