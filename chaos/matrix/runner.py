@@ -224,35 +224,29 @@ Work = tuple[str, str, int, int]  # (fault, family, point index, second point in
 
 @dataclass
 class Share:
-    """What a process running work items needs besides the items: the adapter, the families
-    (without their lists of points: see :meth:`for_items`), the items' points, and the run's
-    settings."""
+    """What a process running work items needs besides the items: the adapter, the prepared
+    families and the run's settings; cut down by :meth:`for_items` to what given items need."""
 
     adapter: Any
     families: dict[str, Family]
-    points: dict[tuple[str, int], Point]  # (family, point index) -> the point
     workdir: str
     seed: int
     mode: str
     deep: bool
+    points: dict[tuple[str, int], Point] = field(default_factory=dict)  # (family, point index) -> the point, once cut
 
     def for_items(self, chunks: list[list[Work]]) -> "Share":
-        """This share cut down to what ``chunks`` need, for a matrix worker process: the families
-        without what only preparing and reporting read (every point, the lines reached, the
-        classes: tens of thousands of objects on a full matrix), and only the items' points.
+        """This share cut down to what ``chunks`` need, for the process that runs them: the
+        families without what only preparing and reporting read (every point, the lines reached,
+        the classes: tens of thousands of objects on a full matrix), and only the items' points.
         Every scenario forks from that process, and a fork costs in proportion to its memory."""
         lean = {name: replace(family, points=[], executable={}, between=[], classes=[], crash_classes=[])
                 for name, family in self.families.items()}
         needed = {(name, i) for chunk in chunks for _, name, index, second in chunk for i in (index, second) if i >= 0}
-        return replace(self, families=lean, points={key: self.points[key] for key in needed})
-
-    @classmethod
-    def of(cls, adapter: Any, families: dict[str, Family], workdir: str, seed: int, mode: str, deep: bool) -> "Share":
-        points = {(name, i): p for name, family in families.items() for i, p in enumerate(family.points)}
-        return cls(adapter, families, points, workdir, seed, mode, deep)
+        return replace(self, families=lean, points={(name, i): self.families[name].points[i] for name, i in needed})
 
 
-# The share of the work items this process runs (set by the matrix, or by adopt in a worker).
+# The share of the work items this process runs, cut for them (see adopt).
 _share: Share | None = None
 PREPARE = "prepare"  # what a zygote's input starts with when it is to prepare families (chaos.matrix.zygote)
 
@@ -416,7 +410,7 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
         raise ValueError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
     if sample is not None and sample < len(work):
         work = sorted(random.Random(seed).sample(work, sample))
-    share = Share.of(adapter, prepared, workdir, seed, mode, deep)
+    share = Share(adapter, prepared, workdir, seed, mode, deep)
     # Run under libfiu's preload: the io faults of the host, and every point of a family whose
     # doomed iteration meets an I/O error.
     fiu_families = {name for name, family in prepared.items() if family.scenario.needs_libfiu()}
@@ -483,10 +477,10 @@ def _shared_across(share: Share, across: dict[Work, Work], done: dict[Work, Outc
             again.append(item)
             continue
         family = share.families[item[1]]
-        shared = _shared_outcome(outcome, share.points[(item[1], item[2])].id)
+        shared = _shared_outcome(outcome, family.points[item[2]].id)
         shared.violations = [v for v in outcome.violations if v.invariant != "same-outcome"] + compared(family, shared, adapter)
         out.append((item, shared))
-        ran_for[item] = f"{ran[1]}::{share.points[(ran[1], ran[2])].id}"
+        ran_for[item] = f"{ran[1]}::{share.families[ran[1]].points[ran[2]].id}"
     if again:
         out += _execute(share, [again], 1)
     return out, ran_for
@@ -585,7 +579,7 @@ def _execute(share: Share, chunks: list[list[Work]], jobs: int) -> list[tuple[Wo
         except Exception:  # not picklable: fork from here
             lean = False
     if not lean:
-        adopt(share)
+        adopt(share.for_items(chunks))
         return [item for chunk in chunks for item in run_chunk(chunk)]
     del payload
     workers = max(1, min(jobs, len(chunks)))

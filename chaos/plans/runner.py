@@ -341,7 +341,7 @@ def _run_io(adapter: Adapter, family: Family, index: int, scratch: str, *, seed:
         shutil.rmtree(directory)
     os.makedirs(directory)
     try:
-        share = Share.of(adapter, {family.scenario.name: family}, directory, seed, mode, deep)
+        share = Share(adapter, {family.scenario.name: family}, directory, seed, mode, deep)
         done = run_preloaded(share, [(fault, family.scenario.name, index, -1)])
     finally:
         shutil.rmtree(directory, ignore_errors=True)
