@@ -31,9 +31,10 @@ SUBMIT_CHUNK = 10_000
 LEASE_S = 120.0
 
 INSERT_FINISHED_JOB = (
-    "INSERT INTO job (id, workflow, state, payload, result, attempts, next_run_at, lease_token, created, updated) "
-    "VALUES (?, 'reference', 'delivered', ?, ?, 0, NULL, 1, ?, ?)"
+    "INSERT INTO job (id, workflow, state, result, attempts, next_run_at, lease_token, created, updated) "
+    "VALUES (?, 'reference', 'delivered', ?, 0, NULL, 1, ?, ?)"
 )
+INSERT_FINISHED_PAYLOAD = "INSERT INTO job_payload (job_id, payload) VALUES (?, ?)"
 INSERT_FINISHED_MEMO = "INSERT INTO step_result (job_id, step, output, cost, at) VALUES (?, ?, ?, 0.0001, ?)"
 INSERT_SENT_OUTBOX = (
     "INSERT INTO outbox (job_id, kind, payload, created, sent_at, attempts, next_attempt_at) "
@@ -99,7 +100,8 @@ class ScalingDb:
         at = time.time() - 3600.0
         ids = [f"done-{i}" for i in range(count)]
         with self.store._write() as conn:
-            conn.executemany(INSERT_FINISHED_JOB, ((j, f'{{"source":"{j}"}}', '{"key":"x"}', at, at) for j in ids))
+            conn.executemany(INSERT_FINISHED_JOB, ((j, '{"key":"x"}', at, at) for j in ids))
+            conn.executemany(INSERT_FINISHED_PAYLOAD, ((j, f'{{"source":"{j}"}}') for j in ids))
             conn.executemany(INSERT_FINISHED_MEMO, ((j, step, '{"ok":true}', at) for j in ids for step in STEP_NAMES))
             conn.executemany(INSERT_SENT_OUTBOX, ((j, '{"ok":true}', at, at, at) for j in ids))
 

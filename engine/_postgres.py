@@ -65,6 +65,7 @@ CREATE_SCHEMA_MARK = """CREATE TABLE crashgate_schema (
     version        INTEGER NOT NULL
 )"""
 INSERT_SCHEMA_MARK = "INSERT INTO crashgate_schema (application_id, version) VALUES (%(app)s, %(version)s)"
+UPDATE_SCHEMA_MARK = "UPDATE crashgate_schema SET version = %(version)s"
 SELECT_SCHEMA_MARK = "SELECT application_id, version FROM crashgate_schema"
 SELECT_TABLES = (
     "SELECT table_name FROM information_schema.tables "
@@ -186,6 +187,11 @@ class PostgresStore(SqlStore):
             if mark == (APPLICATION_ID, SCHEMA_VERSION):
                 return
             self._refuse_foreign(mark, tables)
+            if mark is not None:  # an older version of the schema: upgraded in this transaction
+                for statement in self.sql.migration(mark[1]):
+                    conn.execute(statement)
+                conn.execute(UPDATE_SCHEMA_MARK, {"version": SCHEMA_VERSION})
+                return
             for statement in (CREATE_SCHEMA_MARK, *self.sql.SCHEMA):
                 conn.execute(statement)
             conn.execute(INSERT_SCHEMA_MARK, {"app": APPLICATION_ID, "version": SCHEMA_VERSION})

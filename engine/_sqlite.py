@@ -33,7 +33,7 @@ from ._sqlstore import SqlStore
 from ._store import APPLICATION_ID, SCHEMA_VERSION
 from .wal import use_wal
 
-__all__ = ["SqliteStore", "SYNCHRONOUS_LEVELS", "WAL_AUTOCHECKPOINT_PAGES"]
+__all__ = ["SqliteStore", "SYNCHRONOUS_LEVELS", "WAL_AUTOCHECKPOINT_PAGES", "PAGE_SIZE"]
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # SQLite checkpoints the WAL into the database file every wal_autocheckpoint pages (default 1000),
@@ -43,6 +43,13 @@ SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # transaction does at the default. The WAL grows to about 16 MiB before it is reset. Durability
 # is unchanged: a committed transaction is in the WAL either way.
 WAL_AUTOCHECKPOINT_PAGES = 4000
+# The page size of a new database, in bytes (SQLite's default is 4096). A commit writes each page
+# it changed to the WAL, whole, and a step completion changes three or four: the job's row, the
+# memo row, an index entry, the outbox row. The engine's rows are small (the payload and the
+# results, which can be large, are written once each, not with every step), and with 1 KiB
+# pages the engine commits about 14% more reference jobs per second than with 4 KiB (python -m
+# benchmarks, in one run). A database keeps the page size it was created with.
+PAGE_SIZE = 1024
 CLAIM_PLAN = "EXPLAIN QUERY PLAN SELECT id FROM job WHERE next_run_at <= 0 ORDER BY next_run_at LIMIT 1"
 SELECT_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
 
@@ -133,14 +140,20 @@ class SqliteStore(SqlStore):
         if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
             return
         self._refuse_foreign(app_id, version, tables)  # not a crash point: the schema is created with the database, before any job is submitted
+        if app_id == 0 and not tables:  # a new file: its page size is set before its first page is written
+            self.conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a constant
         with self._write() as conn:  # not a crash point: the schema is created with the database, before any job is submitted
             app_id, version, tables = self._schema_facts()  # another process may have won the race
             if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
                 return
             self._refuse_foreign(app_id, version, tables)
-            for statement in self.sql.SCHEMA:
+            if app_id == APPLICATION_ID:  # an older version of the schema: upgraded in this transaction
+                statements = self.sql.migration(version)
+            else:  # a new database
+                statements = self.sql.SCHEMA
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # constants, not input
+            for statement in statements:
                 conn.execute(statement)
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # constants, not input
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _schema_facts(self) -> tuple[int, int, list[str]]:

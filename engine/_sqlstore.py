@@ -102,14 +102,16 @@ class SqlStore:
             for job_id, text in rows:
                 # A new id is inserted and its row comes back as stored; an existing id inserts
                 # nothing, and its stored payload must be the one offered.
-                row = conn.execute(sql.INSERT_NEW_JOB, {"id": job_id, "workflow": self.workflow, "payload": text, "now": now}).fetchone()
-                if row is None:
+                row = conn.execute(sql.INSERT_NEW_JOB, {"id": job_id, "workflow": self.workflow, "now": now}).fetchone()
+                if row is not None:
+                    conn.execute(sql.INSERT_PAYLOAD, {"id": job_id, "payload": text})
+                else:
                     existing = conn.execute(sql.SELECT_PAYLOAD, {"id": job_id}).fetchone()
                     if existing is None:
                         raise AssertionError(f"job {job_id!r} neither inserted nor found under the write lock")
                     if existing[0] != text:
                         raise IdempotencyConflict(job_id, existing[0], text)
-                created.append(None if row is None else _job(row))
+                created.append(None if row is None else _job((*row[:3], text, *row[3:])))
         return [job if job is not None else self.get(job_id) for job, (job_id, _) in zip(created, rows)]
 
     def get(self, job_id: str) -> Job:

@@ -28,7 +28,7 @@ __all__ = [
     "load_payload", "load_memo",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the payload in a table of its own (engine._sql.Statements.MIGRATE_1_TO_2)
 APPLICATION_ID = 0x63676174  # "cgat": marks a database as a crashgate database
 ERROR_CHARS_MAX = 500
 PAYLOAD_FIX = "repair the row with the payload that was submitted, then requeue the job"
@@ -197,8 +197,10 @@ def load_stored(text: str, job_id: str, what: str, fix: str) -> Any:
         raise DamagedRow(job_id, what, str(exc), fix) from None
 
 
-def load_payload(job_id: str, text: str) -> Any:
+def load_payload(job_id: str, text: str | None) -> Any:
     # load_stored, written out: every step of a claim parses its job's payload afresh.
+    if text is None:  # the job's row in job_payload is gone: deleted by hand, or a damaged file
+        raise DamagedRow(job_id, "payload", "it has no row in job_payload", PAYLOAD_FIX)
     try:
         return loads(text)
     except ValueError as exc:

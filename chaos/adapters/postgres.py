@@ -104,7 +104,8 @@ WRITER_AUDIT_SQL_PG = (
     "DROP TRIGGER IF EXISTS chaos_w_outbox ON outbox",
     "CREATE TRIGGER chaos_w_outbox AFTER INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION chaos_write_audit()",
 )
-SELECT_JOBS = "SELECT id, state, payload, lease_owner, lease_until, next_run_at, last_error, result, lease_token FROM job"
+SELECT_JOBS = ("SELECT id, state, payload, lease_owner, lease_until, next_run_at, last_error, result, lease_token "
+               "FROM job LEFT JOIN job_payload ON job_payload.job_id = job.id")
 SELECT_TRANSITIONS = "SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq"
 SELECT_MEMOS = "SELECT job_id, step, output, cost FROM step_result"
 SELECT_MEMO_CHANGES = "SELECT job_id, step, what FROM chaos_memo_change ORDER BY seq"

@@ -27,7 +27,7 @@ __all__ = ["ReferenceAdapter", "ReferenceSession", "REFERENCE_SCHEMA", "HUMAN_WR
 
 # The reference engine's tables, as the harness reads them.
 REFERENCE_SCHEMA = SqlSchema(
-    JobTable(token="lease_token"),
+    JobTable(token="lease_token", payload_table="job_payload"),
     MemoTable(),
     OutboxTable(next_attempt_at="next_attempt_at"),
 )

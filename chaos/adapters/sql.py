@@ -52,12 +52,19 @@ def _col(name: str | None) -> str:
 
 @dataclass(frozen=True)
 class JobTable:
-    """Where the jobs are. ``token``: the lease's fencing token, if the engine has one (None: no token)."""
+    """Where the jobs are. ``token``: the lease's fencing token, if the engine has one (None: no token).
+
+    ``payload_table``: a table of its own that holds the payload (column ``payload``), one row
+    per job keyed by ``payload_job_id``, where the engine keeps it out of the job's row (None:
+    ``payload`` is a column of this table).
+    """
 
     name: str = "job"
     id: str = "id"
     state: str = "state"
     payload: str = "payload"
+    payload_table: str | None = None
+    payload_job_id: str = "job_id"
     lease_owner: str = "lease_owner"
     lease_until: str | None = "lease_until"
     token: str | None = None
@@ -177,9 +184,14 @@ class SqlSchema:
         conn.execute("BEGIN")
         try:
             snap = Snapshot()
-            columns = ", ".join(_col(c) for c in (j.id, j.state, j.payload, j.lease_owner, j.lease_until, j.next_run_at, j.last_error,
-                                                  j.result, j.token))
-            for r in conn.execute(f"SELECT {columns} FROM {_ident(j.name)}"):
+            tables = f"{_ident(j.name)} j"
+            payload = f"j.{_ident(j.payload)}"
+            if j.payload_table is not None:
+                tables += f" LEFT JOIN {_ident(j.payload_table)} p ON p.{_ident(j.payload_job_id)} = j.{_ident(j.id)}"
+                payload = f"p.{_ident(j.payload)}"
+            rest = (j.lease_owner, j.lease_until, j.next_run_at, j.last_error, j.result, j.token)
+            columns = ", ".join([f"j.{_ident(j.id)}", f"j.{_ident(j.state)}", payload, *("NULL" if c is None else f"j.{_ident(c)}" for c in rest)])
+            for r in conn.execute(f"SELECT {columns} FROM {tables}"):
                 snap.jobs[r[0]] = JobView(*r[1:])
             snap.transitions = [tuple(r) for r in conn.execute("SELECT job_id, from_state, to_state FROM chaos_transition ORDER BY seq")]  # type: ignore[misc]
             if m is not None:
@@ -204,7 +216,8 @@ class SqlSchema:
 
     def tables(self) -> list[str]:
         """The engine's tables the schema names, jobs first."""
-        return [t.name for t in (self.job, self.memo, self.outbox) if t is not None]
+        return [self.job.name, *([self.job.payload_table] if self.job.payload_table else []),
+                *(t.name for t in (self.memo, self.outbox) if t is not None)]
 
     def overwrite(self, conn: Any, job_id: str, what: str, value: str, *, step: str | None = None, unaudited: bool = False) -> str | None:
         """Overwrite one stored value with ``value``, as a damaged disk or a bad migration would,
@@ -218,7 +231,9 @@ class SqlSchema:
         instead (:attr:`chaos.adapter.Snapshot.damaged`).
         """
         j, m = self.job, self.memo
-        if what in ("payload", "state"):
+        if what == "payload" and j.payload_table is not None:
+            table, column, where, params = j.payload_table, j.payload, [j.payload_job_id], (job_id,)
+        elif what in ("payload", "state"):
             table, column, where, params = j.name, getattr(j, what), [j.id], (job_id,)
         elif what == "memo" and m is not None and step is not None:
             table, column, where, params = m.name, m.output, [m.job_id, m.step], (job_id, step)
@@ -244,10 +259,15 @@ class SqlSchema:
         j, m, o = self.job, self.memo, self.outbox
         jt, jid = _ident(j.name), _ident(j.id)
         out = []
-        for table, what in ((m, "memo rows"), (o, "outbox rows")):
-            if table is not None:
-                out.append((f"{what} without their job", f"SELECT count(*) FROM {_ident(table.name)} t "
-                            f"WHERE NOT EXISTS (SELECT 1 FROM {jt} j WHERE j.{jid} = t.{_ident(table.job_id)})"))
+        owned = [(m.name, m.job_id, "memo rows") if m is not None else None, (o.name, o.job_id, "outbox rows") if o is not None else None]
+        if j.payload_table is not None:
+            owned.append((j.payload_table, j.payload_job_id, "payload rows"))
+        for table, job_id, what in filter(None, owned):
+            out.append((f"{what} without their job", f"SELECT count(*) FROM {_ident(table)} t "
+                        f"WHERE NOT EXISTS (SELECT 1 FROM {jt} j WHERE j.{jid} = t.{_ident(job_id)})"))
+        if j.payload_table is not None:
+            out.append(("jobs without their payload row", f"SELECT count(*) FROM {jt} j WHERE NOT EXISTS (SELECT 1 FROM "
+                        f"{_ident(j.payload_table)} p WHERE p.{_ident(j.payload_job_id)} = j.{jid})"))
         if j.lease_until is not None:
             own, until = _ident(j.lease_owner), _ident(j.lease_until)
             out.append(("jobs with a lease owner and no expiry, or the reverse",

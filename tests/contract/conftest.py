@@ -38,6 +38,13 @@ class SqliteBackend:
     def set_schema_version(self, version: int) -> None:
         self.execute(f"PRAGMA user_version = {int(version)}")
 
+    def schema_version(self) -> int:
+        conn = sqlite3.connect(self.url)
+        try:
+            return conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+
     def fingerprint(self) -> str:
         with open(self.url, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
@@ -78,6 +85,9 @@ class PostgresBackend:
 
     def set_schema_version(self, version: int) -> None:
         self.execute("UPDATE crashgate_schema SET version = %(v)s", {"v": version})
+
+    def schema_version(self) -> int:
+        return self.execute("SELECT version FROM crashgate_schema")[0][0]
 
     def fingerprint(self) -> str:
         """Every relation in the database with its kind and size, and the schema mark if any."""

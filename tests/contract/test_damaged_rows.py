@@ -17,7 +17,7 @@ def _damage(store, sql):
 def test_a_payload_that_is_not_json_is_quarantined_and_the_next_job_still_runs(store, clock, make_worker, workflow):
     store.submit("bad", {"source": "bad"}, now=clock.now())
     store.submit("good", {"source": "good"}, now=clock.now() + 1)
-    _damage(store, "UPDATE job SET payload = '{\"source\": \"bad' WHERE id = 'bad'")
+    _damage(store, "UPDATE job_payload SET payload = '{\"source\": \"bad' WHERE job_id = 'bad'")
     clock.advance(2)
     worker = make_worker()
     first = worker.run_once()

@@ -56,7 +56,7 @@ def test_a_step_with_a_memo_row_is_skipped_on_resume(store, clock, make_worker):
     flaky = Flaky()
     wf = one_step(flaky)
     store.submit("j", {}, now=clock.now())
-    store.conn.execute("INSERT INTO step_result VALUES ('j', 'work', '{\"n\": 41}', 2.5, 0)")
+    store.conn.execute("INSERT INTO step_result (job_id, step, output, cost, at) VALUES ('j', 'work', '{\"n\": 41}', 2.5, 0)")
     result = make_worker(wf=wf).run_once()
     assert (result.outcome, result.steps_run, result.steps_skipped) == ("done", 0, 1)
     assert flaky.calls == 0
@@ -67,7 +67,7 @@ def test_a_second_memo_row_for_a_step_fails_loudly_and_rolls_the_whole_commit_ba
     store.submit("j", {"source": "j"}, now=clock.now())
     starts = {s: workflow.next_step(s).working_state for s in workflow.ready_states}
     claim = store.claim("w1", now=clock.now(), lease_s=60, starts=starts)
-    store.conn.execute("INSERT INTO step_result VALUES ('j', 'fetch', '{}', 0, 0)")
+    store.conn.execute("INSERT INTO step_result (job_id, step, output, cost, at) VALUES ('j', 'fetch', '{}', 0, 0)")
     with pytest.raises(Exception, match="(?i)unique|duplicate"):  # sqlite3.IntegrityError / psycopg UniqueViolation
         store.complete(
             claim, step="fetch", from_state="fetching", done_state="fetched", output_json='{"text":"x"}', cost_usd=1.0,
