@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from chaos.hostfaults.power_runs import power_rows
 from chaos.fleet.soak import throughput_rows as backend_throughput_rows
+from engine import SqliteStore
 
 from ._crashgate import STEPS, end_to_end, steps_us_per_job
 from ._harness import harness_rows
@@ -29,6 +30,7 @@ from ._startup import startup_rows
 __all__ = ["collect", "Report", "SYNC_LEVELS"]
 
 SYNC_LEVELS = ("NORMAL", "FULL")
+PAGE_SIZE = SqliteStore.page_size  # of the databases the engine creates
 # The share of the raw commit rate the engine's own commits must reach (1 worker, steps inline):
 # the rest of each commit is the engine's Python around its statements.
 LIMIT_SHARE_TARGET = 0.25
@@ -100,6 +102,7 @@ def _limit_and_crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str],
     NORMAL, the same to its own statements replayed without it (``engine_sql``), and those to the
     limit (``engine_sql_vs_limit``)."""
     limit_runs: dict[str, list[float]] = {sync: [] for sync in SYNC_LEVELS}
+    same_pages_runs: list[float] = []  # the raw CAS on pages of the engine's size (NORMAL)
     floor_runs: list[float] = []  # the engine's own statements, replayed without it (NORMAL)
     results: dict[_Config, list] = {config: [] for config in CONFIGS}
     steps_us = []
@@ -108,6 +111,7 @@ def _limit_and_crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str],
         for sync in SYNC_LEVELS:
             commits = sizes.cas_commits if sync == "NORMAL" else sizes.cas_commits_full
             limit_runs[sync].append(cas_commits_per_s(directory, commits=commits, synchronous=sync))
+        same_pages_runs.append(cas_commits_per_s(directory, commits=sizes.cas_commits, synchronous="NORMAL", page_size=PAGE_SIZE))
         floor_runs.append(engine_sql_commits_per_s(directory, jobs=sizes.jobs, synchronous="NORMAL"))
         steps_us.append(steps_us_per_job(max(sizes.jobs // 4, 5)))
         for config in CONFIGS:
@@ -117,6 +121,8 @@ def _limit_and_crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str],
             )
     limits = [Row(f"limit.cas.{sync.lower()}", f"limit: raw sqlite3 CAS commit, WAL, {sync}", median(runs),
                   "commits/s", note="BEGIN IMMEDIATE, 1-row UPDATE, COMMIT", runs=runs) for sync, runs in limit_runs.items()]
+    limits.append(Row("limit.cas.normal.engine_pages", f"limit: the same, NORMAL, {PAGE_SIZE}-byte pages (the engine's)",
+                      median(same_pages_runs), "commits/s", note="SQLite's default is 4,096", runs=same_pages_runs))
     limits.append(Row("limit.engine_sql.normal", "the engine's own transactions, no engine, NORMAL", median(floor_runs), "commits/s",
                       note="its statements replayed on sqlite3 (benchmarks._sql_floor)", runs=floor_runs))
     shares: dict[str, list[float]] = {sync: [] for sync in SYNC_LEVELS}
@@ -130,6 +136,7 @@ def _limit_and_crashgate_rows(directory: str, sizes: Sizes, say: Callable[[str],
     inline = results[_Config(1, False, "NORMAL")]
     shares["engine_sql"] = [r.jobs_per_s * (r.commits / r.jobs) / floor for r, floor in zip(inline, floor_runs) if floor]
     shares["engine_sql_vs_limit"] = [floor / limit for floor, limit in zip(floor_runs, limit_runs["NORMAL"]) if limit]
+    shares["engine_pages"] = [r.jobs_per_s * (r.commits / r.jobs) / limit for r, limit in zip(inline, same_pages_runs) if limit]
     step_work_us = median(steps_us)
     rows = []
     for config, runs in results.items():
@@ -193,6 +200,8 @@ def _limit_share_rows(keyed: dict[str, Row], shares: dict[str, list[float]]) -> 
                         share, "x", note=f"1 worker, steps inline, median of per-run pairs; target >= {LIMIT_SHARE_TARGET:.2f}, {figure}",
                         runs=shares[sync]))
     for key, label, note in (
+        ("engine_pages", f"crashgate commits/s / raw limit on {PAGE_SIZE}-byte pages, NORMAL",
+         "1 worker, steps inline: the raw CAS on pages of the engine's size"),
         ("engine_sql_vs_limit", "the engine's statements alone / raw limit, NORMAL", "what its rows, indexes and pages allow"),
         ("engine_sql", "crashgate commits/s / its statements alone, NORMAL", "1 worker, steps inline: the rest is the engine's Python"),
     ):

@@ -62,6 +62,7 @@ class SqliteStore(SqlStore):
     """
 
     dialect = SQLITE
+    page_size = PAGE_SIZE  # of a database it creates (one it opens keeps its own)
 
     def __init__(
         self,

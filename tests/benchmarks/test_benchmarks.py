@@ -21,7 +21,7 @@ from benchmarks._harness import SKIPPED
 
 QUICK_TIMEOUT_S = 300  # generous: CI machines are shared; the quick run normally takes seconds
 
-LIMIT_KEYS = ("limit.cas.normal", "limit.cas.full", "limit.engine_sql.normal")
+LIMIT_KEYS = ("limit.cas.normal", "limit.cas.full", "limit.cas.normal.engine_pages", "limit.engine_sql.normal")
 CRASHGATE_KEYS = tuple(
     f"crashgate.{w}w.{mode}.{sync}" for sync in ("normal", "full") for w in (1, 2) for mode in ("inline", "threaded")
 )
@@ -80,6 +80,14 @@ def test_the_engine_share_of_the_limit_is_split_into_its_sql_and_its_python(quic
     share = quick_json["ratio.engine_sql.normal"]["value"] * quick_json["ratio.engine_sql_vs_limit.normal"]["value"]
     assert share == pytest.approx(quick_json["ratio.commits_vs_limit.normal"]["value"], abs=0.002)
     assert floor / limit == pytest.approx(quick_json["ratio.engine_sql_vs_limit.normal"]["value"], abs=0.002)
+
+
+def test_the_engine_share_is_also_taken_against_the_raw_cas_on_pages_of_the_engines_size(quick_json):
+    """The engine creates its files with 1 KiB pages, which make every commit cheaper, the raw
+    CAS's too: the share is quoted against both limits, from the same engine runs."""
+    engine_commits = quick_json["ratio.commits_vs_limit.normal"]["value"] * quick_json["limit.cas.normal"]["value"]
+    same_pages = quick_json["limit.cas.normal.engine_pages"]["value"]
+    assert quick_json["ratio.engine_pages.normal"]["value"] == pytest.approx(engine_commits / same_pages, rel=0.02)
 
 
 def test_every_peer_is_measured_or_skipped_with_a_one_line_reason(quick_json):

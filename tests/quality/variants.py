@@ -443,17 +443,18 @@ from engine import Claim  # noqa: E402
 
 FENCED_MOVE, COUNT_RECLAIM = SqliteStore.sql.FENCED_MOVE, SqliteStore.sql.COUNT_RECLAIM
 
+PAYLOAD = "(SELECT payload FROM job_payload WHERE job_payload.job_id = job.id) AS payload"  # as the engine's claim reads it
 STEAL_ANY = (
     "UPDATE job SET lease_owner = :owner, lease_until = :until, next_run_at = :until, "
     "lease_token = lease_token + 1, updated = :now "
     "WHERE id = (SELECT id FROM job WHERE next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1) "
-    "RETURNING id, state, payload, attempts, lease_token"
+    f"RETURNING id, state, {PAYLOAD}, attempts, lease_token"
 )
 PICK = "SELECT id FROM job WHERE next_run_at <= ? ORDER BY next_run_at LIMIT 1"
 TAKE = (
     "UPDATE job SET lease_owner = :owner, lease_until = :until, next_run_at = :until, "
     "lease_token = lease_token + 1, updated = :now WHERE id = :id "
-    "RETURNING id, state, payload, attempts, lease_token"
+    f"RETURNING id, state, {PAYLOAD}, attempts, lease_token"
 )
 
 
