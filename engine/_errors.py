@@ -133,9 +133,9 @@ class DamagedRow(EngineError, ValueError):
     goes on with the others; nothing is retried until a person repairs the row and requeues it.
     """
 
-    def __init__(self, job_id: str, what: str, detail: str, fix: str) -> None:
+    def __init__(self, job_id: str, what: str, detail: str, fix: str, *, problem: str = "is not valid JSON") -> None:
         self.job_id = job_id
-        super().__init__(f"{what} of job {job_id!r} is not valid JSON ({detail}); {fix}")
+        super().__init__(f"{what} of job {job_id!r} {problem} ({detail}); {fix}")
 
 
 class StepError(Exception):

@@ -65,6 +65,8 @@ CREATE_SCHEMA_MARK = """CREATE TABLE crashgate_schema (
     version        INTEGER NOT NULL
 )"""
 INSERT_SCHEMA_MARK = "INSERT INTO crashgate_schema (application_id, version) VALUES (%(app)s, %(version)s)"
+UPGRADE_LOCK = "LOCK TABLE job IN ACCESS EXCLUSIVE MODE"
+UPGRADE_NO_TIMEOUT = "SET LOCAL statement_timeout = 0"
 UPDATE_SCHEMA_MARK = "UPDATE crashgate_schema SET version = %(version)s"
 SELECT_SCHEMA_MARK = "SELECT application_id, version FROM crashgate_schema"
 SELECT_TABLES = (
@@ -188,7 +190,15 @@ class PostgresStore(SqlStore):
                 return
             self._refuse_foreign(mark, tables)
             if mark is not None:  # an older version of the schema: upgraded in this transaction
-                for statement in self.sql.migration(mark[1]):
+                statements = self.sql.migration(mark[1])
+                if statements is None:
+                    raise SchemaMismatch(f"database {self.name} is marked as crashgate's with schema version {mark[1]}, which no "
+                                         "crashgate wrote; refusing to modify it (the database was not modified)")
+                # No other writer (an older worker still running) between the copy and the drop,
+                # and no statement timeout on a large table: the upgrade runs once.
+                conn.execute(UPGRADE_LOCK)
+                conn.execute(UPGRADE_NO_TIMEOUT)
+                for statement in statements:
                     conn.execute(statement)
                 conn.execute(UPDATE_SCHEMA_MARK, {"version": SCHEMA_VERSION})
                 return

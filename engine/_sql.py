@@ -139,7 +139,9 @@ class Statements:
     )
     # From schema version 1, where the payload was a column of job, in the transaction that
     # marks the database version 2: nothing else changes (a version-1 database keeps its column
-    # order, which no statement depends on).
+    # order, which no statement depends on). Workers of the older version must be stopped first:
+    # their statements name the column this drops. On PostgreSQL the backend locks job first, so
+    # that no writer of the old version inserts a job between the copy and the drop.
     MIGRATE_1_TO_2: tuple[str, ...] = (
         JOB_PAYLOAD_TABLE,
         "INSERT INTO job_payload (job_id, payload) SELECT id, payload FROM job",
@@ -278,12 +280,10 @@ class Statements:
         "WHERE NOT (state {in_settled}) ORDER BY created, id LIMIT 1"
     )
 
-    def migration(self, version: int) -> tuple[str, ...]:
-        """The statements that bring a database at schema ``version`` to the current one."""
-        steps = {1: self.MIGRATE_1_TO_2}
-        if version not in steps:
-            raise ValueError(f"no migration from schema version {version}")
-        return steps[version]
+    def migration(self, version: int) -> tuple[str, ...] | None:
+        """The statements that bring a database at schema ``version`` to the current one (None:
+        no crashgate wrote that version)."""
+        return {1: self.MIGRATE_1_TO_2}.get(version)
 
     def rendered(self, dialect: Dialect) -> "Statements":
         """Every statement as ``dialect`` writes it."""

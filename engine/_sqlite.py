@@ -40,7 +40,8 @@ SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # and at NORMAL that is where the fsyncs happen. A step completion writes about 3.5 pages (the job
 # row, the memo row, at times an index or the outbox), so the default would checkpoint, and fsync,
 # every ~290 commits; at 4000 pages it does so every ~1100, as often per commit as a one-page
-# transaction does at the default. The WAL grows to about 16 MiB before it is reset. Durability
+# transaction does at the default. The WAL grows to 4000 pages (4 MiB at the engine's page size)
+# before it is reset. Durability
 # is unchanged: a committed transaction is in the WAL either way.
 WAL_AUTOCHECKPOINT_PAGES = 4000
 # The page size of a new database, in bytes (SQLite's default is 4096). A commit writes each page
@@ -141,15 +142,18 @@ class SqliteStore(SqlStore):
         if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
             return
         self._refuse_foreign(app_id, version, tables)  # not a crash point: the schema is created with the database, before any job is submitted
-        if app_id == 0 and not tables:  # a new file: its page size is set before its first page is written
-            self.conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a constant
+        if app_id == 0 and not tables:  # not a crash point: the schema is created with the database, before any job is submitted
+            self.conn.execute(f"PRAGMA page_size = {int(self.page_size)}")  # a new file's, set before its first page is written
         with self._write() as conn:  # not a crash point: the schema is created with the database, before any job is submitted
             app_id, version, tables = self._schema_facts()  # another process may have won the race
             if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
                 return
             self._refuse_foreign(app_id, version, tables)
-            if app_id == APPLICATION_ID:  # an older version of the schema: upgraded in this transaction
+            if app_id == APPLICATION_ID:  # not a crash point: an older schema is upgraded when the database is opened, before any claim
                 statements = self.sql.migration(version)
+                if statements is None:
+                    raise SchemaMismatch(f"database {self.path!r} is marked as crashgate's with schema version {version}, which no "
+                                         "crashgate wrote; refusing to modify it (the file was not modified): restore it from a backup")
             else:  # a new database
                 statements = self.sql.SCHEMA
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # constants, not input

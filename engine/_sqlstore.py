@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Iterable, Mapping
 from ._errors import IdempotencyConflict, UnknownJob
 from ._inputs import finite_number, loads, storable_text
 from ._sql import Dialect, Statements
-from ._store import PAYLOAD_FIX, Claim, Completion, Job, Memo, OutboxRow, check_job_id, clip_error, load_memo, load_payload, load_stored, payload_json
+from ._store import PAYLOAD_FIX, Claim, Completion, Job, Memo, OutboxRow, check_job_id, clip_error, load_memo, load_payload, load_stored, missing_payload, payload_json
 
 __all__ = ["SqlStore", "COST_WINDOW_S", "STUCK_ROWS_MAX", "ERROR_ROWS_MAX"]
 
@@ -107,8 +107,8 @@ class SqlStore:
                     conn.execute(sql.INSERT_PAYLOAD, {"id": job_id, "payload": text})
                 else:
                     existing = conn.execute(sql.SELECT_PAYLOAD, {"id": job_id}).fetchone()
-                    if existing is None:
-                        raise AssertionError(f"job {job_id!r} neither inserted nor found under the write lock")
+                    if existing is None:  # the job is there and its payload row is not
+                        raise missing_payload(job_id)
                     if existing[0] != text:
                         raise IdempotencyConflict(job_id, existing[0], text)
                 created.append(None if row is None else _job((*row[:3], text, *row[3:])))

@@ -24,7 +24,7 @@ from ._inputs import JOB_ID_CHARS_MAX, PAYLOAD_BYTES_MAX, check_job_id, dumps, l
 
 __all__ = [
     "Store", "Job", "Claim", "Completion", "Memo", "OutboxRow", "SCHEMA_VERSION", "APPLICATION_ID", "JOB_ID_CHARS_MAX",
-    "PAYLOAD_BYTES_MAX", "ERROR_CHARS_MAX", "PAYLOAD_FIX", "dumps", "check_job_id", "payload_json", "clip_error", "load_stored",
+    "PAYLOAD_BYTES_MAX", "ERROR_CHARS_MAX", "PAYLOAD_FIX", "missing_payload", "dumps", "check_job_id", "payload_json", "clip_error", "load_stored",
     "load_payload", "load_memo",
 ]
 
@@ -197,10 +197,17 @@ def load_stored(text: str, job_id: str, what: str, fix: str) -> Any:
         raise DamagedRow(job_id, what, str(exc), fix) from None
 
 
+def missing_payload(job_id: str) -> DamagedRow:
+    """What a job whose payload row is gone (deleted by hand, or a damaged file) is quarantined with."""
+    return DamagedRow(job_id, "payload", "job_payload has no row for it", f"insert the payload that was submitted "
+                      f"(INSERT INTO job_payload (job_id, payload) VALUES ({job_id!r}, '<its JSON>')), then requeue the job",
+                      problem="is missing")
+
+
 def load_payload(job_id: str, text: str | None) -> Any:
     # load_stored, written out: every step of a claim parses its job's payload afresh.
     if text is None:  # the job's row in job_payload is gone: deleted by hand, or a damaged file
-        raise DamagedRow(job_id, "payload", "it has no row in job_payload", PAYLOAD_FIX)
+        raise missing_payload(job_id)
     try:
         return loads(text)
     except ValueError as exc:

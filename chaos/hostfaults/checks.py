@@ -38,8 +38,9 @@ def integrity(db: str, schema: Any = None) -> list[Violation]:
     none of the faults that run on PostgreSQL (lock, clock, damage) touches them, so a page check
     (amcheck) would test the server, not the engine. What replaces it is a consistency query on
     what the engine writes, from the adapter's ``schema`` (without one, none runs): no memo or
-    outbox row without its job, and no lease half-written (an owner without an expiry, or the
-    reverse). It is weaker than a page check.
+    outbox row without its job, no payload row without its job nor a job without its payload row
+    (where the payload has a table of its own), and no lease half-written (an owner without an
+    expiry, or the reverse). It is weaker than a page check.
     """
     if is_postgres(db):
         queries = schema.consistency_sql() if schema is not None else []

@@ -29,6 +29,27 @@ def test_a_payload_that_is_not_json_is_quarantined_and_the_next_job_still_runs(s
     assert "repair the row with the payload that was submitted, then requeue the job" in error
 
 
+def test_a_job_whose_payload_row_is_gone_is_quarantined_and_reported_as_missing_everywhere(store, clock, make_worker, workflow):
+    store.submit("bad", {"source": "bad"}, now=clock.now())
+    store.submit("good", {"source": "good"}, now=clock.now() + 1)
+    _damage(store, "DELETE FROM job_payload WHERE job_id = 'bad'")
+    with pytest.raises(DamagedRow, match="payload of job 'bad' is missing"):
+        store.get("bad")
+    with pytest.raises(DamagedRow, match=r"INSERT INTO job_payload \(job_id, payload\) VALUES \('bad', "):
+        store.submit("bad", {"source": "bad"}, now=clock.now())  # an idempotent resubmit cannot compare
+    clock.advance(2)
+    worker = make_worker()
+    first = worker.run_once()
+    assert (first.outcome, first.job_id, first.state) == ("quarantined", "bad", "failed_fetch")
+    assert (worker.run_once().outcome, "good") == ("done", "good")
+    error = store.conn.execute("SELECT last_error FROM job WHERE id = 'bad'").fetchone()[0]
+    assert error.startswith("quarantined: payload of job 'bad' is missing (job_payload has no row for it); insert the payload")
+    # The repair the message names, then a requeue: the job finishes.
+    _damage(store, """INSERT INTO job_payload (job_id, payload) VALUES ('bad', '{"source":"bad"}')""")
+    requeue(store, workflow, "bad", now=clock.now())
+    assert worker.run_once().outcome == "done"
+
+
 def test_a_memo_row_that_does_not_parse_quarantines_its_job_with_the_repair_in_last_error(store, clock, make_worker, workflow):
     store.submit("doc-1", {"source": "doc-1"}, now=clock.now())
     worker = make_worker()

@@ -138,3 +138,40 @@ def test_a_new_sqlite_database_has_the_engines_page_size(tmp_path):
         assert store.conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 1024
     finally:
         store.close()
+
+
+def test_a_schema_version_no_crashgate_wrote_is_refused_and_not_modified(backend):
+    open_store(backend.url).close()
+    backend.set_schema_version(0)
+    before = backend.fingerprint()
+    with pytest.raises(SchemaMismatch, match="schema version 0, which no crashgate wrote"):
+        open_store(backend.url)
+    assert backend.fingerprint() == before
+
+
+def test_on_postgresql_a_job_an_older_worker_inserts_during_the_upgrade_keeps_its_payload(backend):
+    """The upgrade locks job before it copies the payloads: a job that a worker of version 1
+    inserts meanwhile is either copied or waits for the upgrade (and then fails, loudly), never
+    left without its payload."""
+    if backend.name != "postgresql":
+        pytest.skip("SQLite lets one writer at a time in: the upgrade's transaction excludes the older worker's")
+    import threading
+
+    import psycopg
+
+    _create_version_1(backend)
+    older = psycopg.connect(backend.url)  # a worker of version 1, mid-transaction
+    older.execute("INSERT INTO job (id, workflow, state, payload, next_run_at, created, updated) "
+                  """VALUES ('doc-2', 'reference', 'pending', '{"source":"doc-2"}', 3, 3, 3)""")
+    committer = threading.Timer(1.0, older.commit)  # while the upgrade waits for the table
+    committer.start()
+    try:
+        store = open_store(backend.url)
+    finally:
+        committer.join()
+        older.close()
+    try:
+        assert {job.id: job.payload for job in store.jobs()} == {
+            "doc-0": {"source": "doc-0"}, "doc-1": {"source": "doc-1"}, "doc-2": {"source": "doc-2"}}
+    finally:
+        store.close()

@@ -34,7 +34,7 @@ def assert_one_line_error(out, *fragments: str) -> str:
 def fingerprint(path: str) -> list[tuple]:
     conn = sqlite3.connect(f"file:{path}?immutable=1", uri=True)  # reads even on a read-only file system
     try:
-        return conn.execute("SELECT id, state, payload, last_error FROM job JOIN job_payload ON job_id = id ORDER BY id").fetchall()
+        return conn.execute("SELECT id, state, payload, last_error FROM job LEFT JOIN job_payload ON job_id = id ORDER BY id").fetchall()
     finally:
         conn.close()
 
