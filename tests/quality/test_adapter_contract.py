@@ -221,6 +221,31 @@ def test_a_memo_table_without_the_cost_column_is_read_as_an_engine_that_records_
     assert SqlSchema(memo=MemoTable(cost=None)).snapshot(conn).memo_costs == {}
 
 
+def test_a_payload_kept_in_a_table_of_its_own_is_read_damaged_and_checked_there(tmp_path):
+    """An engine of its own names, whose payload is a row of another table (as the reference
+    engine's job_payload is): the snapshot joins it, the damage fault overwrites it there, and the
+    consistency query counts a payload row without its task and a task without its payload row."""
+    conn = sqlite3.connect(tmp_path / "p.db", isolation_level=None)
+    conn.execute("CREATE TABLE task (key TEXT PRIMARY KEY, status TEXT, owner TEXT, owner_until REAL)")
+    conn.execute("CREATE TABLE task_input (task_key TEXT PRIMARY KEY, body TEXT)")
+    conn.execute("CREATE TABLE memo (task_key TEXT, step TEXT, output TEXT)")
+    schema = SqlSchema(JobTable(name="task", id="key", state="status", payload="body", payload_table="task_input",
+                                payload_job_id="task_key", lease_owner="owner", lease_until="owner_until",
+                                next_run_at=None, last_error=None, result=None),
+                       MemoTable(name="memo", job_id="task_key", cost=None), outbox=None)
+    schema.install(conn)
+    conn.execute("INSERT INTO task (key, status) VALUES ('t1', 'new'), ('t2', 'new')")
+    conn.execute("""INSERT INTO task_input (task_key, body) VALUES ('t1', '{"n":1}'), ('orphan', '{}')""")
+    snapshot = schema.snapshot(conn)
+    assert {key: (view.state, view.payload) for key, view in snapshot.jobs.items()} == {"t1": ("new", '{"n":1}'), "t2": ("new", None)}
+    assert schema.overwrite(conn, "t1", "payload", "not json") == '{"n":1}'
+    assert conn.execute("SELECT body FROM task_input WHERE task_key = 't1'").fetchone() == ("not json",)
+    assert schema.overwrite(conn, "t2", "payload", "x") is None  # no row: nothing written
+    counts = {what: conn.execute(query).fetchone()[0] for what, query in schema.consistency_sql()}
+    assert counts["payload rows without their job"] == 1 and counts["jobs without their payload row"] == 1
+    assert schema.tables() == ["task", "task_input", "memo"]
+
+
 def test_a_schema_refuses_a_name_that_is_not_an_identifier():
     with pytest.raises(ValueError, match="'job; DROP TABLE x' is not a plain SQL identifier"):
         SqlSchema(JobTable(name="job; DROP TABLE x")).audit_sql()
