@@ -190,10 +190,7 @@ class PostgresStore(SqlStore):
                 return
             self._refuse_foreign(mark, tables)
             if mark is not None:  # an older version of the schema: upgraded in this transaction
-                statements = self.sql.migration(mark[1])
-                if statements is None:
-                    raise SchemaMismatch(f"database {self.name} is marked as crashgate's with schema version {mark[1]}, which no "
-                                         "crashgate wrote; refusing to modify it (the database was not modified)")
+                statements = self.sql.migration(mark[1]) or ()  # _refuse_foreign refused a version without one
                 # No other writer (an older worker still running) between the copy and the drop,
                 # and no statement timeout on a large table: the upgrade runs once.
                 conn.execute(UPGRADE_LOCK)
@@ -219,6 +216,9 @@ class PostgresStore(SqlStore):
                 f"database {self.name} has schema version {mark[1]}, newer than this engine's "
                 f"{SCHEMA_VERSION}; upgrade crashgate to open it (the database was not modified)"
             )
+        if mark is not None and mark[0] == APPLICATION_ID and mark[1] < SCHEMA_VERSION and self.sql.migration(mark[1]) is None:
+            raise SchemaMismatch(f"database {self.name} is marked as crashgate's with schema version {mark[1]}, which no "
+                                 "crashgate wrote; refusing to modify it (the database was not modified)")
         if (mark is not None and mark[0] != APPLICATION_ID) or (mark is None and tables):
             raise SchemaMismatch(
                 f"database {self.name} was not created by crashgate (tables: {', '.join(tables)}); "

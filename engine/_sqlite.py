@@ -40,16 +40,16 @@ SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # and at NORMAL that is where the fsyncs happen. A step completion writes about 3.5 pages (the job
 # row, the memo row, at times an index or the outbox), so the default would checkpoint, and fsync,
 # every ~290 commits; at 4000 pages it does so every ~1100, as often per commit as a one-page
-# transaction does at the default. The WAL grows to 4000 pages (4 MiB at the engine's page size)
-# before it is reset. Durability
+# transaction does at the default. The WAL grows to 4000 pages (4 MiB at the engine's page
+# size) before it is reset. Durability
 # is unchanged: a committed transaction is in the WAL either way.
 WAL_AUTOCHECKPOINT_PAGES = 4000
 # The page size of a new database, in bytes (SQLite's default is 4096). A commit writes each page
 # it changed to the WAL, whole, and a step completion changes three or four: the job's row, the
 # memo row, an index entry, the outbox row. The engine's rows are small (the payload and the
 # results, which can be large, are written once each, not with every step), and with 1 KiB
-# pages the engine commits about 14% more reference jobs per second than with 4 KiB (python -m
-# benchmarks, in one run). A database keeps the page size it was created with.
+# pages the engine runs about 14% more reference jobs per second than with 4 KiB (16 alternating
+# runs, docs/explanation/benchmarks.md). A database keeps the page size it was created with.
 PAGE_SIZE = 1024
 CLAIM_PLAN = "EXPLAIN QUERY PLAN SELECT id FROM job WHERE next_run_at <= 0 ORDER BY next_run_at LIMIT 1"
 SELECT_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
@@ -150,10 +150,7 @@ class SqliteStore(SqlStore):
                 return
             self._refuse_foreign(app_id, version, tables)
             if app_id == APPLICATION_ID:  # not a crash point: an older schema is upgraded when the database is opened, before any claim
-                statements = self.sql.migration(version)
-                if statements is None:
-                    raise SchemaMismatch(f"database {self.path!r} is marked as crashgate's with schema version {version}, which no "
-                                         "crashgate wrote; refusing to modify it (the file was not modified): restore it from a backup")
+                statements = self.sql.migration(version) or ()  # _refuse_foreign refused a version without one
             else:  # a new database
                 statements = self.sql.SCHEMA
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # constants, not input
@@ -181,6 +178,9 @@ class SqliteStore(SqlStore):
                 f"database {self.path!r} has schema version {version}, newer than this engine's "
                 f"{SCHEMA_VERSION}; upgrade crashgate to open it (the file was not modified)"
             )
+        if app_id == APPLICATION_ID and version < SCHEMA_VERSION and self.sql.migration(version) is None:
+            raise SchemaMismatch(f"database {self.path!r} is marked as crashgate's with schema version {version}, which no "
+                                 "crashgate wrote; refusing to modify it (the file was not modified): restore it from a backup")
         if app_id != APPLICATION_ID and (app_id != 0 or tables):
             raise SchemaMismatch(
                 f"database {self.path!r} was not created by crashgate (application_id={app_id}, "

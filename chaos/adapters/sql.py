@@ -259,10 +259,10 @@ class SqlSchema:
         j, m, o = self.job, self.memo, self.outbox
         jt, jid = _ident(j.name), _ident(j.id)
         out = []
-        owned = [(m.name, m.job_id, "memo rows") if m is not None else None, (o.name, o.job_id, "outbox rows") if o is not None else None]
+        owned = [(t.name, t.job_id, what) for t, what in ((m, "memo rows"), (o, "outbox rows")) if t is not None]
         if j.payload_table is not None:
             owned.append((j.payload_table, j.payload_job_id, "payload rows"))
-        for table, job_id, what in filter(None, owned):
+        for table, job_id, what in owned:
             out.append((f"{what} without their job", f"SELECT count(*) FROM {_ident(table)} t "
                         f"WHERE NOT EXISTS (SELECT 1 FROM {jt} j WHERE j.{jid} = t.{_ident(job_id)})"))
         if j.payload_table is not None:
