@@ -189,7 +189,29 @@ def _validate(name: str, steps: tuple[Step, ...]) -> None:
                     "every step needs its own working, done and failed states"
                 )
             seen.add(state)
+    _validate_effects(name, steps)
     if sum(1 for s in steps if s.review) > 1:
         raise InvalidInput(  # not a crash point: a bad workflow, refused when it is defined
             f"workflow {name!r} has more than one review step; needs_human must lead back to one place"
         )
+
+
+def _validate_effects(name: str, steps: tuple[Step, ...]) -> None:
+    """Each effect kind belongs to one step: a job's effect is keyed ``<job id>:<kind>`` (the key the
+    outbox keeps one row for and the receiver dedupes on), so a second step emitting the same kind
+    would have its effect dropped as a duplicate of the first."""
+    declared: dict[str, str] = {}
+    for step in steps:
+        if isinstance(step.effects, str) or not all(isinstance(kind, str) and kind for kind in step.effects):
+            raise InvalidInput(  # not a crash point: a bad workflow, refused when it is defined
+                f"effects={step.effects!r} of step {step.name!r} must be a tuple of effect kinds (non-empty strings), "
+                "for example effects=('email',)"
+            )
+        for kind in step.effects:
+            first = declared.setdefault(kind, step.name)
+            if first != step.name:
+                raise InvalidInput(  # not a crash point: a bad workflow, refused when it is defined
+                    f"effect kind {kind!r} is declared by steps {first!r} and {step.name!r} of workflow {name!r}; a job "
+                    f"delivers one effect per kind (keyed '<job id>:{kind}', which the receiver dedupes on), so the second "
+                    "would never be sent: give each step's effect a kind of its own"
+                )

@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine import Step, StepOutput, Workflow, send_outbox
+from engine import InvalidInput, Step, StepOutput, Workflow, send_outbox
 
 from .conftest import rows
 
@@ -63,13 +63,24 @@ def test_a_failed_send_is_retried_later_with_backoff_and_never_marked(store, clo
     assert send_outbox(store, receiver, clock=clock).sent == 1
 
 
-def test_one_outbox_row_per_job_and_kind_even_if_two_steps_emit_it(store, clock, make_worker):
+def test_two_steps_cannot_declare_one_effect_kind_whose_second_effect_would_be_dropped(store, clock, make_worker):
+    """A job keeps one outbox row per kind (its key, '<job id>:<kind>', is what the receiver dedupes
+    on), so a second step emitting the same kind would lose its effect without a word: the workflow
+    is refused when it is defined, and each step's own kind is delivered."""
     def emit(text):
         return lambda ctx: StepOutput({}, effects={"email": {"text": text}})
 
-    wf = Workflow("twice", [Step("a", emit("first"), effects=("email",)), Step("b", emit("second"), effects=("email",))])
+    with pytest.raises(InvalidInput, match="effect kind 'email' is declared by steps 'a' and 'b'"):
+        Workflow("twice", [Step("a", emit("first"), effects=("email",)), Step("b", emit("second"), effects=("email",))])
+
+    def emit_as(kind, text):
+        return lambda ctx: StepOutput({}, effects={kind: {"text": text}})
+
+    wf = Workflow("apart", [Step("a", emit_as("email_first", "first"), effects=("email_first",)),
+                            Step("b", emit_as("email_second", "second"), effects=("email_second",))])
     store.submit("j", {}, now=clock.now())
     assert make_worker(wf=wf).run_once().outcome == "done"
     receiver = Receiver()
-    assert send_outbox(store, receiver, clock=clock).sent == 1
-    assert receiver.requests == [("j:email", "email", {"text": "first"})]
+    assert send_outbox(store, receiver, clock=clock).sent == 2
+    assert sorted(receiver.requests) == [("j:email_first", "email_first", {"text": "first"}),
+                                         ("j:email_second", "email_second", {"text": "second"})]

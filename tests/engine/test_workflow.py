@@ -74,6 +74,11 @@ def test_a_move_from_an_unknown_state_is_illegal(workflow):
         ([Step("A", lambda c: 1)], "must match"),
         ([Step("a", lambda c: 1), Step("b", lambda c: 1, working="a_running")], "used twice"),
         ([Step("a", lambda c: 1, review=True), Step("b", lambda c: 1, review=True)], "more than one review step"),
+        # A job's effect is keyed <job id>:<kind>: the second step's "email" would be dropped as a duplicate.
+        ([Step("a", lambda c: 1, effects=("email",)), Step("b", lambda c: 1, effects=("email",))],
+         "effect kind 'email' is declared by steps 'a' and 'b'"),
+        ([Step("a", lambda c: 1, effects="email")], r"must be a tuple of effect kinds.*effects=\('email',\)"),
+        ([Step("a", lambda c: 1, effects=("",))], "must be a tuple of effect kinds"),
     ],
 )
 def test_malformed_workflows_are_refused_with_the_reason(steps, message):
