@@ -55,6 +55,7 @@ __all__ = [
     "create_database",
     "describe_capabilities",
     "load_adapter",
+    "payload_for",
     "probe_of",
     "server_databases",
     "session_capabilities",
@@ -197,6 +198,14 @@ def create_database(adapter: Adapter, db_path: str, *, attribute_writers: bool =
 
 
 Probe = Callable[[str, str, str, Any, float], "tuple[bool, bool]"]
+
+
+def payload_for(adapter: Adapter, job_id: str) -> Any:
+    """The payload the harness submits for ``job_id`` wherever a plan or a test does not give one:
+    the adapter's ``payload(job_id)`` where it has one, else ``{"source": job_id}`` (what the
+    reference workflow's fetch step reads)."""
+    hook = getattr(adapter, "payload", None)
+    return hook(job_id) if callable(hook) else {"source": job_id}
 
 
 def probe_of(adapter: Adapter, db_path: str) -> Probe | None:

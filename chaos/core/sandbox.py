@@ -28,6 +28,7 @@ from typing import Any, TYPE_CHECKING
 
 from engine import NO_PROGRESS, FakeClock
 
+from chaos.adapter import payload_for
 from chaos.core.clock import TimeSource, time_source
 from chaos.core.context import RunContext, close_quietly
 from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, submit_policy, wasted_calls
@@ -82,8 +83,9 @@ class Sandbox(RunContext):
         return session
 
     def submit(self, job_id: str, payload: Any = None, *, worker: str = "w1") -> None:
-        """Submit ``job_id`` (payload ``{"source": job_id}`` unless given); conflicts raise."""
-        payload = {"source": job_id} if payload is None else payload
+        """Submit ``job_id`` with ``payload``, or else the adapter's own for it (see
+        :func:`chaos.adapter.payload_for`); conflicts raise."""
+        payload = payload_for(self.adapter, job_id) if payload is None else payload
         self.session(worker).submit(job_id, payload)
         self.submitted.setdefault(job_id, json.dumps(payload, sort_keys=True))
 

@@ -56,6 +56,7 @@ from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
 from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
+from chaos.adapter import payload_for
 from chaos.adapters.sql import HUMAN_WRITER
 from chaos.core import libfiu
 from chaos.core.store_faults import DAMAGED_JSON, DAMAGED_STATE, IO_FAULTS, InCall, ScenarioDb, small_pages
@@ -82,7 +83,6 @@ __all__ = [
     "record",
     "MODES",
     "DEFAULT_PAYLOAD",
-    "payload_for",
     "fresh_run",
     "doomed_iteration",
     "settle",
@@ -145,13 +145,6 @@ def poison_for(adapter: Adapter) -> Callable[[str], Any] | None:
 def reference_poison(job_id: str) -> dict[str, str]:
     """A payload the reference workflow's fetch step refuses, for any job: an empty source."""
     return {"source": ""}
-
-
-def payload_for(adapter: Adapter, job_id: str) -> Any:
-    """The payload the harness submits for ``job_id``: the adapter's ``payload(job_id)`` where it
-    has one, else ``{"source": job_id}`` (what the reference workflow's fetch step reads)."""
-    hook = getattr(adapter, "payload", None)
-    return hook(job_id) if callable(hook) else {"source": job_id}
 
 
 class Abandon(BaseException):

@@ -32,7 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
 
-from chaos.adapter import REFERENCE_TARGET, Snapshot, create_database, load_adapter, server_databases
+from chaos.adapter import REFERENCE_TARGET, Snapshot, create_database, load_adapter, payload_for, server_databases
 from chaos.core.clock import SharedClock, time_source
 from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
 from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, WORKERS, Advance, Arm, Event, Heal, Human, Kill,
@@ -45,7 +45,7 @@ from chaos.matrix.runner import scratch_dir
 from chaos.core.iteration import one_iteration
 from chaos.core.recovery import recovering_workers, recovery_wait_s
 from chaos.core.process import run_in_child
-from chaos.core.scenario import MODES, T0, payload_for, settle, task_names
+from chaos.core.scenario import MODES, T0, settle, task_names
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
 
 if TYPE_CHECKING:

@@ -99,7 +99,7 @@ PLAN_KEYS = {
     "scenario": "array of tables: scripted scenarios",
 }
 POINTS_KEYS = {
-    "jobs": "job ids submitted first (list of strings, or a count N: doc-1..doc-N)",
+    "jobs": "job ids submitted first, each with the adapter's payload(job_id) (list of strings, or a count N: doc-1..doc-N; default: doc-1; [] for none)",
     "setup": "clean actions before the doomed iteration: run, send, advance:<s>, claim[:<worker>]",
     "phase": "what the doomed iteration runs: worker or sender",
     "faults": "faults armed for the doomed iteration (list of fault tables)",
@@ -113,7 +113,7 @@ POINTS_KEYS = {
 SCENARIO_KEYS = {
     "name": "the test item's name (letters, digits, _ . -)",
     "lesson": "this scenario's own lesson (default: the plan's)",
-    "jobs": "job ids submitted first (list of strings, or a count N: doc-1..doc-N)",
+    "jobs": "job ids submitted first, each with the adapter's payload(job_id) (list of strings, or a count N: doc-1..doc-N; default: doc-1; [] for none)",
     "script": "the actions, in order (list of action tables)",
     "expect": "checks once the script ran and the system drained (an expect table)",
 }

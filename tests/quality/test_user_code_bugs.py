@@ -143,3 +143,29 @@ def test_a_plan_whose_jobs_end_in_a_failed_state_says_their_last_error(pytester)
     out = result.stdout.str()
     assert "expected every job in 'notify_done', found {" in out and "'note-1': 'failed_summarise'}" in out, out
     assert "(last_error of 'doc-1': summarise: KeyError: 'text'; of 'note-1': summarise: KeyError: 'text')" in out
+
+
+def test_a_scenario_plan_and_chaos_world_submit_the_adapters_own_payload(pytester):
+    """A scripted scenario (its listed jobs, its default job, a submit without a payload) and the
+    chaos_world fixture submit what the adapter's payload(job_id) gives, as the crash points do: with
+    the reference's {"source": id} the notes workflow's first step fails every job."""
+    pytester.syspathinsert(TESTS)
+    plans = pytester.path / "fault_plans"
+    plans.mkdir()
+    (plans / "notes.toml").write_text(
+        'lesson = "A note is summarised, classified and mailed once."\n\n'
+        '[[scenario]]\nname = "listed"\njobs = ["note-7"]\nscript = [{ drain = true }]\n'
+        'expect = { states = { note-7 = "notify_done" }, applied = 1 }\n\n'
+        '[[scenario]]\nname = "default-job"\nscript = [{ drain = true }]\nexpect = { states = { doc-1 = "notify_done" } }\n\n'
+        '[[scenario]]\nname = "submitted"\njobs = []\nscript = [{ submit = "note-8" }, { drain = true }]\n'
+        'expect = { states = { note-8 = "notify_done" }, applied = 1 }\n'
+    )
+    pytester.makepyfile(test_world='''
+def test_world_submits_the_adapters_payload(chaos_world):
+    chaos_world.submit("note-9")
+    chaos_world.drain()
+    assert chaos_world.states() == {"note-9": "notify_done"}
+    assert chaos_world.check() == []
+''')
+    result = pytester.runpytest("--chaos-target", "quality.user_workflows:QuickNotes", "-q", "-p", "no:randomly")
+    result.assert_outcomes(passed=4)
