@@ -747,10 +747,21 @@ def chaos_world(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
     from chaos.core.sandbox import Sandbox
 
     state = _state(request.config)
-    target = _marker_defaults(request).get("target") or state.settings.target
-    box = Sandbox(state.adapter(target), str(tmp_path / "crashgate"), seed=state.settings.seed)
+    marked = _marker_defaults(request).get("target")
+    box = Sandbox(_fixture_adapter(state, marked or state.settings.target, marked), str(tmp_path / "crashgate"), seed=state.settings.seed)
     yield box
     box.close()
+
+
+def _fixture_adapter(state: _State, target: str, marked: str | None) -> Any:
+    """The adapter a fixture runs, loaded once per process. A target that does not load is the
+    run's setting (or a marker's), not the test's: the run stops there with exit code 2 and one
+    line naming the target, where it came from and why, as a fault plan's collection does."""
+    try:
+        return state.adapter(target)
+    except ValueError as exc:
+        source = "the test's crash_matrix marker or call" if marked else state.settings.sources.get("target", "the settings")
+        pytest.exit(f"crashgate target {target!r} (from {source}): {exc}", returncode=2)
 
 
 @pytest.fixture
@@ -791,6 +802,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
             point, _, kind = point.partition("@")
             faults = ("pause",) if kind.startswith("pause") else (kind,)
         pairs = s.pairs if options.get("pairs") is None else int(options["pairs"])
+        _fixture_adapter(state, target, options.get("target"))  # a target that does not load stops the run
         workdir = state.scratch("matrix")
         try:
             report = run_matrix(
@@ -806,6 +818,8 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 faults=faults,
                 pairs=pairs,
             )
+        except ValueError as exc:  # an argument run_matrix refuses (a family, a point, a fault kind): this test's
+            pytest.fail(f"crash_matrix(): {exc}", pytrace=False)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         records = _matrix_records(request.node.nodeid, report)

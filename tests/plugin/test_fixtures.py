@@ -120,6 +120,50 @@ def test_the_marker_selects_crash_matrix_tests_and_fault_plan_items(project):
     assert "1/5 tests collected (4 deselected)" in others.stdout.str()
 
 
+BAD_TARGET_TESTS = '''
+import pytest
+
+@pytest.mark.crash_matrix(families=["clean"])
+def test_gate(crash_matrix):
+    crash_matrix()
+
+def test_world(chaos_world):
+    chaos_world.submit("doc-1")
+'''
+
+
+@pytest.mark.parametrize("settings", [["--chaos-target", "nosuch:adapter"], ["-o", "chaos_target=planted:nothing_here"]])
+def test_a_target_that_does_not_load_stops_a_fixtures_run_with_exit_2_and_one_line(project, settings):
+    """The target is the run's setting: a typo in it is an operating error, reported once, naming
+    the target, where it was set and why it does not load, never a traceback per test."""
+    project.makepyfile(test_gate=BAD_TARGET_TESTS)
+    result = project.runpytest(*settings)
+    assert result.ret == 2
+    out = result.stdout.str()
+    where = "command line --chaos-target" if settings[0] == "--chaos-target" else "ini key chaos_target"
+    assert f"(from {where}): cannot load target" in out
+    assert "Traceback" not in out and "def load_adapter" not in out
+    result.assert_outcomes()  # nothing ran, nothing passed
+
+
+def test_a_crash_matrix_argument_it_refuses_fails_that_test_with_one_line(project):
+    project.makepyfile(test_gate='''
+import pytest
+
+@pytest.mark.crash_matrix(families=["no-such-family"])
+def test_gate(crash_matrix):
+    crash_matrix()
+
+def test_other():
+    pass
+''')
+    result = project.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "crash_matrix(): " in out and "no-such-family" in out
+    assert "def run_matrix" not in out and "raise ValueError" not in out
+
+
 STATE_MACHINE_TEST = '''
 def test_random_histories_hold(chaos_state_machine):
     chaos_state_machine(max_examples=2, stateful_step_count=4)
