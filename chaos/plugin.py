@@ -97,7 +97,7 @@ HELP_SEED = (
     "Environment: CRASHGATE_SEED; ini: chaos_seed."
 )
 HELP_POINTS = (
-    "which crash points to run: all (default), N (a seeded sample of N per plan and per matrix), or one "
+    "which crash points to run: all (default), N (a seeded sample of N per plan and per matrix, one of each fault kind first), or one "
     "point as [GROUP::]POINT[@KIND], e.g. extract::_worker.run_once:L57#1@pause-live. Environment: CRASHGATE_POINTS; ini: chaos_points."
 )
 HELP_FAULTS = (

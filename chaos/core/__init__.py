@@ -2,11 +2,11 @@
 the recorder (points), the shared clock, what a database holds for the next process to open it (content), one run's files and how a session opens on them (context), the models an adapter declares in a word (declared), what
 one iteration of an engine's loop is (iteration), how an engine recovers a dead worker's work
 (recovery), the store's failures a call can bring on (store_faults), the lines an engine declares no iteration reaches (unreachable), the ledger files every process writes, libfiu's preload (the I/O errors), the world of paid calls and deliveries, the
-invariants, the findings and their GitHub annotations, one scenario's run (scenario) and the
-sandbox a fault plan runs in.
+invariants, the findings and their GitHub annotations, one scenario's run (scenario), a sample of
+a run's items that keeps every fault kind (sampling) and the sandbox a fault plan runs in.
 """
 
 __all__ = [
     "annotations", "capabilities", "clock", "content", "context", "declared", "findings", "invariants", "iteration", "ledger_file", "libfiu", "points", "process",
-    "recovery", "sandbox", "scenario", "store_faults", "unreachable", "world",
+    "recovery", "sampling", "sandbox", "scenario", "store_faults", "unreachable", "world",
 ]

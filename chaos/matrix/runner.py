@@ -27,6 +27,7 @@ from chaos.core import libfiu
 from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, machine_points, machine_scenarios, run_machine_fault, start_preloaded
 from chaos.core.store_faults import small_pages
 from chaos.core.points import Point, warm
+from chaos.core.sampling import sample_every_kind
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.process import Exit
 from chaos.core.scenario import (
@@ -409,7 +410,7 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
     if point and not work and all(f.completed for f in prepared.values()):
         raise ValueError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
     if sample is not None and sample < len(work):
-        work = sorted(random.Random(seed).sample(work, sample))
+        work = sorted(work[k] for k in sample_every_kind(work, sample, random.Random(seed), kind=lambda w: w[0]))
     share = Share(adapter, prepared, workdir, seed, mode, deep)
     # Run under libfiu's preload: the io faults of the host, and every point of a family whose
     # doomed iteration meets an I/O error.

@@ -50,6 +50,7 @@ from chaos.core.store_faults import small_pages
 from chaos.matrix.runner import Share
 from chaos.plans.plan import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Expect, FaultSpec, Plan, PlanError, ScriptedScenario
 from chaos.core.points import CommitCounter, Point, Recorder
+from chaos.core.sampling import sample_every_kind
 from chaos.core.sandbox import Sandbox
 from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, prepare, run_interleaving, run_pause, run_point
 from chaos.core.world import Call, Fault
@@ -279,7 +280,7 @@ def select_items(prepared: PreparedPoints, selection: str, *, seed: int, faults:
         n = int(selection)
         if n >= len(items):
             return items, possible
-        picked = sorted(random.Random(f"{seed}:{prepared.plan.name}").sample(range(len(items)), n))
+        picked = sample_every_kind(items, n, random.Random(f"{seed}:{prepared.plan.name}"), kind=lambda it: it.fault)
         return [items[k] for k in picked], possible
     group, _, name = selection.rpartition("::")
     name, _, kind = name.partition(FAULT_MARK)

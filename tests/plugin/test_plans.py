@@ -206,3 +206,14 @@ def test_a_frozen_worker_whose_lease_is_stolen_is_explained_with_its_fault_kind_
     assert "lesson: A frozen worker only believes it holds the lease" in out
     assert re.search(r"paid calls without a valid lease, after the memo was committed: \d+; the other worker was blocked \d\.\d{3}s", out)
     assert re.search(rf"replay: python -m pytest 'fault_plans/frozen_worker\.toml::extract::\S+@pause-live' --chaos-mode fork --chaos-seed 0 --chaos-target {re.escape(target)}\n", out)
+
+
+@pytest.mark.parametrize("seed", ["0", "1", "2", "3"])
+def test_a_sample_of_a_plans_points_keeps_every_fault_kind_it_asks_for(project, seed):
+    """--chaos-points N draws one item of each kind first: drawn uniformly, a plan's few
+    interleavings (5 of 359 in a user's plan) were left out of a sample of 25 most of the time."""
+    add_plan(project, "mixed", 'lesson = "A frozen or overtaken worker stays safe."\n[points]\nfault = ["pause", "interleave"]\n')
+    ids = collected_ids(project.runpytest("--collect-only", "-q", "--chaos-points", "6", "--chaos-pairs", "2", "--chaos-seed", seed))
+    kinds = {i.rpartition("@")[2] for i in ids if "@" in i}
+    assert kinds == {"pause-live", "pause-expired", "interleave"}, ids
+    assert len(ids) == 1 + 6, ids  # the baseline and the sample
