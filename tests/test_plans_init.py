@@ -22,7 +22,36 @@ def test_init_copies_every_shipped_plan_into_fault_plans(tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "fault_plans").iterdir()) == SHIPPED
     assert (tmp_path / "fault_plans" / "poison.toml").read_bytes() == (ROOT / "fault_plans" / "poison.toml").read_bytes()
-    assert done.stdout.rstrip().endswith(f"{len(SHIPPED)} fault plans in fault_plans; run them with: python -m pytest fault_plans")
+    assert done.stdout.rstrip().endswith(
+        f"{len(SHIPPED)} fault plans in fault_plans, written for the reference workflow; run them with: python -m pytest "
+        "fault_plans --chaos-target chaos:reference_adapter (to gate a workflow of your own, change their steps and states "
+        "to its own and drop --chaos-target)")
+
+
+MY_ADAPTER = """
+from chaos import ReferenceAdapter
+from engine import Step, StepOutput, Workflow
+
+class Mine(ReferenceAdapter):
+    name = "mine"
+    def workflow(self, world):
+        return Workflow("mine", [Step("pack", lambda ctx: StepOutput({})), Step("ship", lambda ctx: StepOutput({}))])
+"""
+
+
+def test_the_command_init_prints_collects_the_plans_in_a_project_gating_its_own_workflow(tmp_path):
+    """The project's chaos_target is its own workflow, whose states the shipped plans do not name:
+    the command printed still collects every plan, without an error."""
+    (tmp_path / "mine.py").write_text(MY_ADAPTER)
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nchaos_target = "mine:Mine"\npythonpath = ["."]\n')
+    done = _init(tmp_path)
+    command = done.stdout.rstrip().rpartition("run them with: ")[2].partition(" (")[0].split()
+    assert command[:3] == ["python", "-m", "pytest"], command
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHGATE_")}
+    collected = subprocess.run([sys.executable, *command[1:], "--collect-only", "-q", "-p", "no:cacheprovider"], cwd=tmp_path,
+                               env=env, capture_output=True, text=True, timeout=300)
+    assert collected.returncode == 0, collected.stdout[-2000:]
+    assert "error" not in collected.stdout.splitlines()[-1], collected.stdout[-2000:]
 
 
 def test_init_refuses_to_overwrite_a_plan_and_copies_nothing_unless_forced(tmp_path):

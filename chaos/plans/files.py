@@ -26,6 +26,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from chaos.adapter import REFERENCE_TARGET
+
 __all__ = ["add_arguments", "run", "shipped_plans", "copy_plans", "PlansExist", "PLAN_DIR"]
 
 PLAN_DIR = "fault_plans"  # the plugin collects *.toml only from folders of this name
@@ -111,5 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for name in copied:
         print(os.path.join(args.directory, name))
-    print(f"{len(copied)} fault plans in {args.directory}; run them with: python -m pytest {args.directory}")
+    print(f"{len(copied)} fault plans in {args.directory}, written for the reference workflow; run them with: "
+          f"python -m pytest {args.directory} --chaos-target {REFERENCE_TARGET} (to gate a workflow of your own, "
+          "change their steps and states to its own and drop --chaos-target)")
     return 0
