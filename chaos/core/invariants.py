@@ -560,8 +560,38 @@ def same_outcome(baseline: Any, outcome: Any, allowed: tuple[str, ...] = ()) -> 
         changed = sorted(k for k in set(baseline.effects) & set(outcome.effects) if baseline.effects[k] != outcome.effects[k])
         parts = [f"{label} {', '.join(map(repr, keys))}" for label, keys in
                  (("missing", missing), ("not applied without a fault", extra), ("applied with another payload", changed)) if keys]
+        if changed:  # what differs, so that the step that computes it can be found
+            parts.append(f"{changed[0]!r}: {_payload_difference(outcome.effects[changed[0]], baseline.effects[changed[0]])}")
         out.append(Violation("same-outcome", "the effects applied differ from those without any fault: " + "; ".join(parts)))
     return out
+
+
+def _payload_difference(after: str, alone: str) -> str:
+    """How an effect's payload (JSON text) after a fault differs from the one applied without any:
+    the top-level fields that differ, each ``now`` instead of ``alone``, or else the two whole.
+
+    >>> _payload_difference('{"id": 1, "tracking": "TRK-83"}', '{"id": 1, "tracking": "TRK-12"}')
+    "field 'tracking' is 'TRK-83' instead of 'TRK-12'"
+    """
+    import json
+
+    try:
+        now, before = json.loads(after), json.loads(alone)
+    except (TypeError, ValueError):
+        now, before = after, alone
+    if isinstance(now, dict) and isinstance(before, dict):
+        fields = sorted((k for k in set(now) | set(before) if now.get(k, _ABSENT) != before.get(k, _ABSENT)), key=str)
+        shown = [f"field {k!r} is {_short(now.get(k, _ABSENT), 60)} instead of {_short(before.get(k, _ABSENT), 60)}" for k in fields[:3]]
+        return ", ".join(shown) + (f" (and {len(fields) - 3} more)" if len(fields) > 3 else "")
+    return f"{_short(now, 80)} instead of {_short(before, 80)}"
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "absent"
+
+
+_ABSENT = _Absent()
 
 
 def baseline_failures(scenario: Any, adapter: Adapter, baseline: Any, payload_hint: str) -> list[Violation]:

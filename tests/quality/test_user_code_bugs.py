@@ -44,6 +44,8 @@ def test_a_step_that_answers_differently_on_its_second_attempt_is_caught_by_same
     details = [v.detail for r in report.results for v in r.outcome.violations]
     assert details and all("same-outcome" == v.invariant for r in report.results for v in r.outcome.violations)
     assert any("with the result" in d or "another payload" in d for d in details), details[:3]
+    # ... naming the field that differs, which leads to the step that computes it
+    assert any("'note-1:email': field 'label' is 'retried' instead of " in d for d in details), details[:3]
 
 
 def test_the_readme_workflow_with_the_default_payload_fails_its_baseline_with_one_clear_message():
