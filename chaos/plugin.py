@@ -290,6 +290,7 @@ class _State:
         self._points_dir: str | None = None
         self.sent_executable: set[str] = set()
         self.failed_records: list[dict[str, Any]] = []  # the records of failed items and tests
+        self.explained: set[str] = set()  # invariants whose "why it matters" a failure printed (see explain)
 
     def workdir(self) -> str:
         if self._workdir is None:
@@ -472,7 +473,7 @@ class _PlanItem(pytest.Item):
 
             invariants = ", ".join(sorted({invariant for invariant, _ in rec["violations"]}))
             pytest.xfail(f"known finding (in {shown_path(s.known_file)}): {invariants}")
-        raise CrashFailure(explain(rec))
+        raise CrashFailure(explain(rec, _state(self.config).explained))
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, CrashFailure):
@@ -646,7 +647,7 @@ class PlanScenario(_PlanItem):
             seconds=round(result.seconds, 5),
         )
         if not rec["held"]:
-            raise CrashFailure(explain(rec))
+            raise CrashFailure(explain(rec, _state(self.config).explained))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"scenario {self.scenario.name}"
@@ -668,8 +669,13 @@ def _source(path: str, line: int) -> str:
     return linecache.getline(path, line).strip()
 
 
-def explain(rec: dict[str, Any]) -> str:
-    """The failure text of one record: what broke, what was seen, why it matters, how to replay."""
+def explain(rec: dict[str, Any], explained: set[str]) -> str:
+    """The failure text of one record: what broke, what was seen, why it matters, how to replay.
+
+    ``explained`` holds the invariants whose "why it matters" was printed already (and gets this
+    record's): one unsafe step fails hundreds of points alike, with the same paragraph each time,
+    so a later failure refers to the first.
+    """
     from chaos.plans.runner import why
 
     out: list[str] = []
@@ -687,8 +693,11 @@ def explain(rec: dict[str, Any]) -> str:
     for invariant, detail in rec["violations"]:
         out.append(f"VIOLATED {invariant}: {detail}")
         reason = why(invariant)
-        if reason:
+        if reason and invariant not in explained:
             out.append(f"  why it matters: {reason}")
+            explained.add(invariant)
+        elif reason:
+            out.append(f"  why it matters: as in the first failure of {invariant} above")
     for failure in rec["failures"]:
         out.append(f"FAILED {failure}")
     out.append(f"lesson: {rec['lesson']}")
@@ -842,7 +851,8 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
             head = f"{bad_points} of {report.points} {what} violated an invariant"
             if bad_bases:
                 head += f", and {bad_bases} of {len(report.baselines)} families already without a crash"
-            text = "\n\n".join(explain(rec) for rec in bad[:EXPLAINED_MAX])
+            explained: set[str] = set()  # each test's failure explains every invariant it names once
+            text = "\n\n".join(explain(rec, explained) for rec in bad[:EXPLAINED_MAX])
             more = f"\n\n... and {len(bad) - EXPLAINED_MAX} more" if len(bad) > EXPLAINED_MAX else ""
             pytest.fail(f"{head}\n\n{text}{more}", pytrace=False)
         return report

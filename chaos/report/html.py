@@ -89,6 +89,7 @@ MACHINE_OUTCOMES = {
     "no-effect": "the fault had no effect here: no statement needed what it took away, or there was nothing to damage",
 }
 VIOLATIONS_LISTED_MAX = 20
+FINDING_DETAIL_MAX = 300  # characters of a finding's first detail in the terminal summary
 CONTEXT_BEFORE = 3  # source lines shown before an executable line
 CONTEXT_AFTER = 1
 FOLD_GAP_MIN = 4  # hidden lines in a row below this count are shown instead of folded
@@ -248,6 +249,17 @@ def terminal_lines(summary: Summary) -> list[str]:
     if known:
         out.append(f"known findings: {known} violated point(s) or scenario(s), all in the file of known findings (not listed)")
     if failed:
+        groups = finding_groups(failed)
+        out.append(f"findings: {len(failed)} violated in {len(groups)} finding{'s' if len(groups) != 1 else ''} "
+                   "(grouped by invariant and cause, each shown once):")
+        for (invariant, _cause, baseline), records in groups:
+            first = records[0]
+            detail = _first_detail(first)
+            out.append(f"  {len(records)} x {invariant}{' without any fault' if baseline else ''}: "
+                       f"{detail if len(detail) <= FINDING_DETAIL_MAX else detail[:FINDING_DETAIL_MAX - 3] + '...'}")
+            if FIXES.get(invariant):
+                out.append(f"    fix: {FIXES[invariant]}")
+            out.append(f"    first: {first.get('pytest_id', first['nodeid'])}")
         out.append("violated:")
         for r in failed[:VIOLATIONS_LISTED_MAX]:
             what = [f"{inv}: {detail}" for inv, detail in r["violations"]] + list(r["failures"])
@@ -350,6 +362,20 @@ def _faults(s: Summary) -> list[str]:
     return out
 
 
+def finding_groups(failed: list[dict[str, Any]]) -> list[tuple[tuple[str, str, bool], list[dict[str, Any]]]]:
+    """Failed records grouped by (first invariant, cause, without any fault), as the command line's
+    findings are: the failures without any fault first, then the largest groups."""
+    groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+    for r in failed:
+        first = r["violations"][0] if r["violations"] else ["expectation", r["failures"][0] if r["failures"] else "failed"]
+        groups.setdefault((first[0], normalise(first[1]), r["kind"] == "baseline"), []).append(r)
+    return sorted(groups.items(), key=lambda item: (not item[0][2], -len(item[1])))
+
+
+def _first_detail(r: dict[str, Any]) -> str:
+    return r["violations"][0][1] if r["violations"] else (r["failures"][0] if r["failures"] else "")
+
+
 def _violations(s: Summary) -> list[str]:
     """The failures grouped by invariant and cause (as the command line groups them), each with
     its count, the user's line where the ledger knows it, its first point and its replay."""
@@ -358,16 +384,12 @@ def _violations(s: Summary) -> list[str]:
         return ['<section id="violations" class="ok"><h2>No violations</h2>',
                 "<p>Every crash point, baseline and scenario held.</p></section>"]
     index = {f: i for i, f in enumerate(_file_order(s))}
-    groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
-    for r in failed:
-        first = r["violations"][0] if r["violations"] else ["expectation", r["failures"][0] if r["failures"] else "failed"]
-        groups.setdefault((first[0], normalise(first[1]), r["kind"] == "baseline"), []).append(r)
-    ordered = sorted(groups.items(), key=lambda item: (not item[0][2], -len(item[1])))  # failures without any fault first
-    out = [f'<section id="violations"><h2>{len(failed)} violated, in {len(groups)} finding{"s" if len(groups) != 1 else ""}</h2>'
+    ordered = finding_groups(failed)
+    out = [f'<section id="violations"><h2>{len(failed)} violated, in {len(ordered)} finding{"s" if len(ordered) != 1 else ""}</h2>'
            '<ol class="violations">']
     for (invariant, _cause, baseline), records in ordered:
         r = records[0]
-        detail = r["violations"][0][1] if r["violations"] else (r["failures"][0] if r["failures"] else "")
+        detail = _first_detail(r)
         where = user_line(detail)
         link = ""
         if r["kind"] == "point":

@@ -140,6 +140,24 @@ def test_a_violated_point_names_the_invariant_why_it_matters_the_line_and_the_re
     assert re.search(r"replay: python -m pytest 'fault_plans/every_line\.toml::extract::\S+' --chaos-mode fork --chaos-seed 0 --chaos-target quality\.variants:SplitMemo", out)
 
 
+def test_many_points_failing_alike_are_one_finding_in_the_summary_and_explained_once(project):
+    """One unsafe commit fails a point after another with the same cause: the summary groups them
+    (count, fix, first id), and the paragraph on why the invariant matters is printed once."""
+    add_plan(project, "every_line")
+    ids = collected_ids(project.runpytest("--collect-only", "-q", "--chaos-target", "quality.variants:SplitMemo"))
+    result = project.runpytest("--chaos-target", "quality.variants:SplitMemo", *[i for i in ids if "::extract::" in i])
+    out = result.stdout.str()
+    failed = result.parseoutcomes()["failed"]
+    assert failed >= 2, out[-3000:]
+    assert out.count("why it matters: Protects against advancing the state in one transaction") == 1
+    assert out.count("why it matters: as in the first failure of progress-recorded above") == failed - 1
+    found = re.search(r"^findings: (\d+) violated in (\d+) findings? \(grouped by invariant and cause, each shown once\):$", out, re.M)
+    assert found and int(found.group(1)) == failed and int(found.group(2)) < failed, out[-3000:]
+    assert re.search(r"^  \d+ x progress-recorded: job 'doc-1' reached '\w+' but step '\w+' has no memo row", out, re.M)
+    assert re.search(r"^    fix: .*one transaction", out, re.M)
+    assert re.search(r"^    first: fault_plans/every_line\.toml::extract::\S+$", out, re.M)
+
+
 def test_a_pause_plan_collects_two_items_per_point_with_pasteable_ids_and_they_pass(project):
     add_plan(project, "frozen_worker")
     ids = collected_ids(project.runpytest("--collect-only", "-q"))
