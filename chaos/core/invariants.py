@@ -135,7 +135,7 @@ def legal_transitions(ev: Evidence) -> list[Violation]:
     out: list[Violation] = []
     damaged = ev.snapshot.damaged
     for job_id, before, after in ev.snapshot.transitions:
-        if before is not None and before == damaged.get(job_id) and after in ev.settled_states and ev.table.get(after):
+        if before is not None and before == damaged.get(job_id) and after in ev.settled_states and after in ev.table:
             continue  # the quarantine, into a parked state, of a state the harness wrote itself
         if after is None:
             out.append(Violation("legal-transitions", f"job {job_id!r} row was deleted (last state {before!r})"))

@@ -179,8 +179,8 @@ def reference_scenarios() -> list[Scenario]:
         ),
         Scenario(
             "damaged-state",
-            "A job whose stored state the table does not know (a bad migration, a hand edit) is quarantined in the "
-            "first step's failed state, never run: no step guesses where a job it cannot place stands.",
+            "A job whose stored state the table does not know (a bad migration, a hand edit) is quarantined in a "
+            "parked state, never run: no step guesses where a job it cannot place stands.",
             setup=("damage:state:doc-1",),
             expect=("<parked>",),
         ),
