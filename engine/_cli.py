@@ -125,9 +125,13 @@ def _run(args: argparse.Namespace) -> int:
         table = workflow.to_json()
         print(json.dumps(table, indent=2) if args.json else "\n".join(f"{s:<16} -> {', '.join(n) or '(terminal)'}" for s, n in table.items()))
         return 0
+    _check_db(args.db)
     if args.command == "example":
         if args.jobs > EXAMPLE_JOBS_MAX:
             raise EngineError(f"--jobs {args.jobs} is more than an example needs; pass at most {EXAMPLE_JOBS_MAX}")
+        if os.path.lexists(_sqlite_path(args.db)):  # its jobs would mix with real ones, its sender drain their effects
+            raise EngineError(f"--db {printable(args.db)!r} exists; example creates a new database and runs its own jobs "
+                              "and outbox in it: pass a path where there is no file yet")
         return _example(args, workflow)
     payload = None
     if args.command == "submit":  # checked before the database is opened, so a bad submit creates no file
@@ -181,6 +185,20 @@ def _work(args: argparse.Namespace, store: Any, workflow: Workflow, clock: Syste
         time.sleep(STORE_FAILURE_PAUSE_S * 2 ** (failures - 1))
     print(json.dumps(counts, sort_keys=True))
     return 0
+
+
+def _sqlite_path(db: str) -> str:
+    return db[len("sqlite:///"):] if db.startswith("sqlite:///") else db
+
+
+def _check_db(db: str) -> None:
+    """A command's database must outlive it: an in-memory one would take every change with it."""
+    if db.startswith(("postgresql://", "postgres://")):
+        return
+    path = _sqlite_path(db)
+    if path in ("", ":memory:") or path.startswith("file::memory:") or "mode=memory" in path:
+        raise EngineError(f"--db {printable(db)!r} is a database that keeps nothing once the command ends; "
+                          "pass a file path, e.g. --db app.db, or postgresql://...")
 
 
 def _example(args: argparse.Namespace, workflow: Workflow) -> int:

@@ -209,6 +209,26 @@ def test_example_refuses_a_job_count_below_1_in_one_line(tmp_path, jobs):
     assert not os.path.exists(db)
 
 
+def test_example_refuses_an_existing_database_and_leaves_it_as_it_was(tmp_path):
+    """example runs its own jobs and drains the outbox into a collector: on a real database it
+    would have marked the real jobs' effects sent without sending them."""
+    db = str(tmp_path / "app.db")
+    assert run_cli("submit", "--db", db, "real-1", '{"source": "doc-1"}').returncode == 0
+    assert run_cli("work", "--db", db).returncode == 0  # the job is delivered: its effect waits in the outbox
+    files = sorted(tmp_path.iterdir())
+    before = [p.read_bytes() for p in files]
+    assert_one_line_error(run_cli("example", "--db", db, "--jobs", "1"), repr(db), "exists", "a path where there is no file yet")
+    assert sorted(tmp_path.iterdir()) == files and [p.read_bytes() for p in files] == before
+
+
+@pytest.mark.parametrize("db", ["", ":memory:", "sqlite:///:memory:", "sqlite:///", "file::memory:?cache=shared"])
+@pytest.mark.parametrize("command", [["submit", "j", "{}"], ["status"], ["example", "--jobs", "1"]])
+def test_a_database_that_keeps_nothing_is_refused_in_one_line(tmp_path, db, command):
+    out = run_cli(command[0], "--db", db, *command[1:], cwd=tmp_path)
+    assert_one_line_error(out, "keeps nothing once the command ends", "--db app.db")
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("spec", ["json:dumps", "os:remove", "engine._workflow:Step", "no_such_module_xyz:wf", "engine:nope", "engine", "sys:exit"])
 def test_a_bad_workflow_is_one_line_naming_it(tmp_path, spec):
     line = assert_one_line_error(run_cli("states", "--workflow", spec), spec)
