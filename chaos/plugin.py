@@ -196,7 +196,7 @@ def resolve(config: pytest.Config) -> Settings:
         mode=_check_choice("mode", values["mode"], sources["mode"], MODES),
         seed=_check_seed(values["seed"], sources["seed"]),
         points=_check_points(values["points"], sources["points"]),
-        report=_report_path(config, values["report"], sources["report"]),
+        report=_checked_report_path(config, values["report"], sources["report"]),
         sources=sources,
         faults=_check_faults(values["faults"], sources["faults"]),
         pairs=_check_pairs(values["pairs"], sources["pairs"]),
@@ -273,6 +273,19 @@ def _report_path(config: pytest.Config, value: str, source: str) -> str | None:
     else:
         base = config.invocation_params.dir
     return os.path.join(str(base), os.path.expanduser(value))
+
+
+def _checked_report_path(config: pytest.Config, value: str, source: str) -> str | None:
+    """The report's path, refused before any test if the run could not write it there at the end."""
+    path = _report_path(config, value, source)
+    if path is not None:
+        from chaos.report.html import check_report_path
+
+        try:
+            check_report_path(path)
+        except ValueError as exc:
+            raise pytest.UsageError(f"crashgate report (from {source}): {exc}") from None
+    return path
 
 
 # -- session state ------------------------------------------------------------------------------
@@ -994,8 +1007,12 @@ class _Reporter:
             for line in annotation_lines(state.failed_records, state.settings.known):
                 terminalreporter.write_line(line)
         if state.settings.report:
-            write_html(state.settings.report, summary)
-            terminalreporter.write_line(f"crash report: {state.settings.report}")
+            try:
+                write_html(state.settings.report, summary)
+            except OSError as exc:  # the disk filled up during the run, say: said in one line, nothing half-written
+                terminalreporter.write_line(f"crashgate: the report could not be written to {state.settings.report} ({exc}); nothing was written there")
+            else:
+                terminalreporter.write_line(f"crash report: {state.settings.report}")
 
 
 KNOWN_SHOWN_MAX = 20  # known findings no longer seen that the summary names (the rest are counted)

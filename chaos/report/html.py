@@ -25,9 +25,11 @@ Everything a user or the code under test wrote is escaped.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import linecache
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +43,7 @@ __all__ = [
     "terminal_lines",
     "render_html",
     "write_html",
+    "check_report_path",
     "machine_outcome",
     "MACHINE_OUTCOMES",
 ]
@@ -270,11 +273,56 @@ def terminal_lines(summary: Summary) -> list[str]:
 
 
 # -- HTML ---------------------------------------------------------------------------------------
+REPORT_TITLE = "<title>crashgate crash report"  # how a file this module wrote begins (after its doctype and head)
+_HEAD_BYTES = 4096
+
+
+def check_report_path(path: str) -> None:
+    """Refuse, with :class:`ValueError` naming the fix, a report path the run could not write or
+    must not overwrite: a folder, a file that is not a crashgate report (a database passed by
+    mistake, say), or a place where no file can be created. Checked before the run, not after it."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path!r} is a folder; pass the path of the report's file, e.g. {os.path.join(path, 'crash-report.html')!r}")
+    if os.path.lexists(path):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(_HEAD_BYTES)
+        except OSError as exc:
+            raise ValueError(f"{path!r} cannot be read ({exc.strerror}); pass another path for the report") from None
+        if REPORT_TITLE.encode() not in head:
+            raise ValueError(f"{path!r} exists and is not a crashgate report; it is left as it is: pass another path for the report")
+        try:
+            open(path, "r+b").close()  # opened for writing, not truncated
+        except OSError as exc:
+            raise ValueError(f"{path!r} cannot be written ({exc.strerror}); pass another path for the report") from None
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    existing = directory
+    while not os.path.isdir(existing):  # the folders that would be created, up to one that exists
+        parent = os.path.dirname(existing)
+        if parent == existing or os.path.lexists(existing):
+            raise ValueError(f"the report's folder {directory!r} cannot be created ({existing!r} is not a folder); pass another path")
+        existing = parent
+    try:  # a file made and removed at once: the file system says, which a permission check does not (root, /proc)
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as exc:
+        raise ValueError(f"no file can be created in {existing!r} ({exc.strerror}); pass another path for the report") from None
+
+
 def write_html(path: str, summary: Summary) -> None:
+    """Write the report to ``path`` whole or not at all: it is written beside it, then renamed over it."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(render_html(summary))
+    text = render_html(summary)
+    fd, partial = tempfile.mkstemp(dir=directory, prefix=".crash-report-", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
 
 
 def e(value: Any) -> str:

@@ -4,6 +4,7 @@ the plugin costs nothing and says nothing where it is not used."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 
@@ -177,3 +178,43 @@ def test_every_fixture_and_the_marker_are_documented_in_the_docs():
         text = (REPO / page).read_text()
         for name in ("chaos_world", "crash_matrix", "chaos_state_machine", "@pytest.mark.crash_matrix"):
             assert name in text, f"{name} is missing from {page}"
+
+
+def test_a_report_path_the_run_must_not_overwrite_or_cannot_write_is_refused_before_any_test(project):
+    """Checked when the run starts, not after it: a file that is not a crashgate report (a database
+    passed by mistake) is left as it is; a folder, or a place no file can be created, is named."""
+    victim = project.path / "app.db"
+    sqlite3.connect(str(victim)).execute("CREATE TABLE job (id TEXT)").connection.commit()
+    before = victim.read_bytes()
+    (project.path / "reports").mkdir()
+    project.makepyfile(test_ok="def test_ok(): pass")
+    for value, fragment in [
+        ("app.db", "app.db' exists and is not a crashgate report; it is left as it is"),
+        ("reports", "is a folder; pass the path of the report's file"),
+        ("/proc/crash-report.html", "no file can be created in '/proc'"),
+        ("app.db/sub/r.html", "cannot be created"),
+    ]:
+        result = project.runpytest("--chaos-report", value)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, (value, result.stdout.str()[-500:])
+        err = result.stderr.str()
+        assert "crashgate report (from command line --chaos-report): " in err and fragment in err, (value, err)
+        assert "Traceback" not in err
+    assert victim.read_bytes() == before
+
+
+def test_a_report_is_written_whole_or_not_at_all_and_an_old_one_is_replaced(tmp_path, monkeypatch):
+    from chaos.report import html
+
+    path = tmp_path / "crash-report.html"
+    html.write_html(str(path), html.summarize([]))
+    first = path.read_text()
+    assert html.REPORT_TITLE in first[:4096]
+    html.check_report_path(str(path))  # a report of an earlier run may be overwritten
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(html.os, "replace", full_disk)
+    with pytest.raises(OSError):
+        html.write_html(str(path), html.summarize([]))
+    assert path.read_text() == first and sorted(p.name for p in tmp_path.iterdir()) == ["crash-report.html"]
