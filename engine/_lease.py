@@ -42,6 +42,10 @@ HEARTBEAT_MIN_EXTENSION_FRACTION = 1 / 8
 # this long ago (capped at half the gap between the lease and the longest step timeout, so the next
 # step always starts with more lease left than its timeout).
 RENEW_SLACK_S_MAX = 1.0
+# The longest lease a worker may take: a dead worker's job waits this long before another worker
+# takes it over, so a longer one is a typo (and one near the float limit overflows the clock's
+# arithmetic, failing every job it claims).
+LEASE_S_MAX = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,11 @@ class LeasePolicy:
         than the lease: a call could then outlive the lease and run twice.
         """
         lease_s = finite_number("lease_s", lease_s)  # NaN passes every comparison: refused by name
-        if not lease_s > 0:
-            raise InvalidInput(f"lease_s={lease_s!r} must be > 0")  # not a crash point: a bad setting, refused when the worker is made
+        if not 0 < lease_s <= LEASE_S_MAX:
+            raise InvalidInput(  # not a crash point: a bad setting, refused when the worker is made
+                f"lease_s={lease_s!r} must be > 0 and at most {LEASE_S_MAX:.0f} (a week): a dead worker's job waits "
+                "that long before another worker takes it over"
+            )
         if default_timeout_s is not None:
             default = finite_number("step_timeout_s", default_timeout_s)  # not a crash point: a setting, read when the worker is made
         else:

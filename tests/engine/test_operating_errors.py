@@ -246,3 +246,12 @@ def test_unknown_job_says_status_counts_jobs_per_state(tmp_path):
 def test_every_argument_error_is_one_line_with_exit_2():
     for args in (("submit",), ("bogus",), ("work", "--lease-s", "x", "--db", "e.db"), ("resolve", "--db", "e.db", "doc-1", "explode")):
         assert_one_line_error(run_cli(*args))
+
+
+@pytest.mark.parametrize("lease", ["1e12", "1e308", "nan", "inf", "0", "-1"])
+def test_work_refuses_a_lease_it_cannot_keep_in_one_line_and_claims_nothing(tmp_path, lease):
+    """A lease near the float limit overflowed the clock's arithmetic and failed every job claimed."""
+    db = str(tmp_path / "app.db")
+    assert run_cli("submit", "--db", db, "doc-1", '{"source": "doc-1"}').returncode == 0
+    assert_one_line_error(run_cli("work", "--db", db, "--lease-s", lease), "lease_s=")
+    assert fingerprint(db) == [("doc-1", "pending", '{"source":"doc-1"}', None)]
