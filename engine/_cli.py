@@ -140,13 +140,14 @@ def _run(args: argparse.Namespace) -> int:
         except (ValueError, RecursionError) as exc:
             raise EngineError(f"payload {args.payload[:80]!r} is not JSON ({exc}); quote it, e.g. '{{\"source\": \"doc-1\"}}'") from None
         payload_json(check_job_id(args.job), payload)
+    sender = HttpSender(args.url) if args.command == "send" else None  # a malformed url is refused before the database opens
     store = open_store(args.db, workflow=workflow.name, create=args.command in CREATING_COMMANDS)
     if args.command == "submit":
         print(_job_line(store.submit(args.job, payload, now=clock.now())))
     elif args.command == "work":
         return _work(args, store, workflow, clock)
     elif args.command == "send":
-        report = send_outbox(store, HttpSender(args.url), clock=clock)
+        report = send_outbox(store, sender, clock=clock)
         print(f"sent {report.sent}, failed {report.failed}")
     elif args.command == "status":
         report = status(store, now=clock.now(), settled_states=workflow.terminal_states | workflow.parked_states)

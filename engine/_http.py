@@ -22,7 +22,7 @@ import json
 import urllib.parse
 from typing import Any
 
-from ._errors import BadRequest, ConnectionFailed, RateLimited, ServerError
+from ._errors import BadRequest, ConnectionFailed, InvalidInput, RateLimited, ServerError
 
 __all__ = ["HttpSender", "encode_idempotency_key", "decode_idempotency_key"]
 
@@ -40,13 +40,33 @@ def decode_idempotency_key(value: str) -> str:
     return urllib.parse.unquote(value, encoding="utf-8", errors="surrogatepass")
 
 
+def check_receiver_url(url: str) -> str:
+    """``url`` if a POST can be sent to it; else :class:`InvalidInput` saying what is wrong, before
+    any row is sent (a malformed url failed every due effect and pushed its retry back).
+
+    >>> check_receiver_url("http://127.0.0.1:8080/effects")
+    'http://127.0.0.1:8080/effects'
+    """
+    example = "e.g. http://127.0.0.1:8080/effects"
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInput(f"receiver url {url!r} must start with http:// or https://, {example}")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise InvalidInput(f"receiver url {url!r} holds a space or a control character; percent-encode it, {example}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # raises for a port that is not a number from 0 to 65535
+    except ValueError as exc:
+        raise InvalidInput(f"receiver url {url!r} is malformed ({exc}), {example}") from None
+    if not parts.hostname:
+        raise InvalidInput(f"receiver url {url!r} names no host, {example}")
+    return url
+
+
 class HttpSender:
     """POST ``{"kind": ..., "payload": ...}`` to ``url``; raise a typed error on failure."""
 
     def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"receiver url {url!r} must start with http:// or https://")
-        self.url = url
+        self.url = check_receiver_url(url)
         self.timeout_s = timeout_s
 
     def send(self, key: str, kind: str, payload: Any) -> None:

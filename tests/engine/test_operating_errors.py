@@ -255,3 +255,16 @@ def test_work_refuses_a_lease_it_cannot_keep_in_one_line_and_claims_nothing(tmp_
     assert run_cli("submit", "--db", db, "doc-1", '{"source": "doc-1"}').returncode == 0
     assert_one_line_error(run_cli("work", "--db", db, "--lease-s", lease), "lease_s=")
     assert fingerprint(db) == [("doc-1", "pending", '{"source":"doc-1"}', None)]
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://x/", "", "http://", "http://[::1", "http://127.0.0.1:99999/x", "http://a\x01b/", "http://a b/"])
+def test_send_refuses_a_receiver_url_it_cannot_post_to_and_leaves_the_outbox_as_it_was(tmp_path, url):
+    """A malformed url failed every due effect and pushed its retry back, or raised a ValueError."""
+    db = str(tmp_path / "app.db")
+    assert run_cli("submit", "--db", db, "doc-1", '{"source": "doc-1"}').returncode == 0
+    assert run_cli("work", "--db", db).returncode == 0
+    conn = sqlite3.connect(db)
+    before = conn.execute("SELECT attempts, next_attempt_at, last_error, sent_at FROM outbox").fetchall()
+    assert_one_line_error(run_cli("send", "--db", db, "--url", url), "receiver url", "e.g. http://127.0.0.1:8080/effects")
+    assert conn.execute("SELECT attempts, next_attempt_at, last_error, sent_at FROM outbox").fetchall() == before
+    conn.close()
