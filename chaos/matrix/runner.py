@@ -311,6 +311,10 @@ def run_matrix(
     """
     started = time.perf_counter()
     faults = tuple(faults)
+    if not faults:  # a run of nothing would report no violation: a gate that passes having checked nothing
+        raise ValueError(f"no fault kind given; pass at least one of: {', '.join(FAULTS)}, e.g. crash")
+    if point is not None and not point:
+        raise ValueError("point '' names no scenario; pass FAMILY::POINT as a replay command prints it, or no point at all")
     unknown = sorted(set(faults) - set(FAULTS) - set(KIND_OF))
     if unknown:
         raise ValueError(f"fault kinds {unknown} are not known; choose from: {', '.join(FAULTS)} (or a sub-kind: {', '.join(KIND_OF)})")

@@ -44,3 +44,10 @@ def test_a_target_that_is_not_an_adapter_is_one_line_naming_it(target):
 def test_explore_refuses_a_target_that_is_not_an_adapter_and_zero_examples():
     assert_one_line_error(run_chaos("explore", "--target", "json:dumps"), "json:dumps")
     assert_one_line_error(run_chaos("explore", "--max-examples", "0"), "--max-examples")
+
+
+@pytest.mark.parametrize("args, named", [(("--faults", ""), "no fault kind given"), (("--faults", " , "), "no fault kind given"),
+                                         (("--point", "", "--family", "sender"), "point '' names no scenario")])
+def test_a_matrix_asked_to_run_nothing_is_refused_not_passed(args, named):
+    """With no fault kind the matrix ran 0 points and exited 0: a gate that passed having checked nothing."""
+    assert_one_line_error(run_chaos("matrix", "-n", "1", *args), named)
