@@ -103,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _command(args)
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
         return stdout_closed()
+    except KeyboardInterrupt:  # Ctrl-C: the run's processes got the signal too and are gone
+        print("interrupted: no verdict", file=sys.stderr)
+        return 130
 
 
 def _command(args: argparse.Namespace) -> int:

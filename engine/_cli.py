@@ -116,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return stdout_closed()
+    except KeyboardInterrupt:  # Ctrl-C: an open transaction is rolled back; a job held is taken over once its lease expires
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace) -> int:

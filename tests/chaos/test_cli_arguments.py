@@ -1,6 +1,7 @@
 """``python -m chaos``: a bad argument or a bad target is one line with exit status 2, never a
 traceback and never a run that was not asked for."""
 
+import os
 import subprocess
 import sys
 
@@ -51,3 +52,16 @@ def test_explore_refuses_a_target_that_is_not_an_adapter_and_zero_examples():
 def test_a_matrix_asked_to_run_nothing_is_refused_not_passed(args, named):
     """With no fault kind the matrix ran 0 points and exited 0: a gate that passed having checked nothing."""
     assert_one_line_error(run_chaos("matrix", "-n", "1", *args), named)
+
+
+def test_ctrl_c_stops_the_matrix_with_exit_130_and_no_traceback(tmp_path):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "chaos", "matrix", "-n", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, start_new_session=True)
+    time.sleep(2.0)  # preparing its families
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    assert "interrupted: no verdict" in err and "Traceback" not in err, err[-2000:]

@@ -268,3 +268,20 @@ def test_send_refuses_a_receiver_url_it_cannot_post_to_and_leaves_the_outbox_as_
     assert_one_line_error(run_cli("send", "--db", db, "--url", url), "receiver url", "e.g. http://127.0.0.1:8080/effects")
     assert conn.execute("SELECT attempts, next_attempt_at, last_error, sent_at FROM outbox").fetchall() == before
     conn.close()
+
+
+def test_ctrl_c_stops_a_command_with_exit_130_and_no_traceback(tmp_path):
+    import signal
+    import time
+
+    db = tmp_path / "ex.db"
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "example", "--db", str(db), "--jobs", "10000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not db.exists() and time.monotonic() < deadline:  # it is working: its database is there
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    assert err.strip() == "interrupted" and "Traceback" not in err
