@@ -35,9 +35,11 @@ values allowed. The full schema is in README.md ("Fault plans").
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TYPE_CHECKING
@@ -90,6 +92,7 @@ PER_JOB_MAX = 100  # calls of each job a per_job fault hits (an engine gives up 
 POLL_TICKS_MAX = 100_000  # poll_s / tick_s (chaos.core.sandbox refuses more at run time)
 SETUP_FORM = re.compile(r"^(run|send|advance:\d+(\.\d+)?|claim(:[A-Za-z0-9_.-]+)?)$")
 NAME_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+PLAN_BYTES_MAX = 1 << 20  # a plan is a page of TOML; a larger file is the wrong file
 
 # key -> what it holds (the text of every "allowed" message, and of README.md's schema).
 PLAN_KEYS = {
@@ -244,6 +247,11 @@ def load_plan(path: str | os.PathLike[str], *, shown: str | None = None) -> Plan
     path = os.fspath(path)
     name = shown or path
     try:
+        info = os.stat(path)  # follows a link; a FIFO or a device would block or never end when read
+        if not stat.S_ISREG(info.st_mode):
+            raise PlanError(f"{name}: not a regular file; pass the path of a .toml file")
+        if info.st_size > PLAN_BYTES_MAX:
+            raise PlanError(f"{name}: {info.st_size:,} bytes, more than a fault plan's {PLAN_BYTES_MAX:,}; pass the path of a .toml plan")
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
@@ -292,8 +300,11 @@ def _points(path: str, raw: Mapping[str, Any]) -> PointsSection:
         if not SETUP_FORM.match(action):
             raise PlanError(f"{path}: key '{where}.setup' has {action!r}; allowed: run, send, advance:<seconds>, claim[:<worker>]")
     steps = raw.get("steps")
+    jobs = _jobs(path, f"{where}.jobs", raw.get("jobs", ["doc-1"]))
+    expect = _expect(path, f"{where}.expect", raw["expect"], scenario=False) if "expect" in raw else None
+    _check_jobs_named(path, expect, list(jobs))
     return PointsSection(
-        jobs=_jobs(path, f"{where}.jobs", raw.get("jobs", ["doc-1"])),
+        jobs=jobs,
         setup=setup,
         phase=phase,
         faults=tuple(_fault(path, f"{where}.faults[{i}]", f) for i, f in enumerate(_list(path, f"{where}.faults", raw.get("faults", [])))),
@@ -301,7 +312,7 @@ def _points(path: str, raw: Mapping[str, Any]) -> PointsSection:
         steps=None if steps is None else tuple(_texts(path, f"{where}.steps", steps)),
         deep=_bool(path, f"{where}.deep", raw.get("deep", True)),
         fault=_point_faults(path, f"{where}.fault", raw["fault"]) if "fault" in raw else None,
-        expect=_expect(path, f"{where}.expect", raw["expect"], scenario=False) if "expect" in raw else None,
+        expect=expect,
     )
 
 
@@ -347,18 +358,40 @@ def _scenario(path: str, index: int, raw: Mapping[str, Any], plan_lesson: str) -
         raise PlanError(f"{path}: [[scenario]] number {index + 1} has no 'name'; it names the test item")
     name = _text(path, f"{where}.name", raw["name"])
     if not NAME_FORM.match(name):
-        raise PlanError(f"{path}: key '{where}.name' is {name!r}; use letters, digits, _ . - (it is part of a test id)")
+        raise PlanError(f"{path}: key '{where}.name' is {_clipped(name)}; use at most 63 letters, digits, _ . - (it is part of a test id)")
     where = f"scenario {name!r}"
     if "script" not in raw:
         raise PlanError(f"{path}: {where} has no 'script'; list its actions, e.g. script = [{{ drain = true }}]")
     script = tuple(_action(path, f"{where} script[{i}]", a) for i, a in enumerate(_list(path, f"{where}.script", raw["script"])))
+    jobs = _jobs(path, f"{where}.jobs", raw.get("jobs", ["doc-1"]))
+    expect = _expect(path, f"{where}.expect", raw["expect"], scenario=True) if "expect" in raw else None
+    submitted = [*jobs, *(a.value for a in script if a.verb == "submit")]
+    for checked in [expect, *(a.expect for a in script)]:
+        _check_jobs_named(path, checked, submitted)
     return ScriptedScenario(
         name=name,
         lesson=_text(path, f"{where}.lesson", raw["lesson"]) if "lesson" in raw else plan_lesson,
-        jobs=_jobs(path, f"{where}.jobs", raw.get("jobs", ["doc-1"])),
+        jobs=jobs,
         script=script,
-        expect=_expect(path, f"{where}.expect", raw["expect"], scenario=True) if "expect" in raw else None,
+        expect=expect,
     )
+
+
+def _check_jobs_named(path: str, expect: Expect | None, submitted: list[str]) -> None:
+    """An expectation of a job's state names a job the plan submits: another id would fail as a
+    finding of the code under test, when it is a typo in the plan."""
+    if expect is None:
+        return
+    for job in expect.states:
+        if job not in submitted:
+            known = ", ".join(dict.fromkeys(submitted)) or "none"
+            raise PlanError(f"{path}: key '{expect.where}.states' names job {_clipped(job)}, which is never submitted; "
+                            f"submitted: {known}")
+
+
+def _clipped(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _action(path: str, where: str, raw: Any) -> Action:
@@ -383,7 +416,7 @@ def _action(path: str, where: str, raw: Any) -> Action:
     if verb in ("submit", "requeue", "resolve", "cancel"):
         value = _text(path, f"{where}.{verb}", value)
         if verb == "submit" and "payload" in table:
-            options["payload"] = table["payload"]
+            options["payload"] = _payload(path, f"{where}.payload", table["payload"])
         if verb == "resolve":
             if "action" not in table:
                 raise PlanError(f"{path}: {where}: resolve needs 'action'; allowed: {', '.join(RESOLUTIONS)}")
@@ -408,6 +441,16 @@ def _action(path: str, where: str, raw: Any) -> Action:
     elif verb == "expect":
         expect = _expect(path, f"{where}.expect", value, scenario=True)
     return Action(where, verb, value, options, fault, expect)
+
+
+def _payload(path: str, key: str, value: Any) -> Any:
+    """A submit's payload: what JSON holds (TOML has dates and times, and nan and inf, which it does not)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"{path}: key '{key}' is not JSON ({exc}); a payload holds strings, numbers, booleans, arrays and "
+                        "tables: write a date or a time as a string, e.g. \"1979-05-27T07:32:00Z\"") from None
+    return value
 
 
 def _fault(path: str, where: str, raw: Any) -> FaultSpec:
