@@ -18,7 +18,9 @@ engine.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -29,6 +31,7 @@ __all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_li
 
 _ORIGIN = re.compile(r"\b(?:sent|paid) from (\S+?:\d+)")
 KnownKey = tuple[str, str, str, str]  # (family, fault, invariant, cause); fault "" for a baseline
+KNOWN_BYTES_MAX = 64 << 20  # a file of known findings is a few KiB; a larger one is the wrong file
 
 
 def normalise(detail: str) -> str:
@@ -155,17 +158,30 @@ def known_line(key: KnownKey) -> str:
 
 def read_known(path: str) -> set[KnownKey]:
     """The findings of a file written by ``python -m chaos baseline``; ValueError names what is wrong."""
+    # Only a missing file is one to write; a file that is there and is something else is left alone.
     fix = f"write one with: python -m chaos baseline --target X > {path}"
+    other = "it is left as it is: pass the file that python -m chaos baseline wrote"
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ValueError(f"--baseline {path!r} does not exist; {fix}") from None
+    except OSError as exc:
+        raise ValueError(f"--baseline {path!r}: cannot read it ({exc.strerror}); pass the path of a file of known findings") from None
+    if not stat.S_ISREG(info.st_mode) or info.st_size > KNOWN_BYTES_MAX:
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else f"{info.st_size:,} bytes, more than {KNOWN_BYTES_MAX:,}"
+        raise ValueError(f"--baseline {path!r} is {what}; {other}")
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except OSError as exc:
-        raise ValueError(f"--baseline {path!r}: cannot read it ({exc.strerror}); {fix}") from exc
+        raise ValueError(f"--baseline {path!r}: cannot read it ({exc.strerror}); pass the path of a file of known findings") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--baseline {path!r} is not JSON ({exc}); {fix}") from exc
+        raise ValueError(f"--baseline {path!r} is not JSON ({exc}); {other}") from None
+    except RecursionError:
+        raise ValueError(f"--baseline {path!r} is nested too deeply to be a file of known findings; {other}") from None
     rows = data.get("findings") if isinstance(data, dict) and data.get("crashgate_baseline") == KNOWN_FORMAT else None
     fields = ("family", "fault", "invariant", "cause")
     if not isinstance(rows, list) or not all(isinstance(r, dict) and all(isinstance(r.get(k), str) for k in fields) for r in rows):
         raise ValueError(f"--baseline {path!r} is not a file of known findings (crashgate_baseline: {KNOWN_FORMAT}, "
-                         f"findings: [{{family, fault, invariant, cause}}]); {fix}")
+                         f"findings: [{{family, fault, invariant, cause}}]); {other}")
     return {(r["family"], r["fault"], r["invariant"], r["cause"]) for r in rows}

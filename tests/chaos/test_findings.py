@@ -100,17 +100,34 @@ def test_a_known_finding_that_no_longer_occurs_is_reported(tmp_path):
 
 
 @pytest.mark.parametrize("content, says", [
-    (None, "cannot read it"),
+    (None, "does not exist; write one with: python -m chaos baseline --target X > "),
     ("{not json", "is not JSON"),
     ('{"findings": 3}', "is not a file of known findings"),
+    ("[" * 20_000, "is nested too deeply to be a file of known findings"),
+    ("fifo", "is not a regular file"),
 ])
 def test_a_bad_file_of_known_findings_is_one_line_and_exit_2(tmp_path, content, says):
+    """Only a missing file is one to write: a file that is there and is something else (a database
+    passed by mistake) is left alone, and the message does not suggest overwriting it."""
     path = tmp_path / "known.json"
-    if content is not None:
+    if content == "fifo":
+        os.mkfifo(path)
+    elif content is not None:
         path.write_text(content)
     done = chaos("matrix", "--family", "clean", "--baseline", str(path), cwd=str(tmp_path))
-    assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr and "python -m chaos baseline" in done.stderr
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr, done.stderr
+    if content is not None:
+        assert "it is left as it is: pass the file that python -m chaos baseline wrote" in done.stderr
+        assert "> " not in done.stderr
+
+
+def test_a_deeply_nested_file_of_known_findings_is_a_usage_error_of_the_plugin(pytester):
+    (pytester.path / "known.json").write_text("[" * 20_000)
+    pytester.makepyfile(test_ok="def test_ok(): pass")
+    result = pytester.runpytest("--chaos-baseline", "known.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "is nested too deeply to be a file of known findings" in result.stderr.str()
 
 
 def test_a_cause_keeps_the_users_line_and_drops_what_varies():
