@@ -17,7 +17,7 @@ from ._errors import (
 )
 from ._http import HttpSender, decode_idempotency_key, encode_idempotency_key
 from ._human import RESOLUTIONS, cancel, requeue, resolve
-from ._lease import LeasePolicy
+from ._lease import LEASE_S_MAX, LeasePolicy
 from ._open import open_store
 from ._outbox import SendReport, Sender, send_outbox
 from ._outcome import NO_PROGRESS, STORE_UNAVAILABLE, Outcome
@@ -37,7 +37,7 @@ from ._workflow import CANCELLED, NEEDS_HUMAN, PENDING, NeedsHuman, Step, StepOu
 __all__ = [
     "ATTEMPTS_MAX", "BACKOFF_S_MAX", "BadRequest", "CANCELLED", "Claim", "Clock", "CommitUnknown", "Completion", "ConnectionFailed",
     "DamagedRow", "Documents", "EngineError", "FakeClock", "GeneratedDocuments", "HttpSender",
-    "IdempotencyConflict", "IllegalAction", "IllegalTransition", "InvalidInput", "Job", "LeaseLost", "LeasePolicy",
+    "IdempotencyConflict", "IllegalAction", "IllegalTransition", "InvalidInput", "Job", "LEASE_S_MAX", "LeaseLost", "LeasePolicy",
     "LocalModel", "Memo", "Model", "ModelReply", "NEEDS_HUMAN", "NO_PROGRESS", "NeedsHuman", "OutboxRow", "Outcome",
     "PENDING", "ParseFailed", "PoisonError", "PostgresStore", "REFERENCE_STATES", "RESOLUTIONS", "RateLimited",
     "ReplayResult", "RetryableError", "RunResult", "STORE_UNAVAILABLE", "SchemaMismatch", "SendReport", "Sender",

@@ -24,6 +24,7 @@ import time
 from typing import Any, Sequence, TextIO
 
 from chaos.fleet.fleet import LEASE_S_DEFAULT, FleetConfig, FleetRun, Progress
+from chaos.fleet.settings import check_numbers, check_sqlite_path
 from chaos.adapters.reference import ReferenceAdapter
 from chaos.fleet.trial import NotEmpty, Trial, TrialResult
 
@@ -104,17 +105,17 @@ def run_demo(args: argparse.Namespace, *, out: TextIO | None = None, receiver_de
 
 
 def _check(args: argparse.Namespace) -> str | None:
-    if args.jobs < 1:
-        return f"--jobs {args.jobs}: pass at least 1 document"
-    if args.workers < 1:
-        return f"--workers {args.workers}: pass at least 1 worker"
-    if args.kill_every < 0:
-        return f"--kill-every {args.kill_every}: pass a mean gap in seconds, or 0 to turn the monkey off"
+    error = check_numbers(jobs=args.jobs, workers=args.workers, kill_every=args.kill_every, lease=args.lease)
+    if error:
+        return error
     if args.kill_every == 0 and args.kills_min > 0:
         return f"--kill-every 0 turns the monkey off, so --kills-min {args.kills_min} cannot be met; pass --kills-min 0"
     if args.db is not None:
         if args.db.startswith(("postgresql://", "postgres://")):
             return "the demo runs on SQLite; for PostgreSQL run: python -m chaos soak --backend postgresql"
+        error = check_sqlite_path(args.db)
+        if error:
+            return error
         for path in (args.db, f"{args.db}-chaos"):
             if os.path.exists(path):
                 return f"--db {args.db}: {path} exists; the demo judges a whole history, so pass a new path or remove it"

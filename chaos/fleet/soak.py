@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence, TextIO
 
 from chaos.fleet.fleet import LEASE_S_DEFAULT, FleetConfig, FleetRun, Progress
+from chaos.fleet.settings import check_numbers, check_sqlite_path
 from chaos.adapters.postgres import is_postgres
 from chaos.fleet.trial import NotEmpty, Trial, TrialResult
 
@@ -160,10 +161,10 @@ def _run_powered(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _check(args: argparse.Namespace) -> str | None:
-    if args.jobs < 1 or args.workers < 1:
-        return f"--jobs {args.jobs} --workers {args.workers}: pass at least 1 of each"
-    if args.power_every < 0:
-        return f"--power-every {args.power_every}: pass a mean gap in seconds, or 0 for no power cuts"
+    error = check_numbers(jobs=args.jobs, workers=args.workers, kill_every=args.kill_every, lease=args.lease,
+                          timeout=args.timeout, power_every=args.power_every)
+    if error:
+        return error
     if args.power_every > 0 and args.db is not None:
         return "--power-every cuts the power of a database the soak creates on an image of its own: leave out --db"
     if args.power_every > 0 and args.power_every <= args.lease:
@@ -178,11 +179,12 @@ def _check(args: argparse.Namespace) -> str | None:
             level_setting(args.backend, args.synchronous)
         except ValueError as exc:
             return str(exc)
-    if args.kill_every < 0:
-        return f"--kill-every {args.kill_every}: pass a mean gap in seconds, or 0 for no monkey"
     if args.db is not None and is_postgres(args.db) != (args.backend == "postgresql"):
         return f"--db {args.db.split('@')[-1]!r} does not match --backend {args.backend}; pass a postgresql:// URL with --backend postgresql, a path otherwise"
     if args.db is not None and args.backend == "sqlite":
+        error = check_sqlite_path(args.db)
+        if error:
+            return error
         for path in (args.db, f"{args.db}-chaos"):
             if os.path.exists(path):
                 return f"--db {args.db}: {path} exists; a soak judges a whole history, so pass a new path or remove it"

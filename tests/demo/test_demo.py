@@ -75,7 +75,14 @@ def test_the_demo_keeps_its_database_and_ledgers_when_given_a_path_and_refuses_t
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--jobs", "0"], "--jobs 0: pass at least 1 document"),
+        (["--jobs", "0"], "--jobs 0: pass from 1 to 10,000,000"),
+        (["--workers", "100000"], "--workers 100000: pass from 1 to 256"),
+        # NaN turned the monkey off without a word; inf divided into zero; a lease of 0 failed in every worker
+        (["--kill-every", "nan"], "--kill-every nan: pass a finite number of seconds (0 turns the monkey off)"),
+        (["--kill-every", "inf"], "--kill-every inf: pass a finite number of seconds (0 turns the monkey off)"),
+        (["--lease", "0"], "--lease 0: pass a number of seconds > 0 and at most 604800 (a week)"),
+        (["--db", ""], "--db '': pass the path of a new SQLite file, e.g. --db run.db (not a URL, not an in-memory database)"),
+        (["--db", "/no/such/folder/d.db"], "--db /no/such/folder/d.db: the folder /no/such/folder does not exist; create it or pass a path in a folder that does"),
         (["--kill-every", "0"], "--kill-every 0 turns the monkey off, so --kills-min 10 cannot be met; pass --kills-min 0"),
         (["--db", "postgresql://x@127.0.0.1/y"], "the demo runs on SQLite; for PostgreSQL run: python -m chaos soak --backend postgresql"),
     ],

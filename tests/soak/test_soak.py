@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from chaos import ReferenceAdapter
 from chaos.adapters.postgres import PostgresReferenceAdapter
 from chaos.fleet.soak import parser, run_soak, throughput_rows
@@ -53,6 +55,21 @@ def test_a_postgresql_soak_without_a_url_starts_and_removes_its_own_server(pg_se
     code, figures = _soak(["--backend", "postgresql", "--workers", "2", "--jobs", "20", "--kill-every", "0", "--json"])
     assert code == 0, figures
     assert figures["headline"] == "0/0/0/0"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--timeout", "nan"], "--timeout nan: pass a finite number of seconds > 0"),
+    (["--timeout", "-1"], "--timeout -1: pass a finite number of seconds > 0"),
+    (["--power-every", "nan"], "--power-every nan: pass a finite number of seconds (0: no power cuts)"),
+    (["--lease", "nan"], "--lease nan: pass a number of seconds > 0 and at most 604800 (a week)"),
+    (["--db", "sqlite:///y.db"], "--db 'sqlite:///y.db': pass the path of a new SQLite file"),
+    (["--db", "/proc/x.db"], "--db /proc/x.db: no file can be made in /proc"),
+])
+def test_the_soak_refuses_a_setting_it_cannot_honour_before_any_process_starts(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_soak(parser().parse_args(["--jobs", "3", "--workers", "1", *argv])) == 2
+    assert capsys.readouterr().err.startswith(f"error: {message}")
+    assert list(tmp_path.iterdir()) == []  # no stray folder (sqlite:/ once), no file
 
 
 def test_the_soak_refuses_a_database_of_the_other_backend(capsys):
