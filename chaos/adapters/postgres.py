@@ -113,6 +113,7 @@ SELECT_OUTBOX = "SELECT id, job_id, kind, sent_at, next_attempt_at FROM outbox O
 SELECT_HAS_WRITES = "SELECT to_regclass('chaos_write') IS NOT NULL"
 SELECT_WRITES = "SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq"
 SET_WRITER = "SELECT set_config('crashgate.writer', %s, false)"
+CONNECT_TIMEOUT_S = 10  # the first connection to a --db server; a server that does not answer by then is unreachable
 # The session of the worker that runs while another is frozen: a lock it cannot get within the
 # busy timeout makes its write give up (StoreBusy); any statement gives up after this long.
 OTHER_STATEMENT_TIMEOUT_S = 5.0
@@ -195,6 +196,13 @@ class PostgresReferenceAdapter(ReferenceAdapter):
         """The server the matrix creates its scenario databases on (``--db``)."""
         if not is_postgres(url):
             raise ValueError(f"--db {url!r}: this target needs a postgresql:// URL")
+        import psycopg
+
+        try:  # once, before any family: a server that cannot be reached is the setting's fault, said in one line
+            psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S).close()
+        except psycopg.Error as exc:
+            reason = " ".join(str(exc).split())
+            raise ValueError(f"--db: cannot connect to the PostgreSQL server ({reason}); check the URL and that the server runs") from None
         self.server = url
 
     def __getstate__(self) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from chaos.fleet.fleet import LEASE_S_DEFAULT, FleetConfig, FleetRun, Progress
 from chaos.fleet.settings import check_numbers, check_sqlite_path
 from chaos.adapters.postgres import is_postgres
 from chaos.fleet.trial import NotEmpty, Trial, TrialResult
+from engine import InvalidInput
 
 __all__ = ["run_soak", "parser", "add_arguments", "main", "soak_figures", "throughput_rows", "BACKENDS"]
 
@@ -108,7 +109,7 @@ def run_soak(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
             print(f"soak on {args.backend}: {args.workers} workers + 1 sender, {args.jobs:,} jobs, "
                   f"a SIGKILL every {args.kill_every:g} s on average (seed {args.seed})", file=sys.stderr, flush=True)
             result = Trial(config, args.jobs).run(_ProgressLines(sys.stderr))
-    except (NotEmpty, _Unavailable) as exc:
+    except (NotEmpty, _Unavailable, InvalidInput) as exc:  # InvalidInput: a --db server that cannot be reached
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # every process (and a throwaway server) was stopped on the way out

@@ -65,3 +65,10 @@ def test_ctrl_c_stops_the_matrix_with_exit_130_and_no_traceback(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
     assert "interrupted: no verdict" in err and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.parametrize("command", [["matrix", "-n", "1", "--sample", "1"], ["baseline"]])
+def test_a_postgresql_server_that_cannot_be_reached_is_one_line_without_its_password(command):
+    out = run_chaos(*command, "--db", "postgresql://nobody:secret@127.0.0.1:1/db")
+    assert_one_line_error(out, "--db: cannot connect to the PostgreSQL server", "port 1 failed", "check the URL and that the server runs")
+    assert "secret" not in out.stderr

@@ -72,6 +72,13 @@ def test_the_soak_refuses_a_setting_it_cannot_honour_before_any_process_starts(a
     assert list(tmp_path.iterdir()) == []  # no stray folder (sqlite:/ once), no file
 
 
+def test_the_soak_on_a_postgresql_server_that_cannot_be_reached_is_one_error_without_its_password(capsys):
+    argv = ["--backend", "postgresql", "--db", "postgresql://nobody:secret@127.0.0.1:1/db", "--jobs", "3", "--workers", "1"]
+    assert run_soak(parser().parse_args(argv)) == 2
+    err = capsys.readouterr().err
+    assert "error: cannot connect to 'postgresql://nobody:***@127.0.0.1:1/db'" in err and "secret" not in err and "Traceback" not in err
+
+
 def test_the_soak_refuses_a_database_of_the_other_backend(capsys):
     assert run_soak(parser().parse_args(["--backend", "sqlite", "--db", "postgresql://u@127.0.0.1/x"])) == 2
     assert "does not match --backend sqlite" in capsys.readouterr().err
