@@ -369,8 +369,9 @@ def load_adapter(spec: str) -> Adapter:
         raise ValueError(f"target {spec!r} names a relative module; name it from the top, e.g. mypackage.adapters:{attr}")
     try:
         target = getattr(importlib.import_module(module_name), attr)
-    except Exception as exc:  # whatever importing someone else's module raises, it is one line here
-        raise ValueError(f"cannot load target {spec!r}: {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # whatever importing someone else's module raises (sys.exit too), it is one line here
+        why = f"importing it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"cannot load target {spec!r}: {why}") from exc
     if callable(target) and not hasattr(target, "inspect") or isinstance(target, type):
         try:
             adapter = target()

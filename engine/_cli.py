@@ -51,8 +51,9 @@ def load_workflow(spec: str) -> Workflow:
         raise EngineError(f"workflow {spec!r} must look like MODULE:ATTR (an absolute module), e.g. engine:default_workflow")
     try:
         target: Any = getattr(importlib.import_module(module_name), attr)
-    except Exception as exc:  # whatever importing someone else's module raises, it is one line here
-        raise EngineError(f"cannot load workflow {spec!r}: {type(exc).__name__}: {exc}; pass MODULE:ATTR naming an engine.Workflow") from exc
+    except (Exception, SystemExit) as exc:  # whatever importing someone else's module raises (sys.exit too), it is one line here
+        why = f"importing it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+        raise EngineError(f"cannot load workflow {spec!r}: {why}; pass MODULE:ATTR naming an engine.Workflow") from exc
     if callable(target) and not isinstance(target, (Workflow, type)):
         try:
             workflow = target()

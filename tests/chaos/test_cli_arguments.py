@@ -72,3 +72,12 @@ def test_a_postgresql_server_that_cannot_be_reached_is_one_line_without_its_pass
     out = run_chaos(*command, "--db", "postgresql://nobody:secret@127.0.0.1:1/db")
     assert_one_line_error(out, "--db: cannot connect to the PostgreSQL server", "port 1 failed", "check the URL and that the server runs")
     assert "secret" not in out.stderr
+
+
+def test_a_target_whose_module_exits_on_import_is_one_line_not_a_silent_exit_0(tmp_path):
+    (tmp_path / "exiter.py").write_text("import sys\nsys.exit(0)\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for command, named in [([sys.executable, "-m", "chaos", "matrix", "-n", "1", "--target", "exiter:x"], "cannot load target 'exiter:x'"),
+                           ([sys.executable, "-m", "engine", "states", "--workflow", "exiter:x"], "cannot load workflow 'exiter:x'")]:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert_one_line_error(out, named, "importing it called sys.exit(0)")
