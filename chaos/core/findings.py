@@ -102,8 +102,8 @@ def headlines(report: Any) -> list[Headline]:
             if family not in head.families:
                 head.families.append(family)
     for result in report.results:
-        for v in result.outcome.violations:
-            head = groups.get((v.invariant, normalise(v.detail)))
+        for key in {(v.invariant, normalise(v.detail)) for v in result.outcome.violations}:
+            head = groups.get(key)
             if head is not None:  # a point of any family that fails the way a baseline does
                 head.points += 1
     return list(groups.values())
@@ -116,11 +116,15 @@ def findings(report: Any, *, known: Iterable[KnownKey] = ()) -> list[Finding]:
     known = set(known)
     groups: dict[tuple[str, str], Finding] = {}
     for result in report.results:
+        counted: set[tuple[str, str]] = set()  # a point that breaks one invariant twice alike is one point of it
         for v in result.outcome.violations:
             cause = normalise(v.detail)
             if (v.invariant, cause) in in_baseline or (result.family, result.fault, v.invariant, cause) in known:
                 continue
             finding = groups.setdefault((v.invariant, cause), Finding(v.invariant, cause, v.detail, first=result))
+            if (v.invariant, cause) in counted:
+                continue
+            counted.add((v.invariant, cause))
             finding.points += 1
             finding.families[result.family] += 1
             finding.faults[result.fault] += 1

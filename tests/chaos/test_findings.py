@@ -135,3 +135,25 @@ def test_a_cause_keeps_the_users_line_and_drops_what_varies():
     assert normalise(detail) == "effect '…' arrived at the receiver without a committed outbox row (sent from invoices/unsafe.py:25)"
     assert user_line(detail) == "invoices/unsafe.py:25"
     assert normalise("job 'a' step 'b': 3 paid calls") == normalise("job 'c' step 'd': 4 paid calls")
+
+
+def test_a_finding_counts_points_not_violations():
+    """A point that breaks an invariant twice alike (two jobs, say) is one point of its finding: the
+    count was of violations, and read '64 points' of a run of 60."""
+    from types import SimpleNamespace
+
+    from chaos.core.findings import findings, headlines
+    from chaos.core.invariants import Violation
+
+    def result(*details):
+        return SimpleNamespace(family="clean", fault="interleave",
+                               outcome=SimpleNamespace(violations=[Violation("fenced-writes", d) for d in details]))
+
+    twice = result("worker 'w-1' wrote job 'doc-1' after 'w-2' took it over", "worker 'w-1' wrote job 'doc-2' after 'w-2' took it over")
+    once = result("worker 'w-1' wrote job 'doc-3' after 'w-2' took it over")
+    report = SimpleNamespace(baselines={}, results=[twice, once])
+    [finding] = findings(report)
+    assert (finding.points, finding.families["clean"], finding.faults["interleave"]) == (2, 2, 2)
+    base = SimpleNamespace(violations=[Violation("fenced-writes", "worker 'w-9' wrote job 'doc-9' after 'w-8' took it over")])
+    [head] = headlines(SimpleNamespace(baselines={"clean": base}, results=[twice, once]))
+    assert head.points == 2
