@@ -302,8 +302,12 @@ def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterabl
         out.append(f"  lesson: {report.lessons[first.family]}")
         out.append(f"  replay: {first.replay}")
     cov = report.coverage()
-    out.append(f"crash coverage: {cov['exercised']}/{cov['lines']} executable lines of the functions reached ({cov['percent']}%)"
-               + _declared_summary(cov))
+    if not {"crash", "pause"} & set(report.faults) or not cov["lines"]:  # only a kill or a freeze at a line counts it
+        out.append(f"crash coverage: not measured (it counts the lines a crash or a pause stopped at; this run: "
+                   f"{', '.join(report.faults)}{', no line reached' if not cov['lines'] else ''})")
+    else:
+        out.append(f"crash coverage: {cov['exercised']}/{cov['lines']} executable lines of the functions reached ({cov['percent']}%)"
+                   + _declared_summary(cov))
     for path, lines in cov["declared_reached"].items():
         out.append(f"  DECLARED UNREACHABLE, YET KILLED AT: {path}: {_ranges(lines)}: a scenario reached these lines, so their "
                    f"'{MARKER}' declaration is wrong; remove it")

@@ -231,7 +231,7 @@ def terminal_lines(summary: Summary) -> list[str]:
             line += f" ({row['zombie']} without a valid lease); other worker blocked {row['blocked_s']:.3f}s"
         out.append(line + (runs if not out else ""))
     hit, total, percent = s.coverage()
-    if total and set(rows) - set(MACHINE_KIND_OF):  # a fault of the machine neither kills nor freezes at its point
+    if total and set(rows) - set(MACHINE_KIND_OF) - {"interleave"}:  # only a kill or a freeze at a line counts it
         what = "had a point killed" if set(rows) == {"crash"} else "had a point killed or frozen"
         out.append(f"crash coverage: {percent}% ({hit} of the {total} executable lines of the functions reached {what})")
     others = []

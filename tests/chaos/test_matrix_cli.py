@@ -110,3 +110,12 @@ def test_a_sample_of_the_matrix_keeps_every_fault_kind_it_asks_for():
     for seed in range(3):
         report = run_matrix(families=["clean"], faults=["pause", "interleave"], sample=3, pairs=2, seed=seed)
         assert sorted(r.fault for r in report.results) == ["interleave", "pause-expired", "pause-live"], seed
+
+
+def test_coverage_is_not_claimed_for_a_run_that_stopped_at_no_line():
+    """An interleaving run stops no worker at a line of its own choosing: it printed 0.0% coverage,
+    listing as missed lines its findings showed reached."""
+    done = subprocess.run([sys.executable, "-m", "chaos", "matrix", "-n", "1", "--family", "sender", "--faults", "interleave"],
+                          capture_output=True, text=True, timeout=300)
+    assert "crash coverage: not measured (it counts the lines a crash or a pause stopped at; this run: interleave)" in done.stdout
+    assert "0.0%" not in done.stdout
