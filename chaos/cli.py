@@ -149,6 +149,13 @@ def _adapter(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {printable(exc)}", file=sys.stderr)
         return 2
+    check_schema = getattr(adapter, "check_schema", None)
+    if callable(check_schema):
+        try:
+            check_schema()
+        except ValueError as exc:
+            print(f"error: {args.target}: {printable(exc)}", file=sys.stderr)
+            return 2
     print(f"{args.target}: the required protocol is there (chaos.adapter.Adapter); optional capabilities:")
     for line in capability_report(adapter):
         print(line)

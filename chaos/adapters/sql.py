@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import os
 import sqlite3
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -115,6 +116,11 @@ class OutboxTable:
     key: str | None = None
 
 
+# The fields a declaration may set to None: the engine keeps no such column.
+SELECT_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+_OPTIONAL_FIELDS = frozenset({"lease_until", "token", "next_run_at", "last_error", "result", "cost", "next_attempt_at", "key"})
+
+
 @dataclass(frozen=True)
 class SqlSchema:
     """An engine's tables as the harness reads them (no memo table or outbox: give None)."""
@@ -122,6 +128,45 @@ class SqlSchema:
     job: JobTable = field(default_factory=JobTable)
     memo: MemoTable | None = field(default_factory=MemoTable)
     outbox: OutboxTable | None = field(default_factory=OutboxTable)
+
+    def check(self, conn: sqlite3.Connection) -> None:
+        """Raise :class:`ValueError` naming every table and column this declaration names that the
+        engine's schema on ``conn`` does not have, and the fix. SQLite reads a double-quoted name it
+        does not know as a text, the same for every row, so a misspelt column would be read as a
+        constant (a result that never differs between runs, a lease always held) instead of failing.
+        """
+        wanted: list[tuple[str, str, str]] = []  # (table, column, the declaration's field)
+        j, m, o = self.job, self.memo, self.outbox
+        job_columns = [("id", j.id), ("state", j.state), ("lease_owner", j.lease_owner), ("lease_until", j.lease_until),
+                       ("token", j.token), ("next_run_at", j.next_run_at), ("last_error", j.last_error), ("result", j.result)]
+        if j.payload_table is None:
+            job_columns.append(("payload", j.payload))
+        else:
+            wanted += [(j.payload_table, j.payload, "JobTable(payload=...)"), (j.payload_table, j.payload_job_id, "JobTable(payload_job_id=...)")]
+        wanted += [(j.name, column, f"JobTable({key}=...)") for key, column in job_columns if column is not None]
+        if m is not None:
+            wanted += [(m.name, column, f"MemoTable({key}=...)") for key, column in (("job_id", m.job_id), ("step", m.step), ("output", m.output))]
+            if m.cost is not None and m.cost != MemoTable.cost:  # the default name on a table without it: no cost recorded
+                wanted.append((m.name, m.cost, "MemoTable(cost=...)"))
+        if o is not None:
+            wanted += [(o.name, column, f"OutboxTable({key}=...)") for key, column in
+                       (("id", o.id), ("job_id", o.job_id), ("kind", o.kind), ("sent_at", o.sent_at),
+                        ("next_attempt_at", o.next_attempt_at), ("key", o.key)) if column is not None]
+        found: dict[str, set[str]] = {}
+        problems: list[str] = []
+        for table, column, declared in wanted:
+            if table not in found:
+                found[table] = {row[1] for row in conn.execute(f"PRAGMA table_info({_ident(table)})")}
+                if not found[table]:
+                    have = ", ".join(r[0] for r in conn.execute(SELECT_TABLES)) or "none"
+                    problems.append(f"table {table!r} does not exist (named by {declared.split('(')[0]}(name=...); the tables: {have})")
+            if found[table] and column not in found[table]:
+                optional = declared.split("(")[1].split("=")[0] in _OPTIONAL_FIELDS
+                problems.append(f"table {table!r} has no column {column!r} ({declared}"
+                                + (", or None if the engine keeps none" if optional else "") + f"; it has {', '.join(sorted(found[table]))})")
+        if problems:
+            raise ValueError("the adapter's schema does not match the tables create_schema made: " + "; ".join(dict.fromkeys(problems))
+                             + ": name the engine's own tables and columns in SqlSchema(JobTable(...), MemoTable(...), OutboxTable(...))")
 
     def audit_sql(self, *, attribute_writers: bool = False) -> list[str]:
         """The harness's audit tables and triggers (writer attribution needs ``chaos_writer()``
@@ -360,9 +405,24 @@ class SqliteAdapter:
         try:
             self.create_schema(conn)
             conn.commit()
+            self.schema.check(conn)
             self.schema.install(conn, attribute_writers=attribute_writers)
         finally:
             conn.close()
+
+    def check_schema(self) -> None:
+        """Create the schema in a scratch database and check the declaration against it
+        (:meth:`SqlSchema.check`): a mismatch is the adapter's, refused before any scenario runs."""
+        with tempfile.TemporaryDirectory(prefix="crashgate-schema-") as directory:
+            conn = sqlite3.connect(os.path.join(directory, "schema.db"))
+            try:
+                try:
+                    self.create_schema(conn)
+                except sqlite3.Error as exc:
+                    raise ValueError(f"the adapter's create_schema failed: {type(exc).__name__}: {exc}") from None
+                self.schema.check(conn)
+            finally:
+                conn.close()
 
     def inspect(self, db_path: str) -> Snapshot:
         """Read on a connection of the harness's own, kept per process and file until :meth:`release`."""

@@ -335,6 +335,9 @@ def run_matrix(
             raise ValueError(f"target {target_name!r} takes no --db: its scenario databases are files")
         adapter.use_database(db)
     refuse_without_schema(machine, adapter, target_name, db)
+    check_schema = getattr(adapter, "check_schema", None)
+    if callable(check_schema):  # a declared schema that does not match the tables: the adapter's mistake, said before any run
+        check_schema()
     replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
     all_scenarios = [for_adapter(s, adapter) for s in all_scenarios]

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import inspect
 import os
 import re
@@ -22,7 +23,7 @@ import pytest
 
 from chaos import run_matrix
 from chaos.adapter import capabilities, load_adapter
-from chaos.adapters.sql import JobTable, MemoTable, SqlSchema
+from chaos.adapters.sql import JobTable, MemoTable, OutboxTable, SqlSchema
 
 from .user_workflows import NotesAdapter
 
@@ -118,7 +119,7 @@ def test_the_readmes_commands_show_what_it_says(index):
         assert "paid from newsletter.py:" in out  # the user's step, not the adapter that bridges it
     elif "backlog" in args:  # the host's faults (the exact findings: test_host_faults_on_tinyflow.py)
         assert done.returncode == 1, out
-        for invariant in ("fenced-writes", "worker-survives", "quarantined", "legal-transitions", "drains"):
+        for invariant in ("fenced-writes", "worker-survives", "quarantined", "drains"):
             assert re.search(rf"FINDING \d+: {invariant} at ", out), (invariant, out)
         assert "declares no schema" not in out and "no such column" not in out
     elif "commit-io-error" in args:
@@ -249,6 +250,58 @@ def test_a_payload_kept_in_a_table_of_its_own_is_read_damaged_and_checked_there(
 def test_a_schema_refuses_a_name_that_is_not_an_identifier():
     with pytest.raises(ValueError, match="'job; DROP TABLE x' is not a plain SQL identifier"):
         SqlSchema(JobTable(name="job; DROP TABLE x")).audit_sql()
+
+
+SCHEMA_OF_MY_OWN = """
+CREATE TABLE tasks (task_key TEXT PRIMARY KEY, phase TEXT, args TEXT, holder TEXT, holder_until REAL, fence INTEGER,
+                    wake_at REAL, problem TEXT, outcome TEXT);
+CREATE TABLE checkpoints (task_key TEXT, stage TEXT, blob TEXT, PRIMARY KEY (task_key, stage));
+CREATE TABLE mailbag (mail_id INTEGER PRIMARY KEY, task_key TEXT, effect TEXT, delivered_at REAL);
+"""
+MY_SCHEMA = SqlSchema(
+    JobTable(name="tasks", id="task_key", state="phase", payload="args", lease_owner="holder", lease_until="holder_until",
+             token="fence", next_run_at="wake_at", last_error="problem", result="outcome"),
+    MemoTable(name="checkpoints", job_id="task_key", step="stage", output="blob", cost=None),
+    OutboxTable(name="mailbag", id="mail_id", job_id="task_key", kind="effect", sent_at="delivered_at"),
+)
+
+
+@pytest.mark.parametrize("declared, says", [
+    (dataclasses.replace(MY_SCHEMA, job=dataclasses.replace(MY_SCHEMA.job, state="status")),
+     "table 'tasks' has no column 'status' (JobTable(state=...); it has args, "),
+    # a default name the engine does not have: read as a constant text, it would make every result alike
+    (dataclasses.replace(MY_SCHEMA, job=dataclasses.replace(MY_SCHEMA.job, result="result")),
+     "table 'tasks' has no column 'result' (JobTable(result=...), or None if the engine keeps none;"),
+    (dataclasses.replace(MY_SCHEMA, job=dataclasses.replace(MY_SCHEMA.job, name="task")),
+     "table 'task' does not exist (named by JobTable(name=...); the tables: checkpoints, mailbag, tasks)"),
+    (dataclasses.replace(MY_SCHEMA, memo=dataclasses.replace(MY_SCHEMA.memo, cost="price")),
+     "table 'checkpoints' has no column 'price' (MemoTable(cost=...), or None"),
+])
+def test_a_declared_schema_that_does_not_match_the_tables_is_refused_naming_each_mismatch(declared, says):
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(SCHEMA_OF_MY_OWN)
+    MY_SCHEMA.check(conn)  # the right declaration passes
+    with pytest.raises(ValueError, match="the adapter's schema does not match the tables create_schema made") as caught:
+        declared.check(conn)
+    assert says in str(caught.value), str(caught.value)
+
+
+def test_a_schema_mismatch_is_one_line_exit_2_from_the_adapter_and_matrix_commands(tmp_path):
+    """Before, a misspelt column failed every family as if the engine raised (exit 1)."""
+    (tmp_path / "mine.py").write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {os.path.join(EXAMPLE)!r})\n"
+        "import crash\n"
+        "from chaos.adapters.sql import JobTable, SqlSchema\n"
+        "class Misspelt(crash.TinyflowAdapter):\n"
+        "    schema = SqlSchema(JobTable(state='status'))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), EXAMPLE, ROOT]))
+    for command in (["adapter"], ["matrix", "-n", "1", "--family", "clean"]):
+        done = subprocess.run([sys.executable, "-m", "chaos", *command, "--target", "mine:Misspelt"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "table 'job' has no column 'status' (JobTable(state=...)" in lines[0], done.stderr
 
 
 def test_the_how_tos_walkthrough_quotes_the_adapter_verbatim():

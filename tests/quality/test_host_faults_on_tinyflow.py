@@ -7,8 +7,8 @@ tinyflow has no fencing token (a worker whose clock is behind writes over the wo
 its job: **fenced-writes** under ``clock-skew``), lets any database error other than "locked" out
 of its loop (the worker dies on a full disk: **worker-survives**) and parses what it reads without
 quarantining a row it cannot parse (a damaged payload or state kills the worker on every restart
-and the job is never parked: **worker-survives**, **quarantined**, and for a state not in the
-table **legal-transitions** and **drains**). A held lock and a clock that jumps (while its lease
+and the job is not parked in time: **worker-survives**, **quarantined**, and for a state not in
+the table **drains**). A held lock and a clock that jumps (while its lease
 is respected) it survives.
 """
 
@@ -24,7 +24,8 @@ FAULTS = ["disk", "lock", "clock", "damage"]
 EXPECTED = {
     "disk-full": {"worker-survives"},
     "damage-payload": {"worker-survives", "quarantined"},
-    "damage-state": {"worker-survives", "quarantined", "legal-transitions", "drains"},
+    # tinyflow parks the job in "failed" at last, a state with no way out: a quarantine, not an illegal move
+    "damage-state": {"worker-survives", "quarantined", "drains"},
     "clock-skew": {"fenced-writes"},
 }
 
