@@ -136,8 +136,13 @@ def _disabled_by_missing_capabilities(target: str) -> list[str]:
     from chaos.adapter import load_adapter
     from chaos.core.capabilities import capability_report
 
-    return [f"capability missing:{line[6:]}" for line in capability_report(load_adapter(target), missing_only=True)
-            if "this disables" in line or "error:" in line]
+    out = []
+    for line in capability_report(load_adapter(target), missing_only=True):
+        if line.strip().startswith("error:"):  # the sessions could not be asked: said as it is
+            out.append(f"capability check failed:{line.strip()[len('error:'):]}")
+        elif "this disables" in line:
+            out.append(f"capability missing:{line[6:]}")
+    return out
 
 
 def _adapter(args: argparse.Namespace) -> int:
@@ -149,10 +154,10 @@ def _adapter(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {printable(exc)}", file=sys.stderr)
         return 2
-    check_schema = getattr(adapter, "check_schema", None)
-    if callable(check_schema):
+    check_declaration = getattr(adapter, "check_declaration", None)
+    if callable(check_declaration):
         try:
-            check_schema()
+            check_declaration()
         except ValueError as exc:
             print(f"error: {args.target}: {printable(exc)}", file=sys.stderr)
             return 2

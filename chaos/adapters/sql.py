@@ -410,9 +410,22 @@ class SqliteAdapter:
         finally:
             conn.close()
 
-    def check_schema(self) -> None:
-        """Create the schema in a scratch database and check the declaration against it
-        (:meth:`SqlSchema.check`): a mismatch is the adapter's, refused before any scenario runs."""
+    def check_declaration(self) -> None:
+        """Check what the adapter declares, before any scenario runs (a mismatch is the adapter's,
+        and read as the engine's it gave findings that were not): its states (every step's, final,
+        parked and initial state is in ``table``, and some state is final), then its schema against
+        the tables ``create_schema`` makes in a scratch database (:meth:`SqlSchema.check`)."""
+        problems = []
+        if not self.final:
+            problems.append("final is empty: declare the state(s) a finished job ends in, e.g. final = {'done': ('email',)}")
+        for step, working, done in self.steps:
+            problems += [f"step {step!r}'s {what} state {state!r} is not in table" for what, state in (("working", working), ("done", done))
+                         if state not in self.table]
+        for what, states in (("final", self.final), ("parked", self.parked), ("initial", self.initial)):
+            problems += [f"{what} state {state!r} is not in table" for state in states if state not in self.table]
+        if problems:
+            raise ValueError(f"the adapter's states do not match its table ({', '.join(map(repr, self.table)) or 'empty'}): "
+                             + "; ".join(problems))
         with tempfile.TemporaryDirectory(prefix="crashgate-schema-") as directory:
             conn = sqlite3.connect(os.path.join(directory, "schema.db"))
             try:

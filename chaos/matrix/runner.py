@@ -28,6 +28,7 @@ from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, machine_poi
 from chaos.core.store_faults import small_pages
 from chaos.core.points import Point, warm
 from chaos.core.sampling import sample_every_kind
+from chaos.core.invariants import submit_policy
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.process import Exit
 from chaos.core.scenario import (
@@ -335,9 +336,10 @@ def run_matrix(
             raise ValueError(f"target {target_name!r} takes no --db: its scenario databases are files")
         adapter.use_database(db)
     refuse_without_schema(machine, adapter, target_name, db)
-    check_schema = getattr(adapter, "check_schema", None)
-    if callable(check_schema):  # a declared schema that does not match the tables: the adapter's mistake, said before any run
-        check_schema()
+    check_declaration = getattr(adapter, "check_declaration", None)
+    if callable(check_declaration):  # a declaration that does not match the engine: the adapter's mistake, said before any run
+        check_declaration()
+    submit_policy(adapter)  # a submit_conflict word it does not know, likewise
     replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
     all_scenarios = [for_adapter(s, adapter) for s in all_scenarios]

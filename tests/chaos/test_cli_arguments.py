@@ -81,3 +81,19 @@ def test_a_target_whose_module_exits_on_import_is_one_line_not_a_silent_exit_0(t
                            ([sys.executable, "-m", "engine", "states", "--workflow", "exiter:x"], "cannot load workflow 'exiter:x'")]:
         out = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
         assert_one_line_error(out, named, "importing it called sys.exit(0)")
+
+
+def test_a_session_that_cannot_be_opened_is_said_plainly_in_the_capability_lines(tmp_path, monkeypatch):
+    """It read 'capability missing:r: opening a session failed' (a fixed slice of the line)."""
+    from chaos.cli import _disabled_by_missing_capabilities
+
+    (tmp_path / "broken.py").write_text(
+        "from chaos import ReferenceAdapter\n"
+        "class Broken(ReferenceAdapter):\n"
+        "    def open(self, *args, **kwargs):\n"
+        "        raise RuntimeError('no such table: main.task')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    lines = _disabled_by_missing_capabilities("broken:Broken")
+    failed = [line for line in lines if "opening a session failed" in line]
+    assert failed and all(line.startswith("capability check failed: opening a session failed: ") for line in failed), lines
+    assert "no such table: main.task" in failed[0]

@@ -286,6 +286,24 @@ def test_a_declared_schema_that_does_not_match_the_tables_is_refused_naming_each
     assert says in str(caught.value), str(caught.value)
 
 
+@pytest.mark.parametrize("body, says", [
+    ("    steps = [('draft', 'drafTing', 'drafted'), ('review', 'reviewing', 'reviewed')]",
+     "step 'draft''s working state 'drafTing' is not in table"),
+    ("    final = {}", "final is empty: declare the state(s) a finished job ends in"),
+    ("    parked = ('failed', 'dead')", "parked state 'dead' is not in table"),
+    ("    submit_conflict = 'last-wins'", "submit_conflict is 'last-wins'; use 'raises' or 'first-wins'"),
+])
+def test_a_declaration_that_does_not_match_the_engine_is_one_line_exit_2(tmp_path, body, says):
+    """A misspelt state gave a bogus bounded-spend finding; no final state, 'every job should end in .'."""
+    (tmp_path / "mine.py").write_text("import crash\nclass Mine(crash.TinyflowAdapter):\n" + body + "\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), EXAMPLE, ROOT]))
+    done = subprocess.run([sys.executable, "-m", "chaos", "matrix", "-n", "1", "--family", "clean", "--target", "mine:Mine"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
+
+
 def test_a_schema_mismatch_is_one_line_exit_2_from_the_adapter_and_matrix_commands(tmp_path):
     """Before, a misspelt column failed every family as if the engine raised (exit 1)."""
     (tmp_path / "mine.py").write_text(
