@@ -80,3 +80,21 @@ def test_init_refuses_a_folder_the_plugin_would_not_collect_and_a_file_in_the_wa
     blocked = _init(tmp_path)
     assert blocked.returncode == 2
     assert "exists and is not a folder" in blocked.stderr
+
+
+def test_force_copies_nothing_when_a_plan_name_is_taken_by_something_that_is_not_a_file(tmp_path):
+    """It copied the plans before it up to the folder in the way, then stopped with a bare errno."""
+    plans = tmp_path / "fault_plans"
+    (plans / "poison.toml").mkdir(parents=True)
+    done = _init(tmp_path, "--force")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("error: plans init: 'fault_plans' holds poison.toml, which is not a plain file: --force overwrites "
+                                   "only files; nothing was copied: move it away, or choose another folder")
+    assert [p.name for p in plans.iterdir()] == ["poison.toml"]
+
+
+def test_a_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path):
+    done = _init(tmp_path, "/proc/fault_plans")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: plans init: cannot write the plans into '/proc/fault_plans' (")
+    assert done.stderr.rstrip().endswith("pass a folder you can write")

@@ -79,18 +79,24 @@ def copy_plans(directory: str | os.PathLike[str], *, force: bool = False) -> lis
     plans = shipped_plans()
     if not plans:
         raise ValueError(f"no shipped plans found next to {_chaos_dir()}; reinstall crashgate")
-    existing = [p.name for p in plans if (target / p.name).exists()]
+    existing = [p.name for p in plans if os.path.lexists(target / p.name)]
     if existing and not force:
         raise PlansExist(
             f"{len(existing)} plan(s) already in {str(target)!r}: {', '.join(existing)}; nothing was copied. "
             "Pass --force to overwrite them, or choose another folder"
         )
-    target.mkdir(parents=True, exist_ok=True)
-    for plan in plans:
-        shutil.copyfile(plan, target / plan.name)
-    copied = [p.name for p in plans]
-    assert all((target / name).is_file() for name in copied), "a copied plan is missing"
-    return copied
+    # --force overwrites files, and only files: anything else under a plan's name stops it before a copy.
+    blocked = [name for name in existing if not (target / name).is_file() or (target / name).is_symlink()]
+    if blocked:
+        raise ValueError(f"{str(target)!r} holds {', '.join(blocked)}, which {'is' if len(blocked) == 1 else 'are'} not a plain "
+                         "file: --force overwrites only files; nothing was copied: move it away, or choose another folder")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for plan in plans:
+            shutil.copyfile(plan, target / plan.name)
+    except OSError as exc:
+        raise ValueError(f"cannot write the plans into {str(target)!r} ({exc.strerror or exc}); pass a folder you can write") from None
+    return [p.name for p in plans]
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:
