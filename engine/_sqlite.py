@@ -24,6 +24,8 @@ The file is marked with ``PRAGMA application_id`` and its schema version with ``
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 
 from ._errors import InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
@@ -82,6 +84,7 @@ class SqliteStore(SqlStore):
         self.workflow = workflow
         self.busy_timeout_s = busy_timeout_s
         check_sqlite_path(path, create=create)  # create=False: a missing file is an error, not a new database
+        new_file = path != ":memory:" and not os.path.lexists(path)
         try:
             self.conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False)
         except sqlite3.Error as exc:  # not a crash point: a database that cannot be opened, refused before any claim
@@ -95,6 +98,8 @@ class SqliteStore(SqlStore):
             self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
         except BaseException as exc:  # not a crash point: a database that cannot be opened, refused before any claim
             self.conn.close()
+            if new_file:
+                _remove_if_empty(path)  # a file this open made and wrote nothing into (a full disk): not left behind
             if isinstance(exc, sqlite3.Error):
                 raise sqlite_open_error(path, exc) from exc
             raise
@@ -191,6 +196,18 @@ class SqliteStore(SqlStore):
     def claim_plan(self) -> str:
         """The claim's query plan, as SQLite reports it (tests check it uses ``job_due``)."""
         return " / ".join(row[3] for row in self.conn.execute(CLAIM_PLAN))
+
+
+def _remove_if_empty(path: str) -> None:
+    """Remove ``path`` and its WAL files if the database file holds nothing (0 bytes); never raises."""
+    try:
+        if os.path.getsize(path) != 0:
+            return
+        for leftover in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+    except OSError:
+        pass
 
 
 def _machine_failure(exc: BaseException) -> bool:

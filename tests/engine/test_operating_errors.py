@@ -13,7 +13,7 @@ import threading
 import pytest
 
 import engine._cli
-from engine import FakeClock, SqliteStore, StoreFailed, Worker, default_workflow
+from engine import EngineError, FakeClock, SqliteStore, StoreFailed, Worker, default_workflow
 
 
 def run_cli(*args: str, **options):
@@ -285,3 +285,20 @@ def test_ctrl_c_stops_a_command_with_exit_130_and_no_traceback(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
     assert err.strip() == "interrupted" and "Traceback" not in err
+
+
+def test_a_new_database_that_cannot_be_written_leaves_no_empty_file_and_an_old_one_stays(tmp_path, monkeypatch):
+    """On a full disk the schema's write fails after SQLite made the file: it was left, 0 bytes."""
+    def full(self):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(SqliteStore, "_ensure_schema", full)
+    new = tmp_path / "new.db"
+    with pytest.raises(EngineError) as caught:
+        SqliteStore(str(new))
+    assert "disk is full" in str(caught.value) and not new.exists()
+    old = tmp_path / "old.db"
+    old.write_bytes(b"")
+    with pytest.raises(EngineError):
+        SqliteStore(str(old))
+    assert old.exists()  # not this open's to remove
