@@ -353,6 +353,9 @@ def run_matrix(
     chosen = [s for s in all_scenarios if (wanted is None or s.name in wanted) and (not point or s.name == only_family)]
     if not chosen:
         names = ", ".join(s.name for s in all_scenarios)
+        if point and wanted is not None and only_family not in wanted and only_family in {s.name for s in all_scenarios}:
+            raise ValueError(f"point {point!r} is in family {only_family!r}, which the families asked for ({', '.join(sorted(wanted))}) "
+                             "leave out; give the point alone, or its family")
         raise ValueError(f"no scenario family matches {sorted(wanted or {only_family})}; families: {names}")
     owned = workdir is None
     workdir = workdir or scratch_dir()

@@ -48,7 +48,9 @@ def test_explore_refuses_a_target_that_is_not_an_adapter_and_zero_examples():
 
 
 @pytest.mark.parametrize("args, named", [(("--faults", ""), "no fault kind given"), (("--faults", " , "), "no fault kind given"),
-                                         (("--point", "", "--family", "sender"), "point '' names no scenario")])
+                                         (("--point", "", "--family", "sender"), "point '' names no scenario"),
+                                         (("--point", "clean::x", "--family", "sender"),
+                                          "point 'clean::x' is in family 'clean', which the families asked for (sender) leave out")])
 def test_a_matrix_asked_to_run_nothing_is_refused_not_passed(args, named):
     """With no fault kind the matrix ran 0 points and exited 0: a gate that passed having checked nothing."""
     assert_one_line_error(run_chaos("matrix", "-n", "1", *args), named)
