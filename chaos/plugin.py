@@ -391,7 +391,11 @@ class PlanFile(pytest.File):
         try:
             plan = load_plan(self.path, shown=shown)
             target = plan.target or state.settings.target
-            adapter = state.adapter(target)
+            try:
+                adapter = state.adapter(target)
+            except ValueError as exc:  # named where it was set: the plan's own key, or the run's setting
+                source = "the plan's key 'target'" if plan.target else state.settings.sources.get("target", "the settings")
+                raise ValueError(f"{shown}: target {target!r} (from {source}): {exc}") from None
             check_against(plan, adapter)
             self.plan, self.target = plan, target
             prepared = state.prepared(plan, target, self.faults()) if plan.points is not None else None

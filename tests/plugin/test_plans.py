@@ -235,3 +235,12 @@ def test_a_sample_of_a_plans_points_keeps_every_fault_kind_it_asks_for(project, 
     kinds = {i.rpartition("@")[2] for i in ids if "@" in i}
     assert kinds == {"pause-live", "pause-expired", "interleave"}, ids
     assert len(ids) == 1 + 6, ids  # the baseline and the sample
+
+
+@pytest.mark.parametrize("own_key", [True, False])
+def test_a_plan_whose_target_does_not_load_names_the_plan_and_where_the_target_was_set(project, own_key):
+    add_plan(project, "t", 'lesson = "L."\n' + ('target = "nosuch:x"\n' if own_key else "") + "[points]\n")
+    result = project.runpytest(*([] if own_key else ["--chaos-target", "nosuch:x"]))
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error: nothing runs
+    where = "the plan's key 'target'" if own_key else "command line --chaos-target"
+    assert f"fault_plans/t.toml: target 'nosuch:x' (from {where}): cannot load target 'nosuch:x'" in result.stdout.str()
