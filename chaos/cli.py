@@ -48,7 +48,7 @@ def _matrix_arguments(m: argparse.ArgumentParser) -> None:
         default=",".join(DEFAULT_FAULTS),
         help=f"comma-separated fault kinds from {', '.join(FAULTS)} (default {','.join(DEFAULT_FAULTS)})",
     )
-    m.add_argument("--pairs", type=non_negative_int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run, a seeded sample (default {PAIRS_DEFAULT})")
+    m.add_argument("--pairs", type=non_negative_int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run in each family, a seeded sample (default {PAIRS_DEFAULT} per family)")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     m.add_argument("--exhaustive", action="store_true",
                    help="pause at every point, not once per pause class (points with no visible operation between them)")
