@@ -253,8 +253,8 @@ def _machine_failure(exc: Any) -> bool:
 def _store_failed(name: str, where: str, exc: Any) -> StoreFailed:
     return StoreFailed(
         f"database {name}: {where} failed with {type(exc).__name__} ({exc.sqlstate or 'no SQLSTATE'}: "
-        f"{str(exc).strip()}); nothing of it was written and the worker backs off and tries again; "
-        "if this persists, check the server's disk and that it runs"
+        f"{str(exc).strip()}); nothing of it was written (a worker backs off and tries again by itself); "
+        "check the server's disk and that it runs"
     )
 
 

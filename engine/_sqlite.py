@@ -136,9 +136,9 @@ class SqliteStore(SqlStore):
         code = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
         where = "BEGIN IMMEDIATE" if where == "BEGIN" else where
         return StoreFailed(
-            f"database {self.path!r}: {where} failed with {code} ({exc}); nothing of it was written and "
-            "the worker backs off and tries again; if this persists, free disk space or check the device "
-            "(a damaged file: restore it from a backup)"
+            f"database {self.path!r}: {where} failed with {code} ({exc}); nothing of it was written (a worker "
+            "backs off and tries again by itself); free disk space or check the device, and if the file is damaged, "
+            "restore it from a backup"
         )
 
     # -- the schema mark ----------------------------------------------------------------------------
@@ -174,7 +174,7 @@ class SqliteStore(SqlStore):
             version = self.conn.execute("PRAGMA user_version").fetchone()[0]
             return app_id, version, [r[0] for r in self.conn.execute(SELECT_TABLES)]
         finally:
-            if not in_transaction:
+            if not in_transaction and self.conn.in_transaction:  # an error may have ended it (a full disk): its own message stands
                 self.conn.execute("COMMIT")
 
     def _refuse_foreign(self, app_id: int, version: int, tables: list[str]) -> None:

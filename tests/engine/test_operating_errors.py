@@ -302,3 +302,41 @@ def test_a_new_database_that_cannot_be_written_leaves_no_empty_file_and_an_old_o
     with pytest.raises(EngineError):
         SqliteStore(str(old))
     assert old.exists()  # not this open's to remove
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A small tmpfs holding a crashgate database (closed: no -wal or -shm left), then filled up
+    (needs root, else skipped)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a file system needs root")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("this machine does not allow mounting a tmpfs")
+    try:
+        db = str(mount / "g.db")
+        store = SqliteStore(db)
+        store.submit("doc-1", {"source": "doc-1"}, now=0.0)
+        store.close()
+        fd = os.open(mount / "fill", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:  # the disk is full
+            pass
+        finally:
+            os.close(fd)
+        yield db
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_database_on_a_full_disk_is_one_line_saying_what_the_disk_said(full_disk):
+    """The read that failed ended its transaction, and the COMMIT after it said 'cannot commit - no
+    transaction is active', which hid the disk's own error."""
+    before = fingerprint(full_disk)
+    for command in (("status",), ("submit", "doc-2", "{}")):
+        line = assert_one_line_error(run_cli(command[0], "--db", full_disk, *command[1:]), full_disk)
+        assert "no transaction is active" not in line and "free disk space" in line, line
+    assert fingerprint(full_disk) == before
