@@ -288,6 +288,11 @@ def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterabl
         out.append(f"  replay: {_family_replay(report, head.families[0])}")
     for name, reason in report.skipped.items():
         out.append(f"skipped: family {name!r}: {reason}")
+    unfaulted = report.unfaulted_tasks()
+    if unfaulted:  # a paid call whose failures no family tried: the gate says nothing of its error paths
+        out.append(f"not faulted: no family's fault reached the paid calls of task(s) {', '.join(map(repr, unfaulted))} (faults "
+                   f"were armed on {', '.join(sorted(map(repr, report.faulted_tasks)))}); map the reference's task names "
+                   "to yours with the adapter's tasks() to try their error paths too")
     if verbose:
         out.append(f"{'fault':<14} {'point':<52} {'source':<{SOURCE_CHARS_MAX}} {'outcome':<11} wasted")
         for r in report.results:

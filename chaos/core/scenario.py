@@ -350,6 +350,7 @@ class Outcome:
     zombie_calls: int = 0
     final_states: dict[str, str] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    tasks: list[str] = field(default_factory=list)  # the paid calls' tasks (the model's task names) it made
     applied: int = 0
     deliveries: int = 0
     seconds: float = 0.0
@@ -1075,6 +1076,7 @@ def _checked(run: Run, submitted: dict[str, str], interruptions: Counter, point_
         zombie_calls=len(zombie_calls(evidence)),
         final_states={j: v.state for j, v in jobs.items()},
         calls=dict(Counter(f"{c.job_id}:{c.step}" for c in evidence.calls)),
+        tasks=sorted({c.task for c in evidence.calls}),
         applied=sum(1 for d in evidence.deliveries if d.applied),
         deliveries=len(evidence.deliveries),
         results={j: v.result for j, v in jobs.items()},

@@ -26,13 +26,14 @@ from chaos.hostfaults.power import power_missing
 from chaos.core import libfiu
 from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, machine_points, machine_scenarios, run_machine_fault, start_preloaded
 from chaos.core.store_faults import small_pages
+from chaos.core.world import STORE_FAULT_KINDS
 from chaos.core.points import Point, warm
 from chaos.core.sampling import sample_every_kind
 from chaos.core.invariants import submit_policy
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.process import Exit
 from chaos.core.scenario import (
-    PAUSE_KINDS, Family, Outcome, Scenario, compared, discard, for_adapter, prepare, recovery_key, run_interleaving, run_pause, run_point,
+    AT_START, PAUSE_KINDS, Family, Outcome, Scenario, compared, discard, for_adapter, prepare, recovery_key, run_interleaving, run_pause, run_point,
 )
 
 if TYPE_CHECKING:
@@ -101,6 +102,17 @@ class MatrixReport:
     faults: tuple[str, ...] = DEFAULT_FAULTS
     pairs_possible: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # family -> why it does not apply to this workflow
+    # The paid tasks the families' faults were armed on (None: any task), beside the ones the
+    # baselines called: a task no fault reaches is one whose failures the run never tried.
+    faulted_tasks: set[str | None] = field(default_factory=set)
+
+    def unfaulted_tasks(self) -> list[str]:
+        """The tasks the baselines called that no family's fault was armed on (none if no family
+        armed a fault on a paid call, or one armed it on any task)."""
+        if not self.faulted_tasks or None in self.faulted_tasks:
+            return []
+        called = {task for base in self.baselines.values() for task in base.tasks}
+        return sorted(called - self.faulted_tasks)
 
     @property
     def points(self) -> int:
@@ -174,6 +186,7 @@ class MatrixReport:
             "wasted_calls": self.wasted_calls,
             "seconds": round(self.seconds, 3),
             "coverage": self.coverage(),
+            "unfaulted_tasks": self.unfaulted_tasks(),
             "families": {
                 name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations],
                        "skipped": self.skipped.get(name)}
@@ -386,6 +399,7 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
                   faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...],
                   exhaustive: bool = False) -> MatrixReport:
     report = MatrixReport(target_name, mode, seed, faults=faults)
+    report.faulted_tasks = {f.task for s in chosen for f in s.faults if f.kind not in STORE_FAULT_KINDS and f.task not in ("send", AT_START)}
     work: list[Work] = []
     # (class kind, family, first point of its class): the class's other points, which share its outcome.
     members: dict[tuple[str, str, int], list[int]] = {}

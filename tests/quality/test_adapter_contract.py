@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import inspect
+import json
 import os
 import re
 import sqlite3
@@ -411,3 +412,23 @@ def test_a_receiver_is_declared_as_a_word_and_a_wrong_word_is_refused(tmp_path):
     from chaos.core.sandbox import Sandbox  # what a fault plan runs on: the same world
 
     assert Sandbox(Strict(), str(tmp_path / "plan")).world.receiver == "strict"
+
+
+def test_a_paid_task_no_family_faults_is_named_with_the_fix(tmp_path):
+    """tinyflow with a third paid step the reference's task names do not map to: every family holds,
+    and the run says which task's error paths it never tried, instead of a silent green."""
+    (tmp_path / "mine.py").write_text(
+        "import crash, newsletter\n"
+        "class ThreeTasks(crash.TinyflowAdapter):\n"
+        "    def tasks(self):\n"
+        "        return {'extract': 'draft'}  # 'review' is left unmapped\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), EXAMPLE, ROOT]))
+    done = subprocess.run([sys.executable, "-m", "chaos", "matrix", "-n", "2", "--target", "mine:ThreeTasks", "--faults", "crash",
+                           "--family", "clean", "--family", "extract-timeout", "--json"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    report = json.loads(done.stdout)
+    assert report["unfaulted_tasks"] == ["review"], done.stderr[-2000:]
+    text = subprocess.run([sys.executable, "-m", "chaos", "matrix", "-n", "2", "--target", "mine:ThreeTasks", "--faults", "crash",
+                           "--family", "clean", "--family", "extract-timeout"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600).stdout
+    assert "not faulted: no family's fault reached the paid calls of task(s) 'review' (faults were armed on 'draft')" in text
