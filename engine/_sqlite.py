@@ -84,7 +84,7 @@ class SqliteStore(SqlStore):
         self.workflow = workflow
         self.busy_timeout_s = busy_timeout_s
         check_sqlite_path(path, create=create)  # create=False: a missing file is an error, not a new database
-        new_file = path != ":memory:" and not os.path.lexists(path)
+        new_file = path != ":memory:" and _create_exclusively(path)  # this open's own file, if it makes one
         try:
             self.conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False)
         except sqlite3.Error as exc:  # not a crash point: a database that cannot be opened, refused before any claim
@@ -198,14 +198,25 @@ class SqliteStore(SqlStore):
         return " / ".join(row[3] for row in self.conn.execute(CLAIM_PLAN))
 
 
-def _remove_if_empty(path: str) -> None:
-    """Remove ``path`` and its WAL files if the database file holds nothing (0 bytes); never raises."""
+def _create_exclusively(path: str) -> bool:
+    """Make the file at ``path`` if there is none (True: this process made it); never raises."""
     try:
-        if os.path.getsize(path) != 0:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except OSError:  # it exists (another process may be creating it), or cannot be made: sqlite3 says which
+        return False
+    return True
+
+
+def _remove_if_empty(path: str) -> None:
+    """Remove ``path``, a file this process made, if it still holds nothing (0 bytes) and no other
+    connection is writing it (no journal, no WAL: another process that opened it meanwhile may be
+    creating the schema); never raises."""
+    try:
+        if os.path.getsize(path) != 0 or any(os.path.lexists(f"{path}{suffix}") for suffix in ("-journal", "-wal")):
             return
-        for leftover in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(leftover)
+        os.unlink(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}-shm")
     except OSError:
         pass
 

@@ -116,9 +116,14 @@ class OutboxTable:
     key: str | None = None
 
 
-# The fields a declaration may set to None: the engine keeps no such column.
 SELECT_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+# The fields a declaration may set to None: the engine keeps no such column.
 _OPTIONAL_FIELDS = frozenset({"lease_until", "token", "next_run_at", "last_error", "result", "cost", "next_attempt_at", "key"})
+
+
+def _without_rowid(conn: sqlite3.Connection, table: str) -> bool:
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    return bool(sql and sql[0] and "WITHOUT ROWID" in " ".join(sql[0].upper().split()))
 
 
 @dataclass(frozen=True)
@@ -139,11 +144,11 @@ class SqlSchema:
         j, m, o = self.job, self.memo, self.outbox
         job_columns = [("id", j.id), ("state", j.state), ("lease_owner", j.lease_owner), ("lease_until", j.lease_until),
                        ("token", j.token), ("next_run_at", j.next_run_at), ("last_error", j.last_error), ("result", j.result)]
+        wanted += [(j.name, column, f"JobTable({key}=...)") for key, column in job_columns if column is not None]
         if j.payload_table is None:
-            job_columns.append(("payload", j.payload))
+            wanted.append((j.name, j.payload, "JobTable(payload=...)"))
         else:
             wanted += [(j.payload_table, j.payload, "JobTable(payload=...)"), (j.payload_table, j.payload_job_id, "JobTable(payload_job_id=...)")]
-        wanted += [(j.name, column, f"JobTable({key}=...)") for key, column in job_columns if column is not None]
         if m is not None:
             wanted += [(m.name, column, f"MemoTable({key}=...)") for key, column in (("job_id", m.job_id), ("step", m.step), ("output", m.output))]
             if m.cost is not None and m.cost != MemoTable.cost:  # the default name on a table without it: no cost recorded
@@ -152,18 +157,23 @@ class SqlSchema:
             wanted += [(o.name, column, f"OutboxTable({key}=...)") for key, column in
                        (("id", o.id), ("job_id", o.job_id), ("kind", o.kind), ("sent_at", o.sent_at),
                         ("next_attempt_at", o.next_attempt_at), ("key", o.key)) if column is not None]
-        found: dict[str, set[str]] = {}
+        columns: dict[str, list[str]] = {}  # table -> its columns (table_xinfo: generated and hidden ones too)
+        accepted: dict[str, set[str]] = {}  # ... lower case (SQLite's names are not case-sensitive), rowid's names too
         problems: list[str] = []
         for table, column, declared in wanted:
-            if table not in found:
-                found[table] = {row[1] for row in conn.execute(f"PRAGMA table_info({_ident(table)})")}
-                if not found[table]:
+            if table not in columns:
+                columns[table] = [row[1] for row in conn.execute(f"PRAGMA table_xinfo({_ident(table)})")]
+                accepted[table] = {name.lower() for name in columns[table]}
+                if not columns[table]:
                     have = ", ".join(r[0] for r in conn.execute(SELECT_TABLES)) or "none"
-                    problems.append(f"table {table!r} does not exist (named by {declared.split('(')[0]}(name=...); the tables: {have})")
-            if found[table] and column not in found[table]:
+                    named_by = "JobTable(payload_table=...)" if table == j.payload_table and table != j.name else f"{declared.split('(')[0]}(name=...)"
+                    problems.append(f"table {table!r} does not exist (named by {named_by}; the tables: {have})")
+                elif not _without_rowid(conn, table):
+                    accepted[table] |= {"rowid", "oid", "_rowid_"}
+            if columns[table] and column.lower() not in accepted[table]:
                 optional = declared.split("(")[1].split("=")[0] in _OPTIONAL_FIELDS
                 problems.append(f"table {table!r} has no column {column!r} ({declared}"
-                                + (", or None if the engine keeps none" if optional else "") + f"; it has {', '.join(sorted(found[table]))})")
+                                + (", or None if the engine keeps none" if optional else "") + f"; it has {', '.join(sorted(columns[table]))})")
         if problems:
             raise ValueError("the adapter's schema does not match the tables create_schema made: " + "; ".join(dict.fromkeys(problems))
                              + ": name the engine's own tables and columns in SqlSchema(JobTable(...), MemoTable(...), OutboxTable(...))")

@@ -134,8 +134,11 @@ def legal_transitions(ev: Evidence) -> list[Violation]:
     """
     out: list[Violation] = []
     damaged = ev.snapshot.damaged
+    # Where a job whose state the harness damaged may go: a parked state of the table (with or
+    # without a way out), never a final one (a job no step can place is not finished).
+    parked = {s for s in ev.settled_states - set(ev.final_effects) if s in ev.table}
     for job_id, before, after in ev.snapshot.transitions:
-        if before is not None and before == damaged.get(job_id) and after in ev.settled_states and after in ev.table:
+        if before is not None and before == damaged.get(job_id) and after in parked:
             continue  # the quarantine, into a parked state, of a state the harness wrote itself
         if after is None:
             out.append(Violation("legal-transitions", f"job {job_id!r} row was deleted (last state {before!r})"))

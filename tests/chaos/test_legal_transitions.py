@@ -14,7 +14,7 @@ def _evidence(transitions, *, parked_edges=()):
     table = {"new": ("working",), "working": ("done", "dead"), "done": (), "dead": tuple(parked_edges)}
     snapshot = Snapshot(jobs={"t-1": JobView("dead", "{}", None, None, 0.0)}, transitions=transitions, damaged={"t-1": "garbled"})
     return Evidence(table=table, step_states={"work": ("working", "done")}, settled_states=frozenset({"done", "dead"}),
-                    final_effects={}, snapshot=snapshot, calls=[], deliveries=[], initial_states=frozenset({"new"}))
+                    final_effects={"done": ()}, snapshot=snapshot, calls=[], deliveries=[], initial_states=frozenset({"new"}))
 
 
 @pytest.mark.parametrize("parked_edges", [(), ("new",)])
@@ -26,4 +26,10 @@ def test_a_damaged_state_quarantined_into_a_parked_state_is_legal_with_or_withou
 
 def test_the_engine_moving_a_damaged_state_anywhere_but_a_parked_state_is_still_illegal():
     ev = _evidence([("t-1", None, "new"), ("t-1", "garbled", "working")])
+    assert [v.detail for v in legal_transitions(ev)] == ["job 't-1': state 'garbled' is not in the table"]
+
+
+def test_the_engine_moving_a_damaged_state_into_a_final_state_is_still_illegal():
+    """A job no step can place is not finished: guessing it is, is the bug damaged-state catches."""
+    ev = _evidence([("t-1", None, "new"), ("t-1", "garbled", "done")])
     assert [v.detail for v in legal_transitions(ev)] == ["job 't-1': state 'garbled' is not in the table"]

@@ -287,6 +287,22 @@ def test_a_declared_schema_that_does_not_match_the_tables_is_refused_naming_each
     assert says in str(caught.value), str(caught.value)
 
 
+def test_a_declared_schema_names_columns_as_sqlite_does():
+    """No false refusal: column names in another case, a generated column, and a rowid table's
+    rowid are columns SQLite reads; a payload table that is missing is named by its own field."""
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(
+        "CREATE TABLE job (ID TEXT PRIMARY KEY, State TEXT, payload TEXT, lease_owner TEXT, lease_until REAL, next_run_at REAL, "
+        "last_error TEXT, result TEXT GENERATED ALWAYS AS (State) VIRTUAL);"
+        "CREATE TABLE step_result (job_id TEXT, step TEXT, output TEXT, PRIMARY KEY (job_id, step)) WITHOUT ROWID;"
+        "CREATE TABLE outbox (job_id TEXT, kind TEXT, sent_at REAL);")
+    SqlSchema(outbox=OutboxTable(id="rowid")).check(conn)
+    with pytest.raises(ValueError, match=r"table 'job_payload' does not exist \(named by JobTable\(payload_table=...\)"):
+        SqlSchema(JobTable(payload_table="job_payload"), outbox=OutboxTable(id="rowid")).check(conn)
+    with pytest.raises(ValueError, match=r"table 'step_result' has no column 'rowid'"):  # a WITHOUT ROWID table has none
+        SqlSchema(memo=MemoTable(step="rowid"), outbox=OutboxTable(id="rowid")).check(conn)
+
+
 @pytest.mark.parametrize("body, says", [
     ("    steps = [('draft', 'drafTing', 'drafted'), ('review', 'reviewing', 'reviewed')]",
      "step 'draft''s working state 'drafTing' is not in table"),
