@@ -29,6 +29,7 @@ import contextlib
 import html
 import linecache
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -289,13 +290,8 @@ def check_report_path(path: str) -> None:
                 head = f.read(_HEAD_BYTES)
         except OSError as exc:
             raise ValueError(f"{path!r} cannot be read ({exc.strerror}); pass another path for the report") from None
-        if REPORT_TITLE.encode() not in head:
+        if head and REPORT_TITLE.encode() not in head:  # an empty file (touch) holds nothing to lose
             raise ValueError(f"{path!r} exists and is not a crashgate report; it is left as it is: pass another path for the report")
-        try:
-            open(path, "r+b").close()  # opened for writing, not truncated
-        except OSError as exc:
-            raise ValueError(f"{path!r} cannot be written ({exc.strerror}); pass another path for the report") from None
-        return
     directory = os.path.dirname(os.path.abspath(path))
     existing = directory
     while not os.path.isdir(existing):  # the folders that would be created, up to one that exists
@@ -303,10 +299,27 @@ def check_report_path(path: str) -> None:
         if parent == existing or os.path.lexists(existing):
             raise ValueError(f"the report's folder {directory!r} cannot be created ({existing!r} is not a folder); pass another path")
         existing = parent
-    try:  # a file made and removed at once: the file system says, which a permission check does not (root, /proc)
+    # A file made and removed at once: the file system says, which a permission check does not
+    # (root, /proc). The report is written beside its path and renamed over it, so it is the folder
+    # that must take a new file, even where the report exists.
+    try:
         tempfile.TemporaryFile(dir=existing).close()
     except OSError as exc:
         raise ValueError(f"no file can be created in {existing!r} ({exc.strerror}); pass another path for the report") from None
+
+
+def _mode_of(path: str) -> int:
+    """The mode the report gets: the old report's, else what the umask leaves of 0666."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        pass
+    try:  # read, not set and reset: os.umask would change it for every thread meanwhile
+        with open("/proc/self/status", encoding="ascii") as f:
+            umask = next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = 0o022
+    return 0o666 & ~umask
 
 
 def write_html(path: str, summary: Summary) -> None:
@@ -316,6 +329,7 @@ def write_html(path: str, summary: Summary) -> None:
     text = render_html(summary)
     fd, partial = tempfile.mkstemp(dir=directory, prefix=".crash-report-", suffix=".partial")
     try:
+        os.fchmod(fd, _mode_of(path))  # mkstemp makes it 0600; a report is read by others, as any file the run writes
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(partial, path)

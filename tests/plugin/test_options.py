@@ -3,6 +3,7 @@ the plugin costs nothing and says nothing where it is not used."""
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import subprocess
@@ -218,3 +219,22 @@ def test_a_report_is_written_whole_or_not_at_all_and_an_old_one_is_replaced(tmp_
     with pytest.raises(OSError):
         html.write_html(str(path), html.summarize([]))
     assert path.read_text() == first and sorted(p.name for p in tmp_path.iterdir()) == ["crash-report.html"]
+
+
+def test_a_report_keeps_the_mode_a_file_of_the_run_would_have_and_an_empty_file_may_be_overwritten(tmp_path):
+    """Written through a temporary file (mode 0600), the report was readable by its owner only."""
+    from chaos.report import html
+
+    path = tmp_path / "crash-report.html"
+    path.touch()
+    html.check_report_path(str(path))  # an empty file holds nothing to lose
+    path.chmod(0o640)
+    html.write_html(str(path), html.summarize([]))
+    assert path.stat().st_mode & 0o777 == 0o640
+    fresh = tmp_path / "fresh.html"
+    umask = os.umask(0o022)
+    try:
+        html.write_html(str(fresh), html.summarize([]))
+    finally:
+        os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o644  # what the umask leaves of 0666, as for any file the run writes
