@@ -133,6 +133,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "example":
         if args.jobs > EXAMPLE_JOBS_MAX:
             raise EngineError(f"--jobs {args.jobs} is more than an example needs; pass at most {EXAMPLE_JOBS_MAX}")
+        if args.db.startswith(("postgresql://", "postgres://")):  # a server's database is never a new one
+            raise EngineError(f"--db {printable(args.db.split('@')[-1])!r}: example creates a new SQLite database and runs its own "
+                              "jobs and outbox in it; pass the path of a file that does not exist yet")
         if os.path.lexists(_sqlite_path(args.db)):  # its jobs would mix with real ones, its sender drain their effects
             raise EngineError(f"--db {printable(args.db)!r} exists; example creates a new database and runs its own jobs "
                               "and outbox in it: pass a path where there is no file yet")

@@ -106,6 +106,10 @@ class MatrixReport:
     # baselines called: a task no fault reaches is one whose failures the run never tried.
     faulted_tasks: set[str | None] = field(default_factory=set)
 
+    def coverage_measured(self) -> bool:
+        """Whether the run stopped a worker at a line (a crash or a pause): what coverage counts."""
+        return bool({"crash", "pause"} & set(self.faults)) and bool(self.coverage()["lines"])
+
     def unfaulted_tasks(self) -> list[str]:
         """The tasks the baselines called that no family's fault was armed on (none if no family
         armed a fault on a paid call, or one armed it on any task)."""
@@ -185,7 +189,7 @@ class MatrixReport:
             "violations": self.violations,
             "wasted_calls": self.wasted_calls,
             "seconds": round(self.seconds, 3),
-            "coverage": self.coverage(),
+            "coverage": {**self.coverage(), "measured": self.coverage_measured()},
             "unfaulted_tasks": self.unfaulted_tasks(),
             "families": {
                 name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations],
@@ -373,9 +377,12 @@ def run_matrix(
     owned = workdir is None
     workdir = workdir or scratch_dir()
     try:
-        return _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=only_family,
-                    only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
-                    replay_extra=tuple(replay_extra), exhaustive=exhaustive)
+        report = _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=only_family,
+                      only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
+                      replay_extra=tuple(replay_extra), exhaustive=exhaustive)
+        if families is None and not point:  # a part of the matrix leaves out faults the rest would arm: nothing to say then
+            report.faulted_tasks = {f.task for s in chosen for f in s.faults if f.kind not in STORE_FAULT_KINDS and f.task not in ("send", AT_START)}
+        return report
     finally:
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -399,7 +406,6 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
                   faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...],
                   exhaustive: bool = False) -> MatrixReport:
     report = MatrixReport(target_name, mode, seed, faults=faults)
-    report.faulted_tasks = {f.task for s in chosen for f in s.faults if f.kind not in STORE_FAULT_KINDS and f.task not in ("send", AT_START)}
     work: list[Work] = []
     # (class kind, family, first point of its class): the class's other points, which share its outcome.
     members: dict[tuple[str, str, int], list[int]] = {}

@@ -119,3 +119,6 @@ def test_coverage_is_not_claimed_for_a_run_that_stopped_at_no_line():
                           capture_output=True, text=True, timeout=300)
     assert "crash coverage: not measured (it counts the lines a crash or a pause stopped at; this run: interleave)" in done.stdout
     assert "0.0%" not in done.stdout
+    as_json = subprocess.run([sys.executable, "-m", "chaos", "matrix", "-n", "1", "--family", "sender", "--faults", "interleave", "--json"],
+                             capture_output=True, text=True, timeout=300)
+    assert json.loads(as_json.stdout)["coverage"]["measured"] is False

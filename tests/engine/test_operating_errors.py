@@ -221,6 +221,13 @@ def test_example_refuses_an_existing_database_and_leaves_it_as_it_was(tmp_path):
     assert sorted(tmp_path.iterdir()) == files and [p.read_bytes() for p in files] == before
 
 
+def test_example_refuses_a_postgresql_database(tmp_path):
+    """A server's database is never a new one: its real jobs' effects would be drained into the example's collector."""
+    out = run_cli("example", "--db", "postgresql://ops:secret@127.0.0.1:1/prod", "--jobs", "1")
+    assert_one_line_error(out, "example creates a new SQLite database")
+    assert "secret" not in out.stderr
+
+
 @pytest.mark.parametrize("db", ["", ":memory:", "sqlite:///:memory:", "sqlite:///", "file::memory:?cache=shared"])
 @pytest.mark.parametrize("command", [["submit", "j", "{}"], ["status"], ["example", "--jobs", "1"]])
 def test_a_database_that_keeps_nothing_is_refused_in_one_line(tmp_path, db, command):
