@@ -19,7 +19,7 @@ from engine.arguments import OneLineParser, non_negative_int, positive_int
 from engine.terminal import printable, stdout_closed
 
 from chaos.adapter import REFERENCE_TARGET
-from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, run_matrix
+from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, MatrixUsageError, run_matrix
 from chaos.core.annotations import annotations, on_github_actions, shown_path
 from chaos.core.findings import KnownKey, findings, headlines, known_json, known_keys, known_line, read_known
 from chaos.core.scenario import MODES
@@ -199,7 +199,7 @@ def _matrix(args: argparse.Namespace) -> int:
                 replay_db=replay_db,
                 exhaustive=args.exhaustive,
             )
-        except ValueError as exc:
+        except MatrixUsageError as exc:  # what it was given; a ValueError of the run itself is a bug, with its traceback
             print(f"error: {printable(exc)}", file=sys.stderr)
             return 2
     known_file = getattr(args, "baseline", None)

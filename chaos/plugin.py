@@ -809,7 +809,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
     defaults = _marker_defaults(request)
 
     def run(**kwargs: Any) -> Any:
-        from chaos.matrix.runner import run_matrix
+        from chaos.matrix.runner import MatrixUsageError, run_matrix
 
         options = {**defaults, **kwargs}
         unknown = set(options) - {"target", "families", "scenarios", "mode", "seed", "points", "deep", "faults", "pairs", "check"}
@@ -844,7 +844,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 faults=faults,
                 pairs=pairs,
             )
-        except ValueError as exc:  # an argument run_matrix refuses (a family, a point, a fault kind): this test's
+        except MatrixUsageError as exc:  # an argument run_matrix refuses (a family, a point, a fault kind): this test's
             pytest.fail(f"crash_matrix(): {exc}", pytrace=False)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -197,11 +197,18 @@ class PostgresReferenceAdapter(ReferenceAdapter):
         if not is_postgres(url):
             raise ValueError(f"--db {url!r}: this target needs a postgresql:// URL")
         import psycopg
+        import psycopg.conninfo
 
+        try:
+            password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+        except psycopg.Error:  # the text of a URL libpq cannot parse may quote any part of it: the password too
+            raise ValueError("--db: not a PostgreSQL URL libpq can read; pass postgresql://user[:password]@host[:port]/dbname") from None
         try:  # once, before any family: a server that cannot be reached is the setting's fault, said in one line
             psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S).close()
         except psycopg.Error as exc:
             reason = " ".join(str(exc).split())
+            if password:
+                reason = reason.replace(str(password), "***")
             raise ValueError(f"--db: cannot connect to the PostgreSQL server ({reason}); check the URL and that the server runs") from None
         self.server = url
 

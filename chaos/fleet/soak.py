@@ -32,7 +32,7 @@ from chaos.fleet.fleet import LEASE_S_DEFAULT, FleetConfig, FleetRun, Progress
 from chaos.fleet.settings import check_numbers, check_sqlite_path
 from chaos.adapters.postgres import is_postgres
 from chaos.fleet.trial import NotEmpty, Trial, TrialResult
-from engine import InvalidInput
+from engine import InvalidInput, PostgresStore
 
 __all__ = ["run_soak", "parser", "add_arguments", "main", "soak_figures", "throughput_rows", "BACKENDS"]
 
@@ -104,12 +104,13 @@ def run_soak(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         return _run_powered(args, out)
     try:
         with _database(args.backend, args.db) as (db, directory):
+            _reachable(db)
             config = FleetConfig(db=db, directory=directory, workers=args.workers, lease_s=args.lease,
                                  kill_every_s=args.kill_every, kills_min=args.kills_min, seed=args.seed, timeout_s=args.timeout)
             print(f"soak on {args.backend}: {args.workers} workers + 1 sender, {args.jobs:,} jobs, "
                   f"a SIGKILL every {args.kill_every:g} s on average (seed {args.seed})", file=sys.stderr, flush=True)
             result = Trial(config, args.jobs).run(_ProgressLines(sys.stderr))
-    except (NotEmpty, _Unavailable, InvalidInput) as exc:  # InvalidInput: a --db server that cannot be reached
+    except (NotEmpty, _Unavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # every process (and a throwaway server) was stopped on the way out
@@ -216,6 +217,17 @@ def _database(backend: str, db: str | None) -> Iterator[tuple[str, str]]:
         if server is not None:
             server.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _reachable(db: str) -> None:
+    """Connect to a PostgreSQL ``db`` once before any process starts: a server that cannot be
+    reached is the setting's fault (:class:`_Unavailable`), said in the store's words (no password)."""
+    if not is_postgres(db):
+        return
+    try:
+        PostgresStore(db).close()
+    except InvalidInput as exc:
+        raise _Unavailable(str(exc)) from None
 
 
 def _start_server() -> Any:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MatrixReport",
+    "MatrixUsageError",
     "PREPARE",
     "PointResult",
     "Share",
@@ -292,43 +293,10 @@ def run_chunk(items: list[Work]) -> list[tuple[Work, Outcome]]:
     return out
 
 
-def run_matrix(
-    target: str = REFERENCE_TARGET,
-    *,
-    mode: str = "fork",
-    seed: int = DEFAULT_SEED,
-    deep: bool = True,
-    families: Iterable[str] | None = None,
-    point: str | None = None,
-    sample: int | None = None,
-    jobs: int = 1,
-    scenarios: list[Scenario] | None = None,
-    workdir: str | None = None,
-    faults: Iterable[str] = ("crash",),
-    pairs: int = PAIRS_DEFAULT,
-    db: str | None = None,
-    replay_db: tuple[str, ...] | None = None,
-    exhaustive: bool = False,
-) -> MatrixReport:
-    """Run the matrix for ``target`` (``module:attr`` or an adapter object).
-
-    ``faults`` picks the fault kinds: ``crash`` (kill at each point), ``pause`` (freeze at each
-    point while another worker runs, its lease valid and expired), ``interleave`` (two-level
-    interleavings of two workers, a seeded sample of ``pairs`` pairs), and the faults of the
-    machine (``disk``, ``io``, ``lock``, ``clock``, ``damage``, or one of their sub-kinds, see
-    :mod:`chaos.hostfaults.faults`), which also add their own family. ``point`` (``family::id``)
-    runs one scenario; ``sample`` a seeded sample of N points; ``jobs`` > 1 spreads the work over
-    that many processes. ``db`` is the database server of an adapter whose scenario databases
-    are not files (``postgresql://...`` for ``chaos:postgres_adapter``); ``replay_db`` the
-    arguments replay commands name it by (default ``--db <db>``).
-
-    Pauses run once per pause class, the points with no visible operation between them (see
-    :func:`chaos.core.points.pause_classes`): every point gets a result, those of a class share the
-    outcome of its first point, named in ``same_as``. ``exhaustive`` pauses at every point, and
-    so does a ``sample`` (of points, each one run). Crashes always run at every point.
-    """
-    started = time.perf_counter()
-    faults = tuple(faults)
+def _setup(target: Any, *, mode: str, families: Iterable[str] | None, point: str | None, scenarios: list[Scenario] | None,
+           faults: tuple[str, ...], db: str | None, replay_db: tuple[str, ...] | None) -> "_Setup":
+    """Everything a run is given checked, and its adapter and families: a :class:`ValueError` here
+    is the caller's input (a fault kind, a point, a family, a target, a declaration), never the run's."""
     if not faults:  # a run of nothing would report no violation: a gate that passes having checked nothing
         raise ValueError(f"no fault kind given; pass at least one of: {', '.join(FAULTS)}, e.g. crash")
     if point is not None and not point:
@@ -374,12 +342,73 @@ def run_matrix(
             raise ValueError(f"point {point!r} is in family {only_family!r}, which the families asked for ({', '.join(sorted(wanted))}) "
                              "leave out; give the point alone, or its family")
         raise ValueError(f"no scenario family matches {sorted(wanted or {only_family})}; families: {names}")
+    return _Setup(adapter, target_name, chosen, tuple(replay_extra), only_family, only_point)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    adapter: Any
+    target_name: str
+    chosen: list[Scenario]
+    replay_extra: tuple[str, ...]
+    only_family: str
+    only_point: str
+
+
+class MatrixUsageError(ValueError):
+    """What :func:`run_matrix` was given cannot be run (the message names the input and the fix)."""
+
+
+def run_matrix(
+    target: str = REFERENCE_TARGET,
+    *,
+    mode: str = "fork",
+    seed: int = DEFAULT_SEED,
+    deep: bool = True,
+    families: Iterable[str] | None = None,
+    point: str | None = None,
+    sample: int | None = None,
+    jobs: int = 1,
+    scenarios: list[Scenario] | None = None,
+    workdir: str | None = None,
+    faults: Iterable[str] = ("crash",),
+    pairs: int = PAIRS_DEFAULT,
+    db: str | None = None,
+    replay_db: tuple[str, ...] | None = None,
+    exhaustive: bool = False,
+) -> MatrixReport:
+    """Run the matrix for ``target`` (``module:attr`` or an adapter object).
+
+    ``faults`` picks the fault kinds: ``crash`` (kill at each point), ``pause`` (freeze at each
+    point while another worker runs, its lease valid and expired), ``interleave`` (two-level
+    interleavings of two workers, a seeded sample of ``pairs`` pairs), and the faults of the
+    machine (``disk``, ``io``, ``lock``, ``clock``, ``damage``, or one of their sub-kinds, see
+    :mod:`chaos.hostfaults.faults`), which also add their own family. ``point`` (``family::id``)
+    runs one scenario; ``sample`` a seeded sample of N points; ``jobs`` > 1 spreads the work over
+    that many processes. ``db`` is the database server of an adapter whose scenario databases
+    are not files (``postgresql://...`` for ``chaos:postgres_adapter``); ``replay_db`` the
+    arguments replay commands name it by (default ``--db <db>``).
+
+    Pauses run once per pause class, the points with no visible operation between them (see
+    :func:`chaos.core.points.pause_classes`): every point gets a result, those of a class share the
+    outcome of its first point, named in ``same_as``. ``exhaustive`` pauses at every point, and
+    so does a ``sample`` (of points, each one run). Crashes always run at every point.
+    """
+    started = time.perf_counter()
+    faults = tuple(faults)
+    try:
+        setup = _setup(target, mode=mode, families=families, point=point, scenarios=scenarios, faults=faults, db=db, replay_db=replay_db)
+    except MatrixUsageError:
+        raise
+    except ValueError as exc:
+        raise MatrixUsageError(str(exc)) from exc
+    adapter, target_name, chosen = setup.adapter, setup.target_name, setup.chosen
     owned = workdir is None
     workdir = workdir or scratch_dir()
     try:
-        report = _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=only_family,
-                      only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
-                      replay_extra=tuple(replay_extra), exhaustive=exhaustive)
+        report = _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=setup.only_family,
+                      only_point=setup.only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
+                      replay_extra=setup.replay_extra, exhaustive=exhaustive)
         if families is None and not point:  # a part of the matrix leaves out faults the rest would arm: nothing to say then
             report.faulted_tasks = {f.task for s in chosen for f in s.faults if f.kind not in STORE_FAULT_KINDS and f.task not in ("send", AT_START)}
         return report
@@ -440,7 +469,7 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
             report.pairs_possible += possible
             work += [("interleave", scenario.name, i, j) for i, j in found]
     if point and not work and all(f.completed for f in prepared.values()):
-        raise ValueError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
+        raise MatrixUsageError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
     if sample is not None and sample < len(work):
         work = sorted(work[k] for k in sample_every_kind(work, sample, random.Random(seed), kind=lambda w: w[0]))
     share = Share(adapter, prepared, workdir, seed, mode, deep)

@@ -74,6 +74,10 @@ def test_a_postgresql_server_that_cannot_be_reached_is_one_line_without_its_pass
     out = run_chaos(*command, "--db", "postgresql://nobody:secret@127.0.0.1:1/db")
     assert_one_line_error(out, "--db: cannot connect to the PostgreSQL server", "port 1 failed", "check the URL and that the server runs")
     assert "secret" not in out.stderr
+    # libpq's own message for a URL it cannot parse may quote the password: none of its text is shown
+    out = run_chaos(*command, "--db", "postgresql://nobody:s%zzecret@127.0.0.1:1/db")
+    assert_one_line_error(out, "--db: not a PostgreSQL URL libpq can read")
+    assert "ecret" not in out.stderr
 
 
 def test_a_target_whose_module_exits_on_import_is_one_line_not_a_silent_exit_0(tmp_path):
