@@ -60,9 +60,14 @@ def test_ctrl_c_stops_the_matrix_with_exit_130_and_no_traceback(tmp_path):
     import signal
     import time
 
+    work = tmp_path / "work"
+    work.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "chaos", "matrix", "-n", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path, start_new_session=True)
-    time.sleep(2.0)  # preparing its families
+                            text=True, cwd=tmp_path, start_new_session=True, env={**os.environ, "CRASHGATE_WORKDIR": str(work)})
+    deadline = time.monotonic() + 120
+    while not any(work.iterdir()) and time.monotonic() < deadline:  # its scratch folder: it is past its imports, running
+        time.sleep(0.05)
+    time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
