@@ -24,7 +24,7 @@ import time
 from typing import Any, Sequence, TextIO
 
 from chaos.fleet.fleet import LEASE_S_DEFAULT, FleetConfig, FleetRun, Progress
-from chaos.fleet.settings import check_numbers, check_sqlite_path
+from chaos.fleet.settings import check_numbers, check_new_sqlite_path
 from chaos.adapters.reference import ReferenceAdapter
 from chaos.fleet.trial import NotEmpty, Trial, TrialResult
 
@@ -113,7 +113,7 @@ def _check(args: argparse.Namespace) -> str | None:
     if args.db is not None:
         if args.db.startswith(("postgresql://", "postgres://")):
             return "the demo runs on SQLite; for PostgreSQL run: python -m chaos soak --backend postgresql"
-        error = check_sqlite_path(args.db)
+        error = check_new_sqlite_path(args.db)
         if error:
             return error
         for path in (args.db, f"{args.db}-chaos"):

@@ -19,7 +19,7 @@ import tempfile
 
 from engine import LEASE_S_MAX
 
-__all__ = ["check_numbers", "check_sqlite_path", "JOBS_MAX", "WORKERS_MAX"]
+__all__ = ["check_numbers", "check_new_sqlite_path", "JOBS_MAX", "WORKERS_MAX"]
 
 JOBS_MAX = 10_000_000  # a soak of a day at the fleet's pace; more is a typo
 WORKERS_MAX = 256  # worker processes on one machine
@@ -42,7 +42,7 @@ def check_numbers(*, jobs: int, workers: int, kill_every: float, lease: float, t
     return None
 
 
-def check_sqlite_path(db: str) -> str | None:
+def check_new_sqlite_path(db: str) -> str | None:
     """A new SQLite file's path: a plain path (not a URL), in a folder where a file can be made."""
     if not db or "://" in db or db == ":memory:":
         return f"--db {db!r}: pass the path of a new SQLite file, e.g. --db run.db (not a URL, not an in-memory database)"

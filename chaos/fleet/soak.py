@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence, TextIO
 
 from chaos.fleet.fleet import LEASE_S_DEFAULT, FleetConfig, FleetRun, Progress
-from chaos.fleet.settings import check_numbers, check_sqlite_path
+from chaos.fleet.settings import check_numbers, check_new_sqlite_path
 from chaos.adapters.postgres import is_postgres
 from chaos.fleet.trial import NotEmpty, Trial, TrialResult
 from engine import InvalidInput, PostgresStore
@@ -184,7 +184,7 @@ def _check(args: argparse.Namespace) -> str | None:
     if args.db is not None and is_postgres(args.db) != (args.backend == "postgresql"):
         return f"--db {args.db.split('@')[-1]!r} does not match --backend {args.backend}; pass a postgresql:// URL with --backend postgresql, a path otherwise"
     if args.db is not None and args.backend == "sqlite":
-        error = check_sqlite_path(args.db)
+        error = check_new_sqlite_path(args.db)
         if error:
             return error
         for path in (args.db, f"{args.db}-chaos"):
