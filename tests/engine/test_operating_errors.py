@@ -3,6 +3,7 @@ no traceback, and nothing already stored changes (nor is a file created by a com
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -97,24 +98,30 @@ def test_a_database_of_mode_000_is_one_line_naming_the_permission(tmp_path):
         os.chmod(db, 0o600)
 
 
-@pytest.fixture
-def read_only_mount(tmp_path):
-    """A tmpfs holding a crashgate database, remounted read-only (needs root, else skipped)."""
+@contextlib.contextmanager
+def _tmpfs_with_a_database(path, size: str):
+    """A tmpfs of ``size`` at ``path`` holding a closed crashgate database with one job (needs root, else skipped)."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a read-only file system needs root")
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a file system needs root")
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode != 0:
         pytest.skip("this machine does not allow mounting a tmpfs")
     try:
-        db = str(mount / "e.db")
+        db = str(path / "e.db")
         store = SqliteStore(db)
         store.submit("doc-1", {"source": "doc-1"}, now=0.0)
         store.close()
-        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True, capture_output=True)
         yield db
     finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A tmpfs holding a crashgate database, remounted read-only."""
+    with _tmpfs_with_a_database(tmp_path / "ro", "4m") as db:
+        subprocess.run(["mount", "-o", "remount,ro", os.path.dirname(db)], check=True, capture_output=True)
+        yield db
 
 
 def test_a_database_on_a_read_only_file_system_is_one_line_even_for_status(read_only_mount):
@@ -313,20 +320,9 @@ def test_a_new_database_that_cannot_be_written_leaves_no_empty_file_and_an_old_o
 
 @pytest.fixture
 def full_disk(tmp_path):
-    """A small tmpfs holding a crashgate database (closed: no -wal or -shm left), then filled up
-    (needs root, else skipped)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a file system needs root")
-    mount = tmp_path / "full"
-    mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True).returncode != 0:
-        pytest.skip("this machine does not allow mounting a tmpfs")
-    try:
-        db = str(mount / "g.db")
-        store = SqliteStore(db)
-        store.submit("doc-1", {"source": "doc-1"}, now=0.0)
-        store.close()
-        fd = os.open(mount / "fill", os.O_WRONLY | os.O_CREAT)
+    """A small tmpfs holding a crashgate database (closed: no -wal or -shm left), then filled up."""
+    with _tmpfs_with_a_database(tmp_path / "full", "512k") as db:
+        fd = os.open(os.path.join(os.path.dirname(db), "fill"), os.O_WRONLY | os.O_CREAT)
         try:
             while os.write(fd, b"\0" * 4096):
                 pass
@@ -335,8 +331,6 @@ def full_disk(tmp_path):
         finally:
             os.close(fd)
         yield db
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_a_database_on_a_full_disk_is_one_line_saying_what_the_disk_said(full_disk):
