@@ -319,7 +319,7 @@ def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterabl
         out.append(f"  lesson: {report.lessons[first.family]}")
         out.append(f"  replay: {first.replay}")
     cov = report.coverage()
-    if not report.coverage_measured():  # only a kill or a freeze at a line counts it
+    if not cov["measured"]:  # only a kill or a freeze at a line counts it
         out.append(f"crash coverage: not measured (it counts the lines a crash or a pause stopped at; this run: "
                    f"{', '.join(report.faults)}{', no line reached' if not cov['lines'] else ''})")
     else:

@@ -22,6 +22,7 @@ from ._http import HttpSender
 from ._human import RESOLUTIONS, cancel, requeue, resolve
 from ._inputs import check_job_id, payload_json
 from ._open import open_store
+from ._opening import sqlite_file
 from ._outbox import send_outbox
 from ._outcome import Outcome
 from ._queries import format_status, status
@@ -136,7 +137,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.db.startswith(("postgresql://", "postgres://")):  # a server's database is never a new one
             raise EngineError(f"--db {printable(args.db.split('@')[-1])!r}: example creates a new SQLite database and runs its own "
                               "jobs and outbox in it; pass the path of a file that does not exist yet")
-        if os.path.lexists(_sqlite_path(args.db)):  # its jobs would mix with real ones, its sender drain their effects
+        if os.path.lexists(sqlite_file(args.db)):  # its jobs would mix with real ones, its sender drain their effects
             raise EngineError(f"--db {printable(args.db)!r} exists; example creates a new database and runs its own jobs "
                               "and outbox in it: pass a path where there is no file yet")
         return _example(args, workflow)
@@ -195,15 +196,11 @@ def _work(args: argparse.Namespace, store: Any, workflow: Workflow, clock: Syste
     return 0
 
 
-def _sqlite_path(db: str) -> str:
-    return db[len("sqlite:///"):] if db.startswith("sqlite:///") else db
-
-
 def _check_db(db: str) -> None:
     """A command's database must outlive it: an in-memory one would take every change with it."""
     if db.startswith(("postgresql://", "postgres://")):
         return
-    path = _sqlite_path(db)
+    path = sqlite_file(db)
     if path in ("", ":memory:") or path.startswith("file::memory:") or "mode=memory" in path:
         raise EngineError(f"--db {printable(db)!r} is a database that keeps nothing once the command ends; "
                           "pass a file path, e.g. --db app.db, or postgresql://...")

@@ -21,9 +21,15 @@ import sqlite3
 from ._errors import EngineError, InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
 from ._inputs import check_text
 
-__all__ = ["check_sqlite_path", "sqlite_open_error"]
+__all__ = ["check_sqlite_path", "sqlite_file", "sqlite_open_error"]
 
 MEMORY = ":memory:"
+SQLITE_URL = "sqlite:///"
+
+
+def sqlite_file(db: str) -> str:
+    """The file a SQLite database argument names: a path, or ``sqlite:///path``."""
+    return db[len(SQLITE_URL):] if db.startswith(SQLITE_URL) else db
 
 
 def check_sqlite_path(path: str, *, create: bool) -> None:

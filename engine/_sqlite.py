@@ -29,7 +29,7 @@ import os
 import sqlite3
 
 from ._errors import InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
-from ._opening import check_sqlite_path, sqlite_open_error
+from ._opening import check_sqlite_path, sqlite_file, sqlite_open_error
 from ._sql import SQLITE
 from ._sqlstore import SqlStore
 from ._store import APPLICATION_ID, SCHEMA_VERSION
@@ -78,8 +78,7 @@ class SqliteStore(SqlStore):
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
             raise InvalidInput(f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_LEVELS)}")  # not a crash point: a bad setting, refused when the store opens
-        if path.startswith("sqlite:///"):
-            path = path[len("sqlite:///") :]
+        path = sqlite_file(path)
         self.path = path
         self.workflow = workflow
         self.busy_timeout_s = busy_timeout_s

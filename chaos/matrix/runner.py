@@ -107,10 +107,6 @@ class MatrixReport:
     # baselines called: a task no fault reaches is one whose failures the run never tried.
     faulted_tasks: set[str | None] = field(default_factory=set)
 
-    def coverage_measured(self) -> bool:
-        """Whether the run stopped a worker at a line (a crash or a pause): what coverage counts."""
-        return bool({"crash", "pause"} & set(self.faults)) and bool(self.coverage()["lines"])
-
     def unfaulted_tasks(self) -> list[str]:
         """The tasks the baselines called that no family's fault was armed on (none if no family
         armed a fault on a paid call, or one armed it on any task)."""
@@ -164,6 +160,8 @@ class MatrixReport:
             "declared_reached": wrong,
             "all_lines": sum(len(lines) for lines in self.executable.values()),
             "all_exercised": sum(len(lines & exercised.get(f, set())) for f, lines in self.executable.items()),
+            # Only a run that stopped a worker at a line (a crash or a pause) measures it.
+            "measured": bool({"crash", "pause"} & set(self.faults)) and bool(total),
         }
 
     def by_fault(self) -> dict[str, dict[str, int]]:
@@ -190,7 +188,7 @@ class MatrixReport:
             "violations": self.violations,
             "wasted_calls": self.wasted_calls,
             "seconds": round(self.seconds, 3),
-            "coverage": {**self.coverage(), "measured": self.coverage_measured()},
+            "coverage": self.coverage(),
             "unfaulted_tasks": self.unfaulted_tasks(),
             "families": {
                 name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations],
