@@ -56,6 +56,7 @@ __all__ = [
     "describe_capabilities",
     "load_adapter",
     "payload_for",
+    "allowed_effects",
     "probe_of",
     "server_databases",
     "session_capabilities",
@@ -208,6 +209,20 @@ def payload_for(adapter: Adapter, job_id: str) -> Any:
     return hook(job_id) if callable(hook) else {"source": job_id}
 
 
+def allowed_effects(adapter: Adapter) -> tuple[Any, ...]:
+    """What ``adapter`` declares is no effect on the world (its ``allowed_effects``, entries such
+    as ``file:/var/cache/myapp/*``; see :mod:`chaos.core.effects`), parsed; none by default."""
+    from chaos.core.effects import parse_allowed
+
+    entries = getattr(adapter, "allowed_effects", ())
+    if isinstance(entries, str):
+        entries = (entries,)
+    try:
+        return parse_allowed(entries)
+    except ValueError as exc:
+        raise ValueError(f"adapter {getattr(adapter, 'name', type(adapter).__name__)!r}: allowed_effects: {exc}") from None
+
+
 def probe_of(adapter: Adapter, db_path: str) -> Probe | None:
     """The adapter's ``probe`` on ``db_path`` (is a step's memo committed, does the caller hold the
     lease, at the moment of a paid call), or None where it offers none (calls are then not classified)."""
@@ -276,6 +291,9 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("configure_worker", "session", "configure_worker(**settings): the session's worker rebuilt with a family's "
                "settings of your engine's worker (the reference's: threaded=False, step_timeout_s=...)",
                "", "the inline-steps family"),
+    Capability("allowed_effects", "adapter", "allowed_effects = ('file:/var/cache/myapp/*', 'connect:127.0.0.1:6379', ...): "
+               "what your steps do that is no effect on the world (a cache, a read-only service)",
+               "every file written outside the run's folder, connection and process a step starts is an effect", ""),
     Capability("scenarios", "adapter", "scenarios() -> your own families (chaos.Scenario)", "the reference families", ""),
 )
 

@@ -46,6 +46,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -336,9 +337,13 @@ class _State:
         """A plan's points, prepared once per process (collection and every run reuse them)."""
         key = (plan.file or os.path.abspath(plan.path), target, self.settings.seed)
         if key not in self._prepared:
-            from chaos.plans.runner import prepare_points
+            from chaos.core import pristine
+            from chaos.plans.runner import prepare_target_points
 
-            self._prepared[key] = prepare_points(plan, self.adapter(target), self.scratch("plan"), seed=self.settings.seed, faults=faults)
+            # Recorded (and later run, see PlanPoint.runtest) in a process that never ran the code
+            # under test: the tests run before a plan's points fill no memory its workers start from.
+            self._prepared[key] = pristine.call(prepare_target_points, plan, target, self.scratch("plan"), seed=self.settings.seed,
+                                                faults=faults)
         return self._prepared[key]
 
     def cleanup(self) -> None:
@@ -363,6 +368,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is not None:
+        if "chaos.core.pristine" in sys.modules:  # a server was started only where a scenario ran
+            sys.modules["chaos.core.pristine"].stop()
         state.cleanup()
 
 
@@ -546,7 +553,8 @@ class PlanPoint(_PlanItem):
         return fields
 
     def runtest(self) -> None:
-        from chaos.plans.runner import run_plan_point
+        from chaos.core import pristine
+        from chaos.plans.runner import run_target_point
 
         state = _state(self.config)
         if self.fault.startswith("io-"):
@@ -563,11 +571,10 @@ class PlanPoint(_PlanItem):
                 pytest.fail(f"CI=true and {reason}", pytrace=False)
             if reason:
                 pytest.skip(reason)
-        adapter = state.adapter(self.plan_file.target)
         try:
-            outcome, failures = run_plan_point(
-                self.prepared, self.index, adapter, state.points_dir(), seed=state.settings.seed, mode=state.settings.mode,
-                fault=self.fault, second=self.second,
+            outcome, failures = pristine.call(
+                run_target_point, self.plan, self.plan_file.target, self.prepared.workdir, self.index, state.points_dir(),
+                seed=state.settings.seed, mode=state.settings.mode, faults=self.plan_file.faults(), fault=self.fault, second=self.second,
             )
         except Exception as exc:  # the harness or the recovery broke: count it, then show the traceback
             self.record(**self._fields(), exit="error", held=False, violations=[], failures=[f"{type(exc).__name__}: {exc}"],

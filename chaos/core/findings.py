@@ -29,7 +29,7 @@ from chaos.core.invariants import FIXES
 
 __all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_line", "known_keys", "KnownKey", "known_json", "read_known", "KNOWN_FORMAT", "known_line"]
 
-_ORIGIN = re.compile(r"\b(?:sent|paid) from (\S+?:\d+)")
+_ORIGIN = re.compile(r"\b(?:sent|paid|done|raised) from (\S+?:\d+)")
 KnownKey = tuple[str, str, str, str]  # (family, fault, invariant, cause); fault "" for a baseline
 KNOWN_BYTES_MAX = 64 << 20  # a file of known findings is a few KiB; a larger one is the wrong file
 

@@ -86,6 +86,7 @@ class Evidence:
     interruptions: Counter = field(default_factory=Counter)
     previous_memos: dict[tuple[str, str], str] | None = None
     initial_states: frozenset[str] = frozenset({"pending"})  # the states a job may be created in
+    escapes: list[tuple[str, str, int]] = field(default_factory=list)  # effects outside the outbox: (what, where, times)
 
     @classmethod
     def gather(cls, adapter: Adapter, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
@@ -102,6 +103,7 @@ class Evidence:
             submitted=submitted,
             interruptions=interruptions,
             initial_states=initial_states(adapter),
+            escapes=world.escapes(),
         )
 
 
@@ -289,6 +291,26 @@ def effects_complete(ev: Evidence) -> list[Violation]:
     return out
 
 
+def effects_through_outbox(ev: Evidence) -> list[Violation]:
+    """Every effect a step has on the world goes through the outbox: no step writes a file
+    outside the engine's storage, connects a socket, sends a datagram or starts a process.
+
+    Protects against the effect the world's receiver never sees: an email sent through the
+    team's own client (an SMTP library, an HTTP POST, a line appended to a mail spool) is sent
+    again each time a crash makes its step run again, and sent for a result the engine may never
+    commit. Held by returning the effect from the step (``StepOutput(effects=...)``, declared on
+    the Step) so that it commits with the step and the outbox sender delivers it with an
+    idempotency key. Seen in a scenario's workers by Python's audit hooks (:mod:`chaos.core.effects`);
+    what is not an effect (a cache folder, a read-only service) is declared, with
+    ``--chaos-allow-effects`` or the adapter's ``allowed_effects``.
+    """
+    return [
+        Violation("effects-through-outbox", f"a step {what}, done from {where} (by {times} worker process{'es' if times != 1 else ''}), "
+                                            "outside the outbox")
+        for what, where, times in ev.escapes
+    ]
+
+
 def outbox_at_least_once(ev: Evidence, *, at_rest: bool = True) -> list[Violation]:
     """Every committed outbox row is delivered at least once; the receiver applies exactly one
     effect per key; no effect arrives without a committed outbox row; ``sent_at`` set implies
@@ -455,6 +477,10 @@ FIXES: dict[str, str] = {
                             "applied twice was re-sent to a receiver that does not dedupe (receiver = 'strict'): send "
                             "each effect's idempotency key to a receiver that dedupes on it, or make the delivery and "
                             "the mark-sent one transaction with the receiver",
+    "effects-through-outbox": "a step acted on the world itself (a file written, a connection, a process started) instead "
+                              "of returning the effect: return it in StepOutput(effects=...) and declare it on the Step, so "
+                              "that it commits with the step and the outbox delivers it under its idempotency key; if it is "
+                              "no effect (a cache, a read-only service), allow it with --chaos-allow-effects",
     "drains": "a job or an outbox row stayed stuck: release the lease on every way out of a step (done, retry, failure), "
               "let expired leases be claimed, and back off instead of raising when the database is locked",
     "fenced-writes": "a worker wrote to a job after another had taken it over: hand out a fencing token with each claim "
@@ -483,6 +509,7 @@ ALWAYS: dict[str, Callable[[Evidence], list[Violation]]] = {
     "progress-recorded": progress_recorded,
     "outbox-at-least-once": _outbox_now,
     "fenced-writes": fenced_writes,
+    "effects-through-outbox": effects_through_outbox,
 }
 # Checked once the system is at rest (faults stopped, time advanced, everything drained).
 AT_REST: dict[str, Callable[[Evidence], list[Violation]]] = {
@@ -555,7 +582,7 @@ def same_outcome(baseline: Any, outcome: Any, allowed: tuple[str, ...] = ()) -> 
             raced = True
             continue
         error = outcome.last_errors.get(job_id)
-        why = f" (last_error: {_short(error)})" if error else ""
+        why = f" (last_error: {_short(error)}{_raised_at(error, getattr(outcome, 'raised', {}))})" if error else ""
         out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r}{why} after the fault; without any fault it ends {expected!r}"))
     if not raced and outcome.effects != baseline.effects:
         missing = sorted(set(baseline.effects) - set(outcome.effects))
@@ -567,6 +594,19 @@ def same_outcome(baseline: Any, outcome: Any, allowed: tuple[str, ...] = ()) -> 
             parts.append(f"{changed[0]!r}: {_payload_difference(outcome.effects[changed[0]], baseline.effects[changed[0]])}")
         out.append(Violation("same-outcome", "the effects applied differ from those without any fault: " + "; ".join(parts)))
     return out
+
+
+def _raised_at(error: str, raised: Mapping[str, str]) -> str:
+    """Where the user's code raised the exception ``error`` (a ``last_error``) names, said as
+    ``, raised from path:line``; that no user's line did, where none matches.
+
+    >>> _raised_at("charge: KeyError: 'order-1'", {"KeyError: 'order-1'": "orders.py:14"})
+    ', raised from orders.py:14'
+    """
+    matches = [where for text, where in raised.items() if text and text in error]
+    if matches:
+        return f", raised from {matches[0]}"
+    return "; no line of the workflow's own code raised it"
 
 
 def _payload_difference(after: str, alone: str) -> str:

@@ -29,6 +29,7 @@ from typing import Any, TYPE_CHECKING
 from engine import NO_PROGRESS, FakeClock
 
 from chaos.adapter import payload_for
+from chaos.core import pristine
 from chaos.core.clock import TimeSource, time_source
 from chaos.core.context import RunContext, close_quietly
 from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, submit_policy, wasted_calls
@@ -62,6 +63,9 @@ class Sandbox(RunContext):
                 f"adapter {adapter.name!r} declares time_source = 'wall': a sandbox (a scripted fault plan, chaos_world) drives "
                 "its engine in the test's own process, where time.time stays the machine's; pass the engine the clock open() "
                 "gets, or gate it with the crash matrix and random histories, whose workers run in processes of their own")
+        # From now on this process holds what the code under test leaves in memory: no scenario may
+        # be forked from it (chaos.core.pristine).
+        pristine.taint("the in-process sandbox: chaos_world or a scripted fault plan")
         os.makedirs(directory, exist_ok=True)
         db = os.path.join(directory, "engine.db")
         clock = FakeClock(clock_at)

@@ -56,9 +56,10 @@ from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
 from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
-from chaos.adapter import payload_for
+from chaos.core.raises import watch_raises
+from chaos.adapter import allowed_effects, payload_for
 from chaos.adapters.sql import HUMAN_WRITER
-from chaos.core import libfiu
+from chaos.core import effects, libfiu, pristine
 from chaos.core.store_faults import DAMAGED_JSON, DAMAGED_STATE, IO_FAULTS, InCall, ScenarioDb, small_pages
 from chaos.core.world import OUTCOME_FAULTS, STORE_FAULT_KINDS, Fault, World
 
@@ -359,6 +360,7 @@ class Outcome:
     last_errors: dict[str, str | None] = field(default_factory=dict)  # job -> its last_error
     effects: dict[str, str] = field(default_factory=dict)  # applied effect key -> its payload
     error: str = ""  # the last lines of a traceback, when the code under test raised
+    raised: dict[str, str] = field(default_factory=dict)  # an exception's text -> the user's line a recovery raised it at
     faults_fired: list[str] = field(default_factory=list)  # the kinds of the world's faults that steps met
     lost_commits: list[str] = field(default_factory=list)  # acknowledged, then taken by a power cut (chaos.hostfaults.power_faults)
 
@@ -411,6 +413,12 @@ class Run(RunContext):
     def session(self, worker_id: str) -> Any:
         if not in_child():
             raise RuntimeError("a scenario's sessions open in a forked child only (chaos.core.process.fork)")
+        pristine.refuse_if_tainted()  # nor in a child of a process that ran jobs: it would start from their memory
+        if not effects.watching():  # from here on, what the code under test does to the world is seen
+            effects.watch(self.world.record_escape, roots=(os.path.dirname(os.path.abspath(self.directory)),),
+                          allowed=allowed_effects(self.adapter) + effects.declared(), glue=self.world.glue)
+            if self.rng_scope == RECOVERY_RNG_SCOPE:  # a recovery: where the user's code raised, for same-outcome
+                watch_raises(self.world.record_raised)
         session = self.open_session(worker_id, random.Random(f"{self.seed}:{self.rng_scope}:{worker_id}"))
         self.sessions.append(session)
         if self.on_session is not None:
@@ -1083,6 +1091,7 @@ def _checked(run: Run, submitted: dict[str, str], interruptions: Counter, point_
         faults_fired=sorted({kind for _, _, kind in run.world.faults_met()}),
         last_errors={j: v.last_error for j, v in jobs.items()},
         effects={d.key: d.payload for d in evidence.deliveries if d.applied},
+        raised=run.world.raised(),
     )
 
 

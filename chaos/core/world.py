@@ -172,7 +172,16 @@ LEDGER_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS effect (key TEXT PRIMARY KEY, kind TEXT, payload TEXT, applied INTEGER)",
     # Every fault a step met, paid call or not (a document fetch is free): which job it changed.
     "CREATE TABLE IF NOT EXISTS fault (seq INTEGER PRIMARY KEY, job_id TEXT, step TEXT, task TEXT, kind TEXT)",
+    # Every effect a step had outside the outbox (chaos.core.effects): what it did, from which line.
+    "CREATE TABLE IF NOT EXISTS side_effect (seq INTEGER PRIMARY KEY, what TEXT, origin TEXT)",
+    # Every exception a recovering worker raised through the user's code (chaos.core.raises): its text, its line.
+    "CREATE TABLE IF NOT EXISTS raised (seq INTEGER PRIMARY KEY, error TEXT, origin TEXT)",
 )
+RECORD_ESCAPE = "INSERT INTO side_effect (what, origin) VALUES (?, ?)"
+ERROR_TEXT_MAX = 2000  # characters of an exception's text the ledger keeps
+RECORD_RAISED = "INSERT INTO raised (error, origin) VALUES (?, ?)"
+RAISED = "SELECT error, origin FROM raised ORDER BY seq"
+ESCAPES = "SELECT what, origin, COUNT(*) FROM side_effect GROUP BY what, origin ORDER BY MIN(seq)"
 RECORD_FAULT = "INSERT INTO fault (job_id, step, task, kind) VALUES (?, ?, ?, ?)"
 COUNT_JOB_FAULTS = "SELECT COUNT(*) FROM fault WHERE job_id = ? AND task = ? AND kind = ?"
 RECORD_CALL = (
@@ -401,6 +410,25 @@ class World:
     def deliveries(self) -> list[Delivery]:
         rows = self.conn.execute("SELECT seq, key, kind, applied, payload, origin FROM delivery ORDER BY seq")
         return [Delivery(r[0], r[1], r[2], bool(r[3]), r[4] or "", r[5] or "") for r in rows]
+
+    def record_escape(self, what: str, where: str) -> None:
+        """An effect a step had outside the outbox (see :mod:`chaos.core.effects`), from ``where``."""
+        self.conn.execute(RECORD_ESCAPE, (what, where))
+
+    def escapes(self) -> list[tuple[str, str, int]]:
+        """(what was done, the user's line, how many times) of every effect outside the outbox, in order."""
+        return [(what, where, count) for what, where, count in self.conn.execute(ESCAPES)]
+
+    def record_raised(self, error: str, where: str) -> None:
+        """An exception raised through the user's code at ``where`` (see :mod:`chaos.core.raises`)."""
+        self.conn.execute(RECORD_RAISED, (error[:ERROR_TEXT_MAX], where))
+
+    def raised(self) -> dict[str, str]:
+        """Each exception's text -> the user's line it was first raised at."""
+        out: dict[str, str] = {}
+        for error, where in self.conn.execute(RAISED):
+            out.setdefault(error, where)
+        return out
 
     def applied_effects(self) -> dict[str, int]:
         """Effects applied at the receiver, per idempotency key (1 each where the receiver dedupes;

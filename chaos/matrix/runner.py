@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Iterable, TYPE_CHECKING
@@ -23,7 +24,7 @@ from typing import Any, Iterable, TYPE_CHECKING
 from chaos.adapter import REFERENCE_TARGET, load_adapter
 from chaos.matrix.families import reference_scenarios
 from chaos.hostfaults.power import power_missing
-from chaos.core import libfiu
+from chaos.core import libfiu, pristine
 from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, machine_points, machine_scenarios, run_machine_fault, start_preloaded
 from chaos.core.store_faults import small_pages
 from chaos.core.world import STORE_FAULT_KINDS
@@ -392,6 +393,21 @@ def run_matrix(
     outcome of its first point, named in ``same_as``. ``exhaustive`` pauses at every point, and
     so does a ``sample`` (of points, each one run). Crashes always run at every point.
     """
+    if not pristine.is_pristine():
+        # Fork the scenarios from a process that never ran a job (chaos.core.pristine): this one
+        # may have run the in-process sandbox, or the user's own tests, which fill the very module
+        # caches a crash must empty.
+        arguments = dict(mode=mode, seed=seed, deep=deep, families=families, point=point, sample=sample, jobs=jobs, scenarios=scenarios,
+                         workdir=workdir, faults=tuple(faults), pairs=pairs, db=db, replay_db=replay_db, exhaustive=exhaustive)
+        unshippable = _unshippable(target, arguments)
+        if not unshippable:
+            return pristine.call(run_matrix, target, **arguments)
+        if pristine.tainted():
+            raise MatrixUsageError(f"{unshippable}, so its scenarios would be forked from this process, which ran jobs "
+                                   f"({pristine.tainted()}); name the adapter by its 'module:attribute' instead")
+        warnings.warn(f"{unshippable}: its scenarios are forked from this process, and start with whatever this process "
+                      "holds in memory; name the adapter by its 'module:attribute' so that they start from a fresh process",
+                      RuntimeWarning, stacklevel=2)
     started = time.perf_counter()
     faults = tuple(faults)
     try:
@@ -413,6 +429,16 @@ def run_matrix(
     finally:
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _unshippable(target: Any, arguments: dict[str, Any]) -> str:
+    """Why ``target`` and ``arguments`` cannot be handed to a pristine process ("" if they can)."""
+    try:
+        pickle.dumps((target, arguments))
+    except Exception as exc:
+        shown = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__qualname__}"
+        return f"the adapter {shown!r} (or a scenario given with it) cannot be pickled ({type(exc).__name__}: {exc})"
+    return ""
 
 
 def _run(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,

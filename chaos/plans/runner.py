@@ -62,8 +62,10 @@ __all__ = [
     "PreparedPoints",
     "PlanItem",
     "prepare_points",
+    "prepare_target_points",
     "select_items",
     "run_plan_point",
+    "run_target_point",
     "run_scenario",
     "ScenarioResult",
     "why",
@@ -329,6 +331,43 @@ def run_plan_point(prepared: PreparedPoints, index: int, adapter: Adapter, scrat
             last_errors=outcome.last_errors,
         )
     return outcome, failures
+
+
+# The plans this process prepared for targets named by their string (see prepare_target_points).
+_PREPARED: dict[tuple[Any, ...], PreparedPoints] = {}
+_ADAPTERS: dict[str, Any] = {}
+
+
+def _target_adapter(target: str) -> Any:
+    if target not in _ADAPTERS:
+        from chaos.adapter import load_adapter
+
+        _ADAPTERS[target] = load_adapter(target)
+    return _ADAPTERS[target]
+
+
+def prepare_target_points(plan: Plan, target: str, workdir: str, *, seed: int, faults: tuple[str, ...] = ()) -> PreparedPoints:
+    """:func:`prepare_points` for the adapter named ``target``, kept for :func:`run_target_point`.
+
+    The pytest plugin calls both through :func:`chaos.core.pristine.call`: a plan's points are
+    recorded and run in a process that never ran the code under test, whatever the tests before
+    them ran in the test's own process."""
+    key = (plan.file or os.path.abspath(plan.path), target, seed, tuple(faults))
+    if key not in _PREPARED:
+        if os.path.isdir(workdir) and os.listdir(workdir):  # prepared by an earlier server, which ended: start afresh beside it
+            import tempfile
+
+            workdir = tempfile.mkdtemp(prefix="again-", dir=workdir)
+        _PREPARED[key] = prepare_points(plan, _target_adapter(target), workdir, seed=seed, faults=faults)
+    return _PREPARED[key]
+
+
+def run_target_point(plan: Plan, target: str, workdir: str, index: int, scratch: str, *, seed: int, mode: str,
+                     faults: tuple[str, ...] = (), fault: str = "crash", second: int = -1) -> tuple[Outcome, list[str]]:
+    """:func:`run_plan_point` on the plan :func:`prepare_target_points` prepared (again, if this
+    process has not: a new server records the same points, the iteration being deterministic)."""
+    prepared = prepare_target_points(plan, target, workdir, seed=seed, faults=faults)
+    return run_plan_point(prepared, index, _target_adapter(target), scratch, seed=seed, mode=mode, fault=fault, second=second)
 
 
 def _run_io(adapter: Adapter, family: Family, index: int, scratch: str, *, seed: int, mode: str, fault: str, deep: bool) -> Outcome:

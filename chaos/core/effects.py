@@ -1,0 +1,314 @@
+"""Effects outside the outbox: what a step does to the world without an outbox row, seen at the
+process's boundary.
+
+A step that sends its email through its own client (an SMTP library, an HTTP POST, a line
+appended to a spool file) sends it again each time a crash makes it run again, and sends it for a
+result the engine may never commit. The world's receiver never sees such an email, so no check
+that reads the receiver's ledger can. What every such effect does see is the process's boundary:
+Python's audit hooks (PEP 578) report each file opened, socket connected, datagram sent and
+process started. In a scenario's worker (a forked child, never the test's own process: an audit
+hook cannot be removed) :func:`watch` installs one that records, in the world's ledger, each such
+event that the user's code caused, at the user's line (the first frame outside the harness, the
+engine, Python's library and installed packages), and the invariant ``effects-through-outbox``
+fails the run that has any.
+
+What is not an effect is declared, never guessed (:func:`parse_allowed`): ``file:GLOB`` (a cache
+folder), ``connect:HOST:PORT`` (a read-only service; globs allowed), ``subprocess:GLOB`` (a
+program). Reads never count, nor does what the harness, the engine, logging, ``tempfile``,
+imports (``.pyc`` files) or the test tools (coverage, Hypothesis, pytest) do on their own, nor a
+write into the run's own folder (the engine's database, the harness's scratch files).
+
+>>> allowed = parse_allowed(["file:/var/cache/app/*", "connect:127.0.0.1:*"])
+>>> [str(a) for a in allowed]
+['file:/var/cache/app/*', 'connect:127.0.0.1:*']
+>>> parse_allowed(["ftp:x"])
+Traceback (most recent call last):
+...
+ValueError: allowed effect 'ftp:x' is not KIND:PATTERN with KIND one of file, connect, subprocess; e.g. file:/var/cache/myapp/* or connect:127.0.0.1:8080
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import chaos
+import engine
+
+__all__ = ["Allowed", "KINDS", "ENTRIES_MAX", "parse_allowed", "allowing", "declared", "watch", "watching", "describe"]
+
+KINDS = ("file", "connect", "subprocess")
+ENTRIES_MAX = 200  # events one process records: a step in a loop is reported, not logged whole
+# The audit events that reach the world (Python's audit events table); reads are not among them.
+_EVENTS = frozenset({
+    "open", "os.remove", "os.rename", "os.truncate", "os.rmdir", "socket.connect", "socket.sendto", "socket.sendmsg",
+    "http.client.send", "smtplib.send", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+})
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_OURS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (chaos, engine))
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+_SITE = tuple(p + os.sep for p in {os.path.join(_STDLIB, "site-packages"), os.path.join(_STDLIB, "dist-packages")})
+# Library modules whose own writes are not effects: a log, a scratch file.
+_NOT_EFFECTS = tuple(os.path.dirname(os.path.abspath(m)) + os.sep + name for m, name in
+                     ((os.__file__, "logging" + os.sep), (os.__file__, "tempfile.py")))
+# Test tools that write files of their own from inside a traced frame.
+_TOOLS = ("coverage", "hypothesis", "_pytest", "pytest", "pluggy", "xdist", "execnet", "_hypothesis_globals")
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """One declared non-effect: ``kind`` (file, connect, subprocess) and a glob ``pattern``."""
+
+    kind: str
+    pattern: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.pattern}"
+
+    def allows(self, kind: str, subject: str) -> bool:
+        if kind != self.kind:
+            return False
+        if kind == "file":
+            return fnmatch.fnmatch(subject, os.path.abspath(self.pattern)) or fnmatch.fnmatch(subject, self.pattern)
+        return fnmatch.fnmatch(subject, self.pattern)
+
+
+def parse_allowed(entries: Iterable[str]) -> tuple[Allowed, ...]:
+    """The allow-list entries ``KIND:PATTERN``; ValueError names an entry that is not one."""
+    out = []
+    for entry in entries:
+        entry = entry.strip()
+        if not entry:
+            continue
+        kind, _, pattern = entry.partition(":")
+        if kind not in KINDS or not pattern:
+            raise ValueError(f"allowed effect {entry!r} is not KIND:PATTERN with KIND one of {', '.join(KINDS)}; "
+                             "e.g. file:/var/cache/myapp/* or connect:127.0.0.1:8080")
+        out.append(Allowed(kind, pattern))
+    return tuple(out)
+
+
+class _Watch:
+    """What the hook of this process needs: where to record, what is allowed, whose files bridge."""
+
+    def __init__(self, record: Callable[[str, str], None], roots: tuple[str, ...], allowed: tuple[Allowed, ...],
+                 glue: tuple[str, ...]) -> None:
+        self.record = record
+        self.roots = roots
+        self.allowed = allowed
+        self.glue = glue
+        self.recorded = 0
+        self.seen: set[tuple[str, ...]] = set()  # (what, where) recorded by this process: a connection's sends are one effect
+        self.busy = threading.local()
+
+
+_watch: _Watch | None = None
+_installed = False
+_declared: tuple[Allowed, ...] = ()  # what the run allows besides the adapter (see allowing)
+
+
+@contextlib.contextmanager
+def allowing(entries: Iterable[str]) -> Iterator[tuple[Allowed, ...]]:
+    """Within: the scenarios this process forks also allow ``entries`` (``--chaos-allow-effects``)."""
+    global _declared
+    before, _declared = _declared, parse_allowed(entries)
+    try:
+        yield _declared
+    finally:
+        _declared = before
+
+
+def declared() -> tuple[Allowed, ...]:
+    """What the run allows besides the adapter (see :func:`allowing`)."""
+    return _declared
+
+
+def watching() -> bool:
+    """Whether this process records effects outside the outbox."""
+    return _watch is not None
+
+
+def watch(record: Callable[[str, str], None], *, roots: Iterable[str], allowed: Iterable[Allowed] = (),
+          glue: Iterable[str] = ()) -> None:
+    """In a scenario's child: record ``(what, where)`` for each effect the user's code has from now
+    on. ``roots``: folders whose files are the run's own; ``glue``: the adapter's files, which
+    bridge an engine to the world (the user's line is the step's, past them)."""
+    global _watch, _installed
+    from chaos.core.process import in_child
+
+    if not in_child():
+        raise RuntimeError("effects are watched in a scenario's forked child only: an audit hook cannot be removed")
+    _watch = _Watch(record, tuple(os.path.realpath(r) + os.sep for r in roots), tuple(allowed), tuple(glue))
+    if not _installed:
+        sys.addaudithook(_hook)
+        _installed = True
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    if event not in _EVENTS:
+        return
+    w = _watch
+    if w is None or getattr(w.busy, "on", False) or w.recorded >= ENTRIES_MAX:
+        return
+    w.busy.on = True
+    try:
+        found = describe(event, args)
+        if found is None:
+            return
+        kind, subject, what = found
+        if kind == "file" and (subject.startswith(w.roots) or _not_a_file_effect(subject)):
+            return
+        if any(a.allows(kind, subject) for a in w.allowed):
+            return
+        where = _culprit(w.glue)
+        if not where:
+            return
+        if event in ("http.client.send", "smtplib.send") and ("connect", subject, where) in w.seen:
+            return  # the connection this request goes over was recorded already
+        if (what, where) in w.seen:
+            return
+        w.seen.update({(what, where), (kind, subject, where)})
+        w.recorded += 1
+        w.record(what, where)
+    except Exception:  # the code under test must never fail because the harness looked at it
+        pass
+    finally:
+        w.busy.on = False
+
+
+def describe(event: str, args: tuple[Any, ...]) -> tuple[str, str, str] | None:
+    """``(kind, subject, what was done)`` of an audit event that reaches the world, else None.
+
+    >>> describe("open", ("/srv/sent_emails.txt", "a", os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+    ('file', '/srv/sent_emails.txt', "opened '/srv/sent_emails.txt' for append")
+    >>> describe("open", ("/srv/orders.json", "r", os.O_RDONLY)) is None
+    True
+    >>> describe("socket.connect", (None, ("127.0.0.1", 8025)))
+    ('connect', '127.0.0.1:8025', 'connected to 127.0.0.1:8025')
+    """
+    if event == "open":
+        path, mode, flags = (tuple(args) + (None, None))[:3]
+        if isinstance(path, int) or path is None:
+            return None  # an fd already open: its opening was the event
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & _WRITE_FLAGS)
+        if not writing:
+            return None
+        shown = os.path.abspath(os.fsdecode(path))
+        how = "append" if (isinstance(mode, str) and "a" in mode) or (isinstance(flags, int) and flags & os.O_APPEND) else "writing"
+        return "file", shown, f"opened {shown!r} for {how}"
+    if event in ("os.remove", "os.rmdir", "os.truncate"):
+        if isinstance(args[0], int):
+            return None
+        shown = os.path.abspath(os.fsdecode(args[0]))
+        verb = {"os.remove": "removed", "os.rmdir": "removed the folder", "os.truncate": "truncated"}[event]
+        return "file", shown, f"{verb} {shown!r}"
+    if event == "os.rename":
+        shown = os.path.abspath(os.fsdecode(args[1]))
+        return "file", shown, f"renamed {os.fsdecode(args[0])!r} to {shown!r}"
+    if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
+        address = _address(args[1] if len(args) > 1 else None)
+        if address is None:
+            return None
+        verb = "connected to" if event == "socket.connect" else "sent a datagram to"
+        return "connect", address, f"{verb} {address}"
+    if event in ("http.client.send", "smtplib.send"):
+        conn = args[0]
+        try:
+            address = _address(conn.sock.getpeername())
+        except (AttributeError, OSError):
+            address = None
+        address = address or f"{getattr(conn, 'host', None) or getattr(conn, '_host', '?')}:{getattr(conn, 'port', None) or '?'}"
+        what = "sent an HTTP request to" if event == "http.client.send" else "sent mail over SMTP to"
+        return "connect", address, f"{what} {address}"
+    if event == "subprocess.Popen":
+        executable, argv = args[0], args[1]
+        program = os.fsdecode(executable) if executable else _first(argv)
+        return "subprocess", program, f"started the process {_command(argv)!r}"
+    if event == "os.system":
+        command = os.fsdecode(args[0])
+        return "subprocess", command, f"ran os.system({command!r})"
+    if event in ("os.exec", "os.posix_spawn", "os.spawn"):
+        path = os.fsdecode(args[1] if event == "os.spawn" else args[0])
+        return "subprocess", path, f"started the program {path!r} ({event})"
+    return None
+
+
+def _address(address: Any) -> str | None:
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    if isinstance(address, (str, bytes)) and address:
+        return f"unix:{os.fsdecode(address)}"
+    return None
+
+
+def _first(argv: Any) -> str:
+    if isinstance(argv, (str, bytes)):
+        return os.fsdecode(argv).split()[0] if argv.strip() else ""
+    try:
+        return os.fsdecode(list(argv)[0])
+    except (TypeError, IndexError):
+        return "?"
+
+
+def _command(argv: Any) -> str:
+    if isinstance(argv, (str, bytes)):
+        return os.fsdecode(argv)
+    try:
+        return " ".join(os.fsdecode(a) for a in argv)
+    except TypeError:
+        return str(argv)
+
+
+def _not_a_file_effect(path: str) -> bool:
+    """A file no one outside reads as a result: compiled bytecode, the null device."""
+    return path.endswith((".pyc", ".pyo")) or (os.sep + "__pycache__" + os.sep) in path or path in (os.devnull, "/dev/tty")
+
+
+def _culprit(glue: tuple[str, ...]) -> str:
+    """The user's line that caused the event being audited ("" when the harness, the engine, a
+    test tool, logging or tempfile did it on their own behalf).
+
+    The frames nearest the event that belong to Python's library are passed over; the first one
+    past them says whose act it is: the harness's or the engine's (not an effect), a test tool's
+    (not an effect), or an installed package's (a client the user called) or the user's own. From
+    there outward, the first frame outside Python's installation is the user's line; the adapter's
+    files (``glue``) only where the step itself lives there, as :func:`chaos.core.world.origin` does.
+    """
+    frame = sys._getframe(2)
+    candidate = ""
+    owner_seen = False
+    try:
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if path.startswith(_NOT_EFFECTS) or path.startswith("<frozen importlib"):
+                return ""
+            if path.startswith(_OURS):  # before the installation's folders: crashgate may be installed there
+                if not owner_seen:
+                    return ""  # the harness or the engine, on its own behalf
+                if candidate:
+                    return candidate
+            elif path.startswith(_SITE):
+                if not owner_seen and path[len(next(s for s in _SITE if path.startswith(s))):].split(os.sep, 1)[0] in _TOOLS:
+                    return ""
+                owner_seen = True
+            elif path.startswith(_STDLIB) or path.startswith("<"):
+                pass
+            elif path in glue:
+                owner_seen = True
+                candidate = candidate or f"{_shown(path)}:{frame.f_lineno}"
+            else:
+                return f"{_shown(path)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return candidate
+    finally:
+        del frame
+
+
+def _shown(path: str) -> str:
+    cwd = os.getcwd() + os.sep
+    return path[len(cwd):] if path.startswith(cwd) else path

@@ -1,0 +1,79 @@
+"""Where the user's code raised: the line behind a job that ended otherwise after a fault.
+
+A step that reads state kept in process memory fails in the worker that recovers (``KeyError:
+'order-1'``), and the engine stores the error's text as the job's ``last_error``. The engine's
+lines are not where the bug is, and neither is the harness's: the user's is the innermost frame
+of the user's code that the exception passed through. In a recovering worker (a forked child)
+:func:`watch_raises` traces the frames of the user's code only (not their lines: their
+exceptions) and records, in the world's ledger, each exception's text with that frame's
+``path:line``; ``same-outcome`` names it beside the ``last_error`` it matches.
+
+>>> is_users("/srv/app/orders.py"), is_users(os.__file__), is_users("<string>")
+(True, False, False)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from types import CodeType, FrameType
+from typing import Any, Callable
+
+import chaos
+import engine
+
+__all__ = ["watch_raises", "is_users", "RAISED_MAX"]
+
+RAISED_MAX = 200  # exceptions one process records
+_OURS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (chaos, engine))
+_PYTHON = os.path.dirname(os.path.abspath(os.__file__)) + os.sep  # the library and its installed packages
+
+
+def is_users(path: str) -> bool:
+    """Whether code in ``path`` is the user's: not the harness's, the engine's or Python's."""
+    return not (path.startswith(_OURS) or path.startswith(_PYTHON) or path.startswith("<"))
+
+
+def watch_raises(record: Callable[[str, str], None]) -> bool:
+    """In a child: record ``(error text, "path:line")`` for each exception raised through the
+    user's code from now on, at its innermost user frame. False where a tracer is already set
+    (a line recorder's: this process's exceptions are not traced then)."""
+    from chaos.core.process import in_child
+
+    if not in_child():
+        raise RuntimeError("raises are traced in a forked child only")
+    if sys.gettrace() is not None:
+        return False
+    users: dict[CodeType, bool] = {}
+    seen: dict[int, Any] = {}  # id -> the exception, kept alive so that its id is not reused meanwhile
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "exception" and len(seen) < RAISED_MAX:
+            exc = arg[1]
+            if id(exc) not in seen:
+                seen[id(exc)] = exc
+                try:
+                    record(f"{type(exc).__name__}: {exc}", f"{_shown(frame.f_code.co_filename)}:{frame.f_lineno}")
+                except Exception:  # an exception whose str() raises, a ledger that cannot be written: not the step's concern
+                    pass
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        mine = users.get(code)
+        if mine is None:
+            mine = users[code] = is_users(code.co_filename)
+        if not mine:
+            return None
+        frame.f_trace_lines = False  # exceptions only: no event per line
+        return local
+
+    threading.settrace(calls)  # the engine's step threads, started from now on
+    sys.settrace(calls)
+    return True
+
+
+def _shown(path: str) -> str:
+    cwd = os.getcwd() + os.sep
+    return path[len(cwd):] if path.startswith(cwd) else path

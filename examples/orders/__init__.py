@@ -1,0 +1,1 @@
+"""An orders workflow gated by crashgate: fetch the order, charge the card, email a receipt."""
