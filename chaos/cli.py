@@ -49,6 +49,9 @@ def _matrix_arguments(m: argparse.ArgumentParser) -> None:
         help=f"comma-separated fault kinds from {', '.join(FAULTS)} (default {','.join(DEFAULT_FAULTS)})",
     )
     m.add_argument("--pairs", type=non_negative_int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run in each family, a seeded sample (default {PAIRS_DEFAULT} per family)")
+    m.add_argument("--allow-effects", default="", metavar="KIND:PATTERN,...",
+                   help="what the steps do that is no effect on the world: file:GLOB, connect:HOST:PORT, subprocess:GLOB "
+                        "(every other file written, connection or process a step starts fails effects-through-outbox)")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     m.add_argument("--exhaustive", action="store_true",
                    help="pause at every point, not once per pause class (points with no visible operation between them)")
@@ -198,6 +201,7 @@ def _matrix(args: argparse.Namespace) -> int:
                 db=db,
                 replay_db=replay_db,
                 exhaustive=args.exhaustive,
+                allowed_effects=args.allow_effects.split(","),
             )
         except MatrixUsageError as exc:  # what it was given; a ValueError of the run itself is a bug, with its traceback
             print(f"error: {printable(exc)}", file=sys.stderr)

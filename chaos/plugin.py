@@ -65,6 +65,7 @@ __all__ = [
     "HELP_FAULTS",
     "HELP_PAIRS",
     "HELP_REPORT",
+    "HELP_ALLOW_EFFECTS",
     "HELP_MARKER",
     "MARKER",
     "PLAN_DIR",
@@ -121,6 +122,12 @@ HELP_BASELINE = (
     "summary names the known ones no longer seen. Environment: CRASHGATE_BASELINE; ini: chaos_baseline "
     "(relative to the ini file's directory)."
 )
+HELP_ALLOW_EFFECTS = (
+    "what the steps do that is no effect on the world, a comma list of KIND:PATTERN: file:GLOB (a cache folder), "
+    "connect:HOST:PORT (a read-only service; globs allowed), subprocess:GLOB (a program). Every other file a step writes "
+    "outside the run's folder, connection it opens and process it starts fails effects-through-outbox; each entry is "
+    "shown in the summary. Environment: CRASHGATE_ALLOW_EFFECTS; ini: chaos_allow_effects."
+)
 HELP_MARKER = (
     "crash_matrix(target=None, families=None): a crash-matrix test. Its keyword arguments are the "
     "defaults of the crash_matrix and chaos_world fixtures; select or skip such tests with -m crash_matrix."
@@ -148,6 +155,7 @@ OPTIONS = (
     Option("pairs", "--chaos-pairs", "CRASHGATE_PAIRS", "chaos_pairs", str(PAIRS_DEFAULT), HELP_PAIRS),
     Option("report", "--chaos-report", "CRASHGATE_REPORT", "chaos_report", "", HELP_REPORT),
     Option("baseline", "--chaos-baseline", "CRASHGATE_BASELINE", "chaos_baseline", "", HELP_BASELINE),
+    Option("allow_effects", "--chaos-allow-effects", "CRASHGATE_ALLOW_EFFECTS", "chaos_allow_effects", "", HELP_ALLOW_EFFECTS),
 )
 _POINT_FORM = re.compile(rf"^(?:[^:\s]+::)?[^@\s]+:L\d+#\d+(?:@(?:{'|'.join(ITEM_KINDS)}))?$")
 _TARGET_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -167,6 +175,7 @@ class Settings:
     pairs: int = PAIRS_DEFAULT
     known: frozenset = frozenset()  # (family, fault, invariant, cause) of the file of known findings
     known_file: str = ""
+    allowed_effects: tuple[str, ...] = ()  # KIND:PATTERN entries of what is no effect (chaos.core.effects)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -202,7 +211,17 @@ def resolve(config: pytest.Config) -> Settings:
         faults=_check_faults(values["faults"], sources["faults"]),
         pairs=_check_pairs(values["pairs"], sources["pairs"]),
         **_known_findings(config, values["baseline"], sources["baseline"]),
+        allowed_effects=_check_allowed_effects(values["allow_effects"], sources["allow_effects"]),
     )
+
+
+def _check_allowed_effects(value: str, source: str) -> tuple[str, ...]:
+    from chaos.core.effects import parse_allowed
+
+    try:
+        return tuple(str(entry) for entry in parse_allowed(value.split(",")))
+    except ValueError as exc:
+        raise pytest.UsageError(f"crashgate allow_effects {value!r} (from {source}): {exc}") from None
 
 
 def _known_findings(config: pytest.Config, value: str, source: str) -> dict[str, Any]:
@@ -575,6 +594,7 @@ class PlanPoint(_PlanItem):
             outcome, failures = pristine.call(
                 run_target_point, self.plan, self.plan_file.target, self.prepared.workdir, self.index, state.points_dir(),
                 seed=state.settings.seed, mode=state.settings.mode, faults=self.plan_file.faults(), fault=self.fault, second=self.second,
+                allowed_effects=state.settings.allowed_effects,
             )
         except Exception as exc:  # the harness or the recovery broke: count it, then show the traceback
             self.record(**self._fields(), exit="error", held=False, violations=[], failures=[f"{type(exc).__name__}: {exc}"],
@@ -850,6 +870,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 workdir=workdir,
                 faults=faults,
                 pairs=pairs,
+                allowed_effects=s.allowed_effects,
             )
         except MatrixUsageError as exc:  # an argument run_matrix refuses (a family, a point, a fault kind): this test's
             pytest.fail(f"crash_matrix(): {exc}", pytrace=False)

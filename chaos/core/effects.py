@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Iterator
 import chaos
 import engine
 
-__all__ = ["Allowed", "KINDS", "ENTRIES_MAX", "parse_allowed", "allowing", "declared", "watch", "watching", "describe"]
+__all__ = ["Allowed", "RUN_ENV", "KINDS", "ENTRIES_MAX", "parse_allowed", "allowing", "declared", "watch", "watching", "describe"]
 
 KINDS = ("file", "connect", "subprocess")
 ENTRIES_MAX = 200  # events one process records: a step in a loop is reported, not logged whole
@@ -109,23 +109,29 @@ class _Watch:
 
 _watch: _Watch | None = None
 _installed = False
-_declared: tuple[Allowed, ...] = ()  # what the run allows besides the adapter (see allowing)
+# What the run allows besides the adapter (see allowing): in the environment, so that every process
+# of the run has it, forked or started (the matrix's lean worker processes, fiu-run's).
+RUN_ENV = "CRASHGATE_RUN_ALLOWED_EFFECTS"
 
 
 @contextlib.contextmanager
 def allowing(entries: Iterable[str]) -> Iterator[tuple[Allowed, ...]]:
-    """Within: the scenarios this process forks also allow ``entries`` (``--chaos-allow-effects``)."""
-    global _declared
-    before, _declared = _declared, parse_allowed(entries)
+    """Within: the scenarios this process runs also allow ``entries`` (``--chaos-allow-effects``)."""
+    allowed = parse_allowed(entries)
+    before = os.environ.get(RUN_ENV)
+    os.environ[RUN_ENV] = ",".join(str(a) for a in allowed)
     try:
-        yield _declared
+        yield allowed
     finally:
-        _declared = before
+        if before is None:
+            os.environ.pop(RUN_ENV, None)
+        else:
+            os.environ[RUN_ENV] = before
 
 
 def declared() -> tuple[Allowed, ...]:
     """What the run allows besides the adapter (see :func:`allowing`)."""
-    return _declared
+    return parse_allowed(os.environ.get(RUN_ENV, "").split(","))
 
 
 def watching() -> bool:

@@ -305,8 +305,8 @@ def effects_through_outbox(ev: Evidence) -> list[Violation]:
     ``--chaos-allow-effects`` or the adapter's ``allowed_effects``.
     """
     return [
-        Violation("effects-through-outbox", f"a step {what}, done from {where} (by {times} worker process{'es' if times != 1 else ''}), "
-                                            "outside the outbox")
+        Violation("effects-through-outbox", f"a step {what}, done from {where}, outside the outbox "
+                                            f"(worker processes that did it: {times})")
         for what, where, times in ev.escapes
     ]
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Iterable, TYPE_CHECKING
 
-from chaos.adapter import REFERENCE_TARGET, load_adapter
+from chaos.adapter import REFERENCE_TARGET, allowed_effects, load_adapter
 from chaos.matrix.families import reference_scenarios
 from chaos.hostfaults.power import power_missing
-from chaos.core import libfiu, pristine
+from chaos.core import effects, libfiu, pristine
 from chaos.hostfaults.faults import KIND_OF, MACHINE_FAULTS, expand, machine_points, machine_scenarios, run_machine_fault, start_preloaded
 from chaos.core.store_faults import small_pages
 from chaos.core.world import STORE_FAULT_KINDS
@@ -324,6 +324,7 @@ def _setup(target: Any, *, mode: str, families: Iterable[str] | None, point: str
     if callable(check_declaration):  # a declaration that does not match the engine: the adapter's mistake, said before any run
         check_declaration()
     submit_policy(adapter)  # a submit_conflict word it does not know, likewise
+    allowed_effects(adapter)  # and an allowed_effects entry that is not KIND:PATTERN
     replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
     all_scenarios = [for_adapter(s, adapter) for s in all_scenarios]
@@ -375,6 +376,7 @@ def run_matrix(
     db: str | None = None,
     replay_db: tuple[str, ...] | None = None,
     exhaustive: bool = False,
+    allowed_effects: Iterable[str] = (),
 ) -> MatrixReport:
     """Run the matrix for ``target`` (``module:attr`` or an adapter object).
 
@@ -392,13 +394,18 @@ def run_matrix(
     :func:`chaos.core.points.pause_classes`): every point gets a result, those of a class share the
     outcome of its first point, named in ``same_as``. ``exhaustive`` pauses at every point, and
     so does a ``sample`` (of points, each one run). Crashes always run at every point.
+
+    ``allowed_effects``: what the steps do that is no effect on the world (``file:GLOB``,
+    ``connect:HOST:PORT``, ``subprocess:GLOB``, besides the adapter's ``allowed_effects``); every
+    other effect a step has outside the outbox fails ``effects-through-outbox`` (see :mod:`chaos.core.effects`).
     """
     if not pristine.is_pristine():
         # Fork the scenarios from a process that never ran a job (chaos.core.pristine): this one
         # may have run the in-process sandbox, or the user's own tests, which fill the very module
         # caches a crash must empty.
         arguments = dict(mode=mode, seed=seed, deep=deep, families=families, point=point, sample=sample, jobs=jobs, scenarios=scenarios,
-                         workdir=workdir, faults=tuple(faults), pairs=pairs, db=db, replay_db=replay_db, exhaustive=exhaustive)
+                         workdir=workdir, faults=tuple(faults), pairs=pairs, db=db, replay_db=replay_db, exhaustive=exhaustive,
+                         allowed_effects=tuple(allowed_effects))
         unshippable = _unshippable(target, arguments)
         if not unshippable:
             return pristine.call(run_matrix, target, **arguments)
@@ -416,15 +423,20 @@ def run_matrix(
         raise
     except ValueError as exc:
         raise MatrixUsageError(str(exc)) from exc
+    try:
+        allowed = effects.parse_allowed(allowed_effects)
+    except ValueError as exc:
+        raise MatrixUsageError(str(exc)) from exc
     adapter, target_name, chosen = setup.adapter, setup.target_name, setup.chosen
     owned = workdir is None
     workdir = workdir or scratch_dir()
     try:
-        report = _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=setup.only_family,
-                      only_point=setup.only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
-                      replay_extra=setup.replay_extra, exhaustive=exhaustive)
-        if families is None and not point:  # a part of the matrix leaves out faults the rest would arm: nothing to say then
-            report.faulted_tasks = {f.task for s in chosen for f in s.faults if f.kind not in STORE_FAULT_KINDS and f.task not in ("send", AT_START)}
+        with effects.allowing(str(entry) for entry in allowed):
+            report = _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=setup.only_family,
+                          only_point=setup.only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
+                          replay_extra=setup.replay_extra, exhaustive=exhaustive)
+            if families is None and not point:  # a part of the matrix leaves out faults the rest would arm: nothing to say then
+                report.faulted_tasks = {f.task for s in chosen for f in s.faults if f.kind not in STORE_FAULT_KINDS and f.task not in ("send", AT_START)}
         return report
     finally:
         if owned:

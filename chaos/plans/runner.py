@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, TYPE_CHECKING
 
 from chaos.adapters.postgres import is_postgres
-from chaos.core import libfiu
+from chaos.core import effects, libfiu
 from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
 from chaos.hostfaults.faults import (
     CHECKS,
@@ -363,11 +363,14 @@ def prepare_target_points(plan: Plan, target: str, workdir: str, *, seed: int, f
 
 
 def run_target_point(plan: Plan, target: str, workdir: str, index: int, scratch: str, *, seed: int, mode: str,
-                     faults: tuple[str, ...] = (), fault: str = "crash", second: int = -1) -> tuple[Outcome, list[str]]:
+                     faults: tuple[str, ...] = (), fault: str = "crash", second: int = -1,
+                     allowed_effects: Iterable[str] = ()) -> tuple[Outcome, list[str]]:
     """:func:`run_plan_point` on the plan :func:`prepare_target_points` prepared (again, if this
-    process has not: a new server records the same points, the iteration being deterministic)."""
+    process has not: a new server records the same points, the iteration being deterministic);
+    ``allowed_effects``: what the run declares is no effect (see :mod:`chaos.core.effects`)."""
     prepared = prepare_target_points(plan, target, workdir, seed=seed, faults=faults)
-    return run_plan_point(prepared, index, _target_adapter(target), scratch, seed=seed, mode=mode, fault=fault, second=second)
+    with effects.allowing(allowed_effects):
+        return run_plan_point(prepared, index, _target_adapter(target), scratch, seed=seed, mode=mode, fault=fault, second=second)
 
 
 def _run_io(adapter: Adapter, family: Family, index: int, scratch: str, *, seed: int, mode: str, fault: str, deep: bool) -> Outcome:
