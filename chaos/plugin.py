@@ -362,7 +362,7 @@ class _State:
             # Recorded (and later run, see PlanPoint.runtest) in a process that never ran the code
             # under test: the tests run before a plan's points fill no memory its workers start from.
             self._prepared[key] = pristine.call(prepare_target_points, plan, target, self.scratch("plan"), seed=self.settings.seed,
-                                                faults=faults)
+                                                faults=faults, allowed_effects=self.settings.allowed_effects)
         return self._prepared[key]
 
     def cleanup(self) -> None:
@@ -1030,6 +1030,8 @@ class _Reporter:
         terminalreporter.section("crashgate")
         for line in terminal_lines(summary):
             terminalreporter.write_line(line)
+        for line in allowed_lines(state):
+            terminalreporter.write_line(line)
         if state.settings.known_file:
             for line in known_lines(state.records, state.settings.known, state.settings.known_file):
                 terminalreporter.write_line(line)
@@ -1045,6 +1047,26 @@ class _Reporter:
                 terminalreporter.write_line(f"crashgate: the report could not be written to {state.settings.report} ({exc}); nothing was written there")
             else:
                 terminalreporter.write_line(f"crash report: {state.settings.report}")
+
+
+def allowed_lines(state: _State) -> list[str]:
+    """What the run declared is no effect on the world (``--chaos-allow-effects`` and each target
+    adapter's ``allowed_effects``): said in the summary, since each entry is a hole in
+    ``effects-through-outbox`` that a reader of the gate's output must be able to see."""
+    from chaos.adapter import allowed_effects
+
+    out = []
+    if state.settings.allowed_effects:
+        source = state.settings.sources.get("allow_effects", "the settings")
+        out.append(f"effects allowed (from {source}), not findings: {', '.join(state.settings.allowed_effects)}")
+    for target in sorted({rec["target"] for rec in state.records if rec.get("target")}):
+        try:
+            entries = allowed_effects(state.adapter(target))
+        except ValueError:
+            continue  # the adapter's own error was the run's
+        if entries:
+            out.append(f"effects allowed (by the adapter {target}), not findings: {', '.join(map(str, entries))}")
+    return out
 
 
 KNOWN_SHOWN_MAX = 20  # known findings no longer seen that the summary names (the rest are counted)

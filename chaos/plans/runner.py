@@ -346,19 +346,22 @@ def _target_adapter(target: str) -> Any:
     return _ADAPTERS[target]
 
 
-def prepare_target_points(plan: Plan, target: str, workdir: str, *, seed: int, faults: tuple[str, ...] = ()) -> PreparedPoints:
+def prepare_target_points(plan: Plan, target: str, workdir: str, *, seed: int, faults: tuple[str, ...] = (),
+                          allowed_effects: Iterable[str] = ()) -> PreparedPoints:
     """:func:`prepare_points` for the adapter named ``target``, kept for :func:`run_target_point`.
 
     The pytest plugin calls both through :func:`chaos.core.pristine.call`: a plan's points are
     recorded and run in a process that never ran the code under test, whatever the tests before
-    them ran in the test's own process."""
+    them ran in the test's own process. ``allowed_effects``: what the run declares is no effect.
+    """
     key = (plan.file or os.path.abspath(plan.path), target, seed, tuple(faults))
     if key not in _PREPARED:
         if os.path.isdir(workdir) and os.listdir(workdir):  # prepared by an earlier server, which ended: start afresh beside it
             import tempfile
 
             workdir = tempfile.mkdtemp(prefix="again-", dir=workdir)
-        _PREPARED[key] = prepare_points(plan, _target_adapter(target), workdir, seed=seed, faults=faults)
+        with effects.allowing(allowed_effects):  # the baseline is recorded here
+            _PREPARED[key] = prepare_points(plan, _target_adapter(target), workdir, seed=seed, faults=faults)
     return _PREPARED[key]
 
 
@@ -368,7 +371,7 @@ def run_target_point(plan: Plan, target: str, workdir: str, index: int, scratch:
     """:func:`run_plan_point` on the plan :func:`prepare_target_points` prepared (again, if this
     process has not: a new server records the same points, the iteration being deterministic);
     ``allowed_effects``: what the run declares is no effect (see :mod:`chaos.core.effects`)."""
-    prepared = prepare_target_points(plan, target, workdir, seed=seed, faults=faults)
+    prepared = prepare_target_points(plan, target, workdir, seed=seed, faults=faults, allowed_effects=allowed_effects)
     with effects.allowing(allowed_effects):
         return run_plan_point(prepared, index, _target_adapter(target), scratch, seed=seed, mode=mode, fault=fault, second=second)
 
