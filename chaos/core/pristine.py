@@ -40,6 +40,7 @@ _FRAME = struct.Struct("!Q")
 _OK = "ok"
 _RAISED = "raised"
 
+_PER_TEST = frozenset({"PYTEST_CURRENT_TEST"})  # pytest names the running test here: no reason to start afresh
 _pristine = os.environ.get(ENV) == "1"
 _taint = ""  # what ran jobs in this process ("" while none did); inherited by forks
 _server: "_Server | None" = None
@@ -91,9 +92,19 @@ def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     global _server
     if is_pristine():
         return function(*args, **kwargs)
-    if _server is None or not _server.alive():
+    if _server is not None and (not _server.alive() or _server.made_for != _surroundings()):
+        _server.close()  # the caller's environment, import path or folder changed since: the scenarios see them as it does
+        _server = None
+    if _server is None:
         _server = _Server()
     return _server.call(function, args, kwargs)
+
+
+def _surroundings() -> tuple[Any, ...]:
+    """What a scenario's process takes from its caller besides the call: the environment, the
+    import path, the working folder."""
+    environ = tuple(sorted((k, v) for k, v in os.environ.items() if k not in _PER_TEST))
+    return environ, tuple(sys.path), os.getcwd()
 
 
 def stop() -> None:
@@ -109,6 +120,7 @@ class _Server:
 
     def __init__(self) -> None:
         self.owner = os.getpid()
+        self.made_for = _surroundings()
         to_server, self._requests = os.pipe()
         self._answers, from_server = os.pipe()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **{ENV: "1"})
@@ -202,7 +214,11 @@ def _answer(function: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[st
 def serve(requests: int, answers: int) -> int:
     """The server's loop: run each request, answer it; end when the owner closes the pipe."""
     while True:
-        request = _receive(requests)
+        try:
+            request = _receive(requests)
+        except Exception as exc:  # a function or an argument this interpreter cannot import: the caller's error
+            _send(answers, (_RAISED, RuntimeError(f"the pristine process could not load the call: {type(exc).__name__}: {exc}")))
+            continue
         if request is None:
             return 0
         kind, value = _answer(*request)

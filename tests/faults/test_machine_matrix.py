@@ -65,8 +65,8 @@ def test_the_machine_family_is_added_only_for_machine_faults_and_runs_only_them(
         run_matrix(ReferenceAdapter(), families=["backlog"], faults=["crash"])
 
 
-def test_io_faults_without_libfiu_are_refused_with_what_to_install(monkeypatch):
-    monkeypatch.setattr("shutil.which", lambda name: None)
+def test_io_faults_without_libfiu_are_refused_with_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no fiu-run there: the matrix's own process (a fresh one) finds none either
     with pytest.raises(ValueError) as refused:
         run_matrix(ReferenceAdapter(), families=["clean"], faults=["io-eio"])
     assert str(refused.value) == LIBFIU_MISSING

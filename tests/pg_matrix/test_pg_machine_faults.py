@@ -106,8 +106,8 @@ def test_a_postgres_commit_that_meets_a_row_lock_is_busy_keeps_the_lease_and_the
 
 
 @pytest.mark.parametrize("faults, kind, subs", [("disk", "disk", "disk-full"), ("io-enospc", "io", "io-enospc")])
-def test_disk_and_io_faults_are_refused_on_postgresql_with_the_reason_and_the_fix(pg_server, monkeypatch, faults, kind, subs):
-    monkeypatch.setattr("shutil.which", lambda name: None)  # refused for PostgreSQL first, libfiu or not
+def test_disk_and_io_faults_are_refused_on_postgresql_with_the_reason_and_the_fix(pg_server, monkeypatch, tmp_path, faults, kind, subs):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no fiu-run there: refused for PostgreSQL first, libfiu or not
     for call in (lambda: run_matrix("chaos:postgres_adapter", db=pg_server.url(), families=["backlog"], faults=[faults, "lock"]),
                  lambda: run_matrix(PostgresReferenceAdapter(pg_server.url()), families=["backlog"], faults=[faults])):
         with pytest.raises(ValueError) as refused:

@@ -198,10 +198,10 @@ def test_the_cli_lists_the_declared_lines_with_their_reasons_when_verbose(capsys
     assert f"declared unreachable: engine/_worker.py: {guard}: a bug guard: the step's timeout ends the wait long before" in out
 
 
-def test_the_io_families_are_skipped_saying_why_where_libfiu_is_missing(monkeypatch):
+def test_the_io_families_are_skipped_saying_why_where_libfiu_is_missing(monkeypatch, tmp_path):
     from chaos.core import libfiu
 
-    monkeypatch.setattr(libfiu, "missing", lambda: libfiu.MISSING)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no fiu-run there: the matrix's own process (a fresh one) finds none either
     report = run_matrix(ReferenceAdapter(), faults=["crash"], families=["commit-io-error", "clean"], jobs=1)
     assert report.skipped == {"commit-io-error": libfiu.MISSING}
     assert "apt-get install fiu-utils" in libfiu.MISSING
