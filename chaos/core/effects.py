@@ -109,6 +109,8 @@ class _Watch:
 
 _watch: _Watch | None = None
 _installed = False
+# Off only for the benchmark's side-by-side figure of what watching costs (chaos.matrix.bench).
+ENABLED = True
 # What the run allows besides the adapter (see allowing): in the environment, so that every process
 # of the run has it, forked or started (the matrix's lean worker processes, fiu-run's).
 RUN_ENV = "CRASHGATE_RUN_ALLOWED_EFFECTS"
@@ -149,6 +151,8 @@ def watch(record: Callable[[str, str], None], *, roots: Iterable[str], allowed: 
 
     if not in_child():
         raise RuntimeError("effects are watched in a scenario's forked child only: an audit hook cannot be removed")
+    if not ENABLED:
+        return
     _watch = _Watch(record, tuple(os.path.realpath(r) + os.sep for r in roots), tuple(allowed), tuple(glue))
     if not _installed:
         sys.addaudithook(_hook)

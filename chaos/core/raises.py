@@ -26,6 +26,7 @@ import engine
 __all__ = ["watch_raises", "is_users", "RAISED_MAX"]
 
 RAISED_MAX = 200  # exceptions one process records
+ENABLED = True  # off only for the benchmark's side-by-side figure of what tracing costs (chaos.matrix.bench)
 _OURS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (chaos, engine))
 _PYTHON = os.path.dirname(os.path.abspath(os.__file__)) + os.sep  # the library and its installed packages
 
@@ -43,7 +44,7 @@ def watch_raises(record: Callable[[str, str], None]) -> bool:
 
     if not in_child():
         raise RuntimeError("raises are traced in a forked child only")
-    if sys.gettrace() is not None:
+    if sys.gettrace() is not None or not ENABLED:
         return False
     users: dict[CodeType, bool] = {}
     seen: dict[int, Any] = {}  # id -> the exception, kept alive so that its id is not reused meanwhile

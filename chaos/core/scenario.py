@@ -409,12 +409,14 @@ class Run(RunContext):
         self.sessions: list[Any] = []
         self.on_session: Callable[[Any], None] | None = None  # told of every session opened
         self.submitted: dict[str, str] = {}  # job id -> the payload submitted, as JSON
+        self.watched = False  # whether this process watches the code under test (effects, raises)
 
     def session(self, worker_id: str) -> Any:
         if not in_child():
             raise RuntimeError("a scenario's sessions open in a forked child only (chaos.core.process.fork)")
         pristine.refuse_if_tainted()  # nor in a child of a process that ran jobs: it would start from their memory
-        if not effects.watching():  # from here on, what the code under test does to the world is seen
+        if not effects.watching() and not self.watched:  # from here on, what the code under test does to the world is seen
+            self.watched = True
             effects.watch(self.world.record_escape, roots=(os.path.dirname(os.path.abspath(self.directory)),),
                           allowed=allowed_effects(self.adapter) + effects.declared(), glue=self.world.glue)
             if self.rng_scope == RECOVERY_RNG_SCOPE:  # a recovery: where the user's code raised, for same-outcome

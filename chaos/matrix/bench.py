@@ -6,6 +6,7 @@ mode runs tiny samples so CI can smoke-test the code path; the real figures come
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
@@ -23,6 +24,40 @@ def _rate(report: Any) -> float:
     """Scenarios that ran per second (a pause point that shares its class's outcome did not run)."""
     ran = sum(row["run"] for row in report.by_fault().values())
     return ran / report.seconds if report.seconds else 0.0
+
+
+WATCH_RUNS = 5  # alternate runs of each, with and without watching: the medians are compared
+
+
+def watched_matrix(watch: bool, adapter: Any, **kwargs: Any) -> float:
+    """Seconds of one crash matrix run with the scenario's watching (the audit hook of
+    :mod:`chaos.core.effects`, the raise tracer of :mod:`chaos.core.raises`) on or off, in the
+    pristine process that forks the scenarios (the flags are its, inherited by every fork)."""
+    from chaos.core import effects, raises
+
+    effects.ENABLED = raises.ENABLED = watch
+    try:
+        started = time.perf_counter()
+        run_matrix(adapter, **kwargs)
+        return time.perf_counter() - started
+    finally:
+        effects.ENABLED = raises.ENABLED = True
+
+
+def _watch_row(adapter: Any, sample: int, *, runs: int) -> dict[str, Any]:
+    """The crash matrix's wall time with watching over without, measured alternately in one run."""
+    from chaos.core import pristine
+
+    kwargs = dict(families=[SPEED_FAMILY], faults=["crash"], sample=sample, exhaustive=True)
+    on: list[float] = []
+    off: list[float] = []
+    for _ in range(runs):
+        off.append(pristine.call(watched_matrix, False, adapter, **kwargs))
+        on.append(pristine.call(watched_matrix, True, adapter, **kwargs))
+    with_s, without_s = statistics.median(on), statistics.median(off)
+    return {"key": "watch_overhead_ratio", "label": "crash matrix wall time, effects and raises watched / not",
+            "value": round(with_s / without_s, 3) if without_s else 0.0, "unit": "x",
+            "note": f"medians of {runs} alternate runs of {sample} '{SPEED_FAMILY}' points: {with_s:.2f}s watched, {without_s:.2f}s not"}
 
 
 def rows(quick: bool) -> list[dict[str, Any]]:
@@ -44,6 +79,7 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         {"key": "interleave_pairs_per_s", "label": "two-level interleaving pairs/s, 1 core", "value": round(_rate(pairs), 1), "unit": "pairs/s",
          "note": f"{pairs.points} of {pairs.pairs_possible} possible pairs"},
     ]
+    out.append(_watch_row(adapter, sample, runs=1 if quick else WATCH_RUNS))
     from chaos.machine import bench_rows as machine_rows  # imports Hypothesis: only when measured
 
     out += machine_rows(quick)
