@@ -2,9 +2,12 @@
 
 It runs ``initdb`` and ``pg_ctl`` into a fresh temporary directory, listens on a free loopback
 port (and on a unix socket inside that directory, never the system one), and is stopped and
-deleted by :meth:`TemporaryPostgres.stop`. Durability is switched off (``fsync=off``): the server
-is never killed, only the clients are, so a crash test loses nothing to it, and each test runs
-faster. Never point it at data you want to keep.
+deleted by :meth:`TemporaryPostgres.stop`. Durability against the machine's crash is switched off
+(``fsync=off``), which makes each test faster: the machine does not crash during a test. A crash
+of the server itself (``pg_ctl restart -m immediate``, a killed postmaster) loses nothing it
+acknowledged, since every commit is written to the write-ahead log in the operating system's
+cache before it returns (``synchronous_commit = on``): a soak may restart it under its workers.
+Never point it at data you want to keep.
 
 Its superuser is a superuser of the machine in all but name (``COPY ... TO PROGRAM`` runs any
 command as the server's account), so nobody connects without its password: a random one, made
@@ -52,11 +55,12 @@ START_TIMEOUT_S = 60
 START_TRIES_MAX = 3  # a free port can be taken between choosing it and binding it: try again
 LOG_TAIL_CHARS_MAX = 2000
 DATABASE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# Settings for a server whose data is thrown away: no fsync, small memory, loopback only.
+# Settings for a server whose data is thrown away: no fsync, small memory, loopback only. Commits
+# still wait for their write-ahead log to be written (not flushed): a server crash loses nothing.
 SETTINGS = (
     "listen_addresses = '127.0.0.1'",
     "fsync = off",
-    "synchronous_commit = off",
+    "synchronous_commit = on",
     "full_page_writes = off",
     "shared_buffers = 16MB",
     "max_connections = 200",
@@ -296,6 +300,13 @@ class TemporaryPostgres:
         processes were killed): it recovers from its write-ahead log first."""
         self._started_dir("restart()")
         self._run("pg_ctl", "-D", self.data_dir, "-l", self.log_path, "-w", "-t", str(START_TIMEOUT_S), "start")
+
+    def crash_restart(self) -> None:
+        """Restart the server as a crash would (``pg_ctl restart -m immediate``): every session is
+        cut at once, and the server recovers from its write-ahead log before it accepts
+        connections again (clients meanwhile hear "the database system is starting up")."""
+        self._started_dir("crash_restart()")
+        self._run("pg_ctl", "-D", self.data_dir, "-l", self.log_path, "-m", "immediate", "-w", "-t", str(START_TIMEOUT_S), "restart")
 
     def stop(self) -> None:
         """Stop the server at once (its data is thrown away) and delete its directory."""
