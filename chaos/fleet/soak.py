@@ -182,7 +182,8 @@ def _check(args: argparse.Namespace) -> str | None:
         except ValueError as exc:
             return str(exc)
     if args.db is not None and is_postgres(args.db) != (args.backend == "postgresql"):
-        return f"--db {args.db.split('@')[-1]!r} does not match --backend {args.backend}; pass a postgresql:// URL with --backend postgresql, a path otherwise"
+        return (f"--db {PostgresStore.redacted(args.db)!r} does not match --backend {args.backend}; pass a postgresql:// URL "
+                "with --backend postgresql, a path otherwise")
     if args.db is not None and args.backend == "sqlite":
         error = check_new_sqlite_path(args.db)
         if error:

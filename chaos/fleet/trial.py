@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine import format_status, status
+from engine import PostgresStore, format_status, status
 
 from chaos.fleet.fleet import Fleet, FleetConfig, FleetRun, Progress
 from chaos.adapters.postgres import adapter_for, connect_retrying, is_postgres
@@ -84,7 +84,7 @@ class Trial:
             existing = len(store.jobs())
             if existing:
                 raise NotEmpty(
-                    f"database {self.config.db!r} already holds {existing} jobs; a trial judges the whole history, "
+                    f"database {PostgresStore.redacted(self.config.db)!r} already holds {existing} jobs; a trial judges the whole history, "
                     "so it needs a new database: pass another --db or remove this one"
                 )
             submitted: dict[str, str] = {}
