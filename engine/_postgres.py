@@ -36,6 +36,9 @@ psycopg 3 is an optional dependency (``pip install 'crashgate[postgres]'``), imp
 
 from __future__ import annotations
 
+import re
+import time
+import urllib.parse
 from typing import Any
 
 from ._commit import commit_unknown
@@ -57,6 +60,22 @@ BUSY_SQLSTATES = frozenset({"55P03", "57014", "40P01", "40001"})
 # server shutting down (57P), system errors such as io_error (58). Raised as StoreFailed, as
 # SQLite's SQLITE_FULL and SQLITE_IOERR are: the worker backs off and tries again.
 FAILED_SQLSTATE_PREFIXES = ("08", "53", "57P", "58")
+# What a server that is starting up, recovering or shutting down answers a new connection (libpq
+# gives no SQLSTATE for a refused connection; the server's messages are in English under lc_messages=C,
+# as on the throwaway server). That is the server's state, not a bad URL: wait, then say so.
+STARTING_UP_MESSAGES = (
+    "the database system is starting up",
+    "not yet accepting connections",
+    "the database system is in recovery mode",
+    "the database system is shutting down",
+)
+STARTUP_WAIT_S_DEFAULT = 30.0
+STARTUP_DELAY_S_FIRST = 0.05
+STARTUP_DELAY_S_MAX = 1.0
+HIDDEN = "***"
+# A password given as a parameter: in a URL's query string (?password=...) or a key=value string.
+PASSWORD_PARAMETER = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&#]*)")
+URL_FORM = "postgresql://user[:password]@host[:port]/dbname[?param=value&...]"
 
 # The schema mark: a one-row table, created first, in the same transaction as the engine's tables.
 CREATE_SCHEMA_MARK = """CREATE TABLE crashgate_schema (
@@ -98,12 +117,17 @@ class PostgresStore(SqlStore):
         busy_timeout_s: float = 5.0,
         statement_timeout_s: float = STATEMENT_TIMEOUT_S_DEFAULT,
         idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S_DEFAULT,
+        startup_wait_s: float = STARTUP_WAIT_S_DEFAULT,
         workflow: str = "reference",
     ) -> None:
+        # ``startup_wait_s``: how long opening waits for a server that answers "the database
+        # system is starting up" (a restart, a crash recovery), as a worker started with it would.
         for name, value in (("busy_timeout_s", busy_timeout_s), ("statement_timeout_s", statement_timeout_s),
                             ("idle_in_transaction_timeout_s", idle_in_transaction_timeout_s)):
             if not value > 0:
                 raise InvalidInput(f"{name}={value!r} must be > 0 seconds")
+        if not startup_wait_s >= 0:
+            raise InvalidInput(f"startup_wait_s={startup_wait_s!r} must be >= 0 seconds")
         psycopg = _import_psycopg()
         self.url = url
         self.workflow = workflow
@@ -111,11 +135,45 @@ class PostgresStore(SqlStore):
         self._timeouts_s = (("lock_timeout", busy_timeout_s), ("statement_timeout", statement_timeout_s),
                             ("idle_in_transaction_session_timeout", idle_in_transaction_timeout_s))
         try:
-            self.conn = self._connect()
+            self.conn = self._connect_waiting(startup_wait_s)
+        except psycopg.ProgrammingError as exc:  # libpq cannot parse it: the message may quote any part, the password too
+            raise InvalidInput(f"database URL {_safe(url)} cannot be read: {_reason(exc, url)}; write it as {URL_FORM}, "
+                               "with special characters percent-encoded (a space as %20)") from None
         except psycopg.OperationalError as exc:
-            raise InvalidInput(f"cannot connect to {_safe(url)}: {str(exc).strip()}; check the database URL and that the server runs") from exc
+            if _starting_up(exc):
+                raise StoreFailed(f"database {_safe(url)}: the server is starting up (or recovering, or shutting down) and did "
+                                  f"not accept connections within {startup_wait_s:g}s ({_reason(exc, url)}); nothing was done: "
+                                  "try again in a moment") from None
+            raise InvalidInput(f"cannot connect to {_safe(url)}: {_reason(exc, url)}; check the database URL and that the server runs") from None
         self.name = _describe(self.conn)
         self._ensure_schema()
+
+    @staticmethod
+    def redacted(url: str) -> str:
+        """``url`` with its password hidden, wherever it is given: in the userinfo or as a
+        ``password=`` parameter. For messages and output; it works on malformed URLs too (it only
+        splits the text), so a URL refused as unreadable can still be named.
+
+        >>> PostgresStore.redacted("postgresql://app:s3cret@db/jobs?password=other&sslmode=require")
+        'postgresql://app:***@db/jobs?password=***&sslmode=require'
+        """
+        return _redact(url)
+
+    def _connect_waiting(self, wait_s: float) -> Any:
+        """:meth:`_connect`, trying again with backoff while the server says it is starting up."""
+        import psycopg
+
+        deadline = time.monotonic() + wait_s
+        delay_s = STARTUP_DELAY_S_FIRST
+        for _ in range(int(wait_s / STARTUP_DELAY_S_FIRST) + 2):
+            try:
+                return self._connect()
+            except psycopg.OperationalError as exc:
+                if not _starting_up(exc) or time.monotonic() + delay_s > deadline:
+                    raise
+            time.sleep(delay_s)
+            delay_s = min(STARTUP_DELAY_S_MAX, delay_s * 2)
+        raise AssertionError("_connect_waiting: the deadline ends the loop first")  # not a crash point: a bug guard
 
     def _connect(self) -> Any:
         import psycopg
@@ -251,11 +309,23 @@ def _machine_failure(exc: Any) -> bool:
 
 
 def _store_failed(name: str, where: str, exc: Any) -> StoreFailed:
+    if _starting_up(exc):
+        return StoreFailed(
+            f"database {name}: {where} found the server starting up (or recovering, or shutting down): "
+            f"{' '.join(str(exc).split())}; nothing of it was written (a worker backs off and tries again by itself)"
+        )
     return StoreFailed(
         f"database {name}: {where} failed with {type(exc).__name__} ({exc.sqlstate or 'no SQLSTATE'}: "
         f"{str(exc).strip()}); nothing of it was written (a worker backs off and tries again by itself); "
         "check the server's disk and that it runs"
     )
+
+
+def _starting_up(exc: Any) -> bool:
+    """Whether ``exc`` says the server is starting up, recovering or shutting down (SQLSTATE
+    57P03, cannot_connect_now; a refused connection carries it only in its text)."""
+    text = str(exc)
+    return getattr(exc, "sqlstate", None) == "57P03" or any(m in text for m in STARTING_UP_MESSAGES)
 
 
 def _describe(conn: Any) -> str:
@@ -265,9 +335,50 @@ def _describe(conn: Any) -> str:
 
 
 def _safe(url: str) -> str:
-    """The URL with any password replaced, for error messages."""
-    head, at, tail = url.rpartition("@")
-    if not at or ":" not in head.split("://", 1)[-1]:
-        return repr(url)
-    scheme, _, userinfo = head.partition("://")
-    return repr(f"{scheme}://{userinfo.split(':', 1)[0]}:***@{tail}")
+    """The URL with any password replaced, quoted, for error messages."""
+    return repr(_redact(url))
+
+
+def _redact(url: str) -> str:
+    text = PASSWORD_PARAMETER.sub(lambda m: m.group(1) + HIDDEN, url)
+    scheme, sep, rest = text.partition("://")
+    at = _userinfo_end(rest) if sep else -1
+    if at < 0:
+        return text
+    userinfo = rest[:at]
+    if ":" in userinfo:
+        userinfo = f"{userinfo.split(':', 1)[0]}:{HIDDEN}"
+    return f"{scheme}://{userinfo}{rest[at:]}"
+
+
+def _userinfo_end(rest: str) -> int:
+    """Where the userinfo of a URL's ``rest`` (after ``scheme://``) ends, its "@"; -1 if none.
+
+    It is the last "@" before the first "/" or "?" that follows the first "@": a malformed URL's
+    password may hold an unencoded "/", "?" or "@", and a query parameter may hold an "@" too.
+    """
+    first = rest.find("@")
+    if first < 0:
+        return -1
+    ends = [i for i in (rest.find("/", first), rest.find("?", first)) if i >= 0]
+    return rest.rfind("@", 0, min(ends) if ends else len(rest))
+
+
+def _passwords(url: str) -> list[str]:
+    """The password texts ``url`` holds (as written and percent-decoded), to scrub from a
+    driver's message, which may quote the part of the URL it could not parse."""
+    found = [m.group(2).strip("'") for m in PASSWORD_PARAMETER.finditer(url)]
+    rest = url.partition("://")[2]
+    userinfo = rest[:max(0, _userinfo_end(rest))]
+    if ":" in userinfo:
+        found.append(userinfo.split(":", 1)[1])
+    secrets = [p for p in found if p]
+    return sorted({*secrets, *(urllib.parse.unquote(p) for p in secrets)}, key=len, reverse=True)
+
+
+def _reason(exc: Any, url: str) -> str:
+    """The driver's message on one line, without any password of ``url``."""
+    text = _redact(" ".join(str(exc).split()))
+    for secret in _passwords(url):
+        text = text.replace(secret, HIDDEN)
+    return text

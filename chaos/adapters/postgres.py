@@ -19,7 +19,8 @@ import itertools
 import os
 import random
 import threading
-from typing import Any
+import time
+from typing import Any, Callable, TypeVar
 
 from engine import PostgresStore
 
@@ -36,7 +37,12 @@ __all__ = [
     "AUDIT_SQL_PG",
     "WRITER_AUDIT_SQL_PG",
     "SET_WRITER",
+    "connect_retrying",
+    "RetryingReader",
+    "RECONNECT_WAIT_S",
 ]
+
+T = TypeVar("T")
 
 AUDIT_SQL_PG = (
     DAMAGED_SQL,
@@ -117,7 +123,72 @@ CONNECT_TIMEOUT_S = 10  # the first connection to a --db server; a server that d
 # The session of the worker that runs while another is frozen: a lock it cannot get within the
 # busy timeout makes its write give up (StoreBusy); any statement gives up after this long.
 OTHER_STATEMENT_TIMEOUT_S = 5.0
+# How long the harness's own connections wait for a server that went away (its backends
+# terminated, a restart, "the database system is starting up") before they give up; the engine's
+# workers ride out the same faults with their own backoff, and the harness must not die first.
+RECONNECT_WAIT_S = 60.0
+RECONNECT_DELAY_S_FIRST = 0.05
+RECONNECT_DELAY_S_MAX = 1.0
 _database_numbers = itertools.count()
+
+
+def connect_retrying(url: str, *, wait_s: float = RECONNECT_WAIT_S) -> Any:
+    """An autocommit connection to ``url``, trying again with backoff while the server is away.
+
+    The URL was checked once before any process started, so a connection that fails now is a
+    server restarting or recovering, not a wrong URL: waiting is right, up to ``wait_s``; then
+    the last error is raised.
+    """
+    import psycopg
+
+    deadline = time.monotonic() + wait_s
+    delay_s = RECONNECT_DELAY_S_FIRST
+    for _ in range(int(wait_s / RECONNECT_DELAY_S_FIRST) + 2):
+        try:
+            return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        except psycopg.OperationalError:
+            if time.monotonic() + delay_s > deadline:
+                raise
+        time.sleep(delay_s)
+        delay_s = min(RECONNECT_DELAY_S_MAX, delay_s * 2)
+    raise AssertionError("connect_retrying: the deadline ends the loop first")  # a bug guard
+
+
+class RetryingReader:
+    """Reads on a connection of its own that is opened again when the server dropped it.
+
+    A read in autocommit mode changes nothing, so one that failed with the connection may simply
+    run again on a new one (:func:`connect_retrying`). ``read(fn)`` calls ``fn(conn)``.
+    """
+
+    def __init__(self, url: str, *, wait_s: float = RECONNECT_WAIT_S) -> None:
+        self.url = url
+        self.wait_s = wait_s
+        self.conn: Any = None
+        self.reconnects = 0
+
+    def read(self, fn: Callable[[Any], T]) -> T:
+        import psycopg
+
+        for attempt in range(2):
+            if self.conn is None or self.conn.closed:
+                self.conn = connect_retrying(self.url, wait_s=self.wait_s)
+            try:
+                return fn(self.conn)
+            except psycopg.OperationalError:
+                self.close()
+                self.reconnects += 1
+                if attempt:
+                    raise
+        raise AssertionError("RetryingReader.read: the second attempt returns or raises")  # a bug guard
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a connection the server already dropped
+                pass
 
 
 def is_postgres(db: str) -> bool:
@@ -155,26 +226,24 @@ class _Probe:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._conns: dict[int, Any] = {}
+        self._readers: dict[int, RetryingReader] = {}
         self.lock = threading.Lock()
 
     def __call__(self, job_id: str, step: str, worker_id: str, token: int, now: float) -> tuple[bool, bool]:
         from chaos.fleet.services import PG_PROBE_LEASE, PG_PROBE_MEMO, holds_lease
 
-        with self.lock:
-            conn = self._conns.get(os.getpid())
-            if conn is None:
-                import psycopg
+        def reads(conn: Any) -> tuple[Any, Any]:
+            return conn.execute(PG_PROBE_MEMO, (job_id, step)).fetchone(), conn.execute(PG_PROBE_LEASE, (job_id,)).fetchone()
 
-                conn = self._conns[os.getpid()] = psycopg.connect(self.url, autocommit=True)
-            memo = conn.execute(PG_PROBE_MEMO, (job_id, step)).fetchone()
-            lease = conn.execute(PG_PROBE_LEASE, (job_id,)).fetchone()
+        with self.lock:
+            reader = self._readers.setdefault(os.getpid(), RetryingReader(self.url))
+            memo, lease = reader.read(reads)
         return memo is not None, holds_lease(lease, worker_id, token, now)
 
     def close(self) -> None:
-        conn = self._conns.pop(os.getpid(), None)
-        if conn is not None:
-            conn.close()
+        reader = self._readers.pop(os.getpid(), None)
+        if reader is not None:
+            reader.close()
 
 
 class PostgresReferenceAdapter(ReferenceAdapter):
@@ -298,14 +367,17 @@ class PostgresReferenceAdapter(ReferenceAdapter):
 
     def inspect(self, db_path: str) -> Snapshot:
         """Read the database on a connection of the harness's own, kept per process and database
-        until :meth:`release`, in one read-only REPEATABLE READ transaction."""
-        import psycopg
-
+        until :meth:`release`, in one read-only REPEATABLE READ transaction; a connection the
+        server dropped (a restart, its backend terminated) is opened again, waiting for the server."""
         key = (os.getpid(), db_path)
         readers = self.__dict__.setdefault("_readers", {})
-        conn = readers.get(key)
-        if conn is None or conn.closed:
-            conn = readers[key] = psycopg.connect(db_path, autocommit=True)
+        reader = readers.get(key)
+        if reader is None:
+            reader = readers[key] = RetryingReader(db_path)
+        return reader.read(self._snapshot)
+
+    @staticmethod
+    def _snapshot(conn: Any) -> Snapshot:
         # One snapshot for all the reads, so they agree with each other.
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -325,9 +397,9 @@ class PostgresReferenceAdapter(ReferenceAdapter):
 
     def release(self, db_path: str) -> None:
         """Close this process's inspection connection to ``db_path``."""
-        conn = self.__dict__.get("_readers", {}).pop((os.getpid(), db_path), None)
-        if conn is not None:
-            conn.close()
+        reader = self.__dict__.get("_readers", {}).pop((os.getpid(), db_path), None)
+        if reader is not None:
+            reader.close()
 
     def probe(self, db_path: str) -> Any:
         return _Probe(db_path)

@@ -53,11 +53,20 @@ KILLS_BY_FRACTION = 0.8  # kills_min is reached by the time this fraction of the
 SENDER_TIMEOUT_S = 2.0
 STOP_WAIT_S = 10.0
 UNEXPECTED_EXITS_MAX = 20  # processes that die by themselves: a bug; stop restarting after this many
+# A process (re)started while a PostgreSQL server restarts or recovers waits this long for it, as a
+# deployed worker under a supervisor would, instead of dying at once; the URL was checked before
+# any process started, so a connection refused now is the server's state, not a wrong URL.
+OPEN_WAIT_S = 60.0
+OPEN_DELAY_S_FIRST = 0.05
+OPEN_DELAY_S_MAX = 1.0
 ITERATIONS_MAX = 100_000_000  # a child's loop bound; the deadline and the parent's death end it first
 LOG_TAIL_CHARS = 1500
 # What the forkserver imports once, so that a restarted process does not.
 PRELOAD = ("engine", "chaos.fleet.fleet", "chaos.fleet.services", "urllib.request", "http.client")
-ABANDONING = frozenset({Outcome.BUSY, Outcome.LEASE_LOST, Outcome.RETRY})
+# Outcomes of a claim that ended without committing the step it may have paid for. UNAVAILABLE:
+# the database failed under the commit (the server restarted, the connection was terminated), an
+# interruption as real as a kill, which the next claim pays for again by right.
+ABANDONING = frozenset({Outcome.BUSY, Outcome.LEASE_LOST, Outcome.RETRY, Outcome.UNAVAILABLE})
 
 COUNT_STATES = "SELECT state, COUNT(*) FROM job GROUP BY state"
 COUNT_UNSENT = "SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL"
@@ -416,9 +425,28 @@ def _store_options(spec: dict[str, Any]) -> dict[str, Any]:
     return {"synchronous": spec["synchronous"]} if spec.get("synchronous") else {}
 
 
+def open_store_waiting(spec: dict[str, Any]) -> Any:
+    """The process's store; on PostgreSQL, waiting (with backoff, up to :data:`OPEN_WAIT_S`) for a
+    server that is restarting, starting up or recovering. The last error is raised after that."""
+    from engine import InvalidInput, StoreFailed, open_store
+
+    deadline = time.monotonic() + OPEN_WAIT_S
+    delay_s = OPEN_DELAY_S_FIRST
+    for _ in range(int(OPEN_WAIT_S / OPEN_DELAY_S_FIRST) + 2):
+        try:
+            return open_store(spec["db"], **_store_options(spec))
+        except (StoreFailed, InvalidInput) as exc:
+            if not is_postgres(spec["db"]) or time.monotonic() + delay_s > deadline or _should_stop(spec):
+                raise
+            print(f"{spec['id']}: the database cannot be opened yet ({' '.join(str(exc).split())}); trying again", flush=True)
+        time.sleep(delay_s)
+        delay_s = min(OPEN_DELAY_S_MAX, delay_s * 2)
+    raise AssertionError("open_store_waiting: the deadline ends the loop first")  # a bug guard
+
+
 def run_worker(spec: dict[str, Any]) -> None:
     """A worker process: claim and run jobs until the deadline or the parent's death."""
-    from engine import SystemClock, Worker, open_store, reference_workflow
+    from engine import SystemClock, Worker, reference_workflow
 
     from chaos.fleet.services import CallLedger, HttpDocuments, LedgerModel, make_probe
 
@@ -428,7 +456,7 @@ def run_worker(spec: dict[str, Any]) -> None:
     model = LedgerModel(ledger, make_probe(spec["db"]), latency_ms=tuple(spec["latency_ms"]),
                         rng=random.Random(rng.random()), clock=clock)
     workflow = reference_workflow(model, HttpDocuments(spec["documents_url"]))
-    worker = Worker(open_store(spec["db"], **_store_options(spec)), workflow, worker_id=spec["id"], clock=clock, rng=rng,
+    worker = Worker(open_store_waiting(spec), workflow, worker_id=spec["id"], clock=clock, rng=rng,
                     lease_s=spec["lease_s"], threaded=True)
     for _ in range(ITERATIONS_MAX):
         if _should_stop(spec):
@@ -443,11 +471,11 @@ def run_worker(spec: dict[str, Any]) -> None:
 
 def run_sender(spec: dict[str, Any]) -> None:
     """The outbox sender process: deliver due rows to the receiver until the deadline."""
-    from engine import HttpSender, StoreBusy, SystemClock, open_store, send_outbox
+    from engine import HttpSender, StoreBusy, StoreFailed, SystemClock, send_outbox
 
     clock = SystemClock()
     rng = random.Random(spec["seed"])
-    store = open_store(spec["db"], **_store_options(spec))
+    store = open_store_waiting(spec)
     sender = HttpSender(spec["effects_url"], timeout_s=SENDER_TIMEOUT_S)
     for _ in range(ITERATIONS_MAX):
         if _should_stop(spec):
@@ -457,5 +485,11 @@ def run_sender(spec: dict[str, Any]) -> None:
             moved = report.sent + report.failed
         except StoreBusy:  # the database was locked while marking: those rows are sent again later
             moved = 0
+        except StoreFailed as exc:
+            # The server went away (a restart, the connection terminated): nothing was marked, so
+            # those rows are sent again later; the store reconnects on its next use, as a worker's does.
+            print(f"{spec['id']}: {' '.join(str(exc).split())}; backing off", flush=True)
+            moved = 0
+            time.sleep(OPEN_DELAY_S_MAX * (0.5 + rng.random()))
         if moved == 0:
             time.sleep(IDLE_S * (0.5 + rng.random()))

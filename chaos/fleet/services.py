@@ -7,6 +7,12 @@ probe reads the engine's database on a connection of its own: is this step's mem
 committed, and does the caller still hold the job's lease? That is what ``no-spend-after-memo``
 checks afterwards.
 
+The probe is the harness's, not the engine's: when it cannot read the database (the server
+restarting, its backends terminated) it reconnects and waits, as the engine's store does. If it
+still cannot, the call is not made (nothing is paid), the step fails as a connection failure that
+the engine retries, and the ledger records a *harness error*: the run's verdict is then a failure
+of the harness, never a pass, because a job the probe failed says nothing about the engine.
+
 The document source is the receiver's ``GET /documents/<source>`` over real loopback HTTP.
 
 >>> import tempfile, os
@@ -43,7 +49,12 @@ __all__ = [
     "PG_PROBE_LEASE",
     "PG_PROBE_MEMO",
     "holds_lease",
+    "ProbeFailed",
+    "HARNESS_ERROR_PREFIX",
 ]
+
+# What a step's error says when the harness's probe, not the engine, failed it.
+HARNESS_ERROR_PREFIX = "chaos harness: the model probe could not read the database"
 
 FETCH_TIMEOUT_S = 1.0
 
@@ -53,12 +64,16 @@ LEDGER_SCHEMA = (
         at REAL, memo_committed INTEGER, lease_valid INTEGER, cost REAL)""",
     # A claim a worker left without committing the step it had paid for (busy, lease lost, retry).
     "CREATE TABLE IF NOT EXISTS abandon (seq INTEGER PRIMARY KEY, worker TEXT, job_id TEXT, outcome TEXT, at REAL)",
+    # A model call the harness could not probe (its own connection to the database failed).
+    "CREATE TABLE IF NOT EXISTS harness_error (seq INTEGER PRIMARY KEY, worker TEXT, job_id TEXT, step TEXT, at REAL, error TEXT)",
 )
 RECORD_CALL = (
     "INSERT INTO call (job_id, step, task, worker, token, at, memo_committed, lease_valid, cost) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 RECORD_ABANDON = "INSERT INTO abandon (worker, job_id, outcome, at) VALUES (?, ?, ?, ?)"
+RECORD_HARNESS_ERROR = "INSERT INTO harness_error (worker, job_id, step, at, error) VALUES (?, ?, ?, ?, ?)"
+SELECT_HARNESS_ERRORS = "SELECT worker, job_id, step, at, error FROM harness_error ORDER BY seq"
 SELECT_CALLS = "SELECT seq, job_id, step, task, worker, token, at, memo_committed, lease_valid FROM call ORDER BY seq"
 SELECT_ABANDONS = "SELECT worker, job_id, outcome, at FROM abandon ORDER BY seq"
 SPEND = "SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM call"
@@ -90,6 +105,14 @@ class CallLedger:
     def abandoned(self, worker: str, job_id: str, outcome: str, at: float) -> None:
         with self.lock:
             self.conn.execute(RECORD_ABANDON, (worker, job_id, outcome, at))
+
+    def harness_error(self, ctx: Any, at: float, error: str) -> None:
+        with self.lock:
+            self.conn.execute(RECORD_HARNESS_ERROR, (ctx.worker_id, ctx.job_id, ctx.step, at, error))
+
+    def harness_errors(self) -> list[tuple[str, str, str, float, str]]:
+        """(worker, job, step, at, error) of every model call the harness could not probe."""
+        return [tuple(r) for r in self.conn.execute(SELECT_HARNESS_ERRORS)]  # type: ignore[misc]
 
     def calls(self) -> list[Call]:
         return [Call(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8]), None) for r in self.conn.execute(SELECT_CALLS)]
@@ -130,7 +153,13 @@ class LedgerModel:
 
     def complete(self, ctx: Any, task: str, prompt: str) -> ModelReply:
         now = self.clock.now()
-        memo_committed, lease_valid = self.probe(ctx.job_id, ctx.step, ctx.worker_id, ctx.token, now)
+        try:
+            memo_committed, lease_valid = self.probe(ctx.job_id, ctx.step, ctx.worker_id, ctx.token, now)
+        except ProbeFailed as exc:
+            # Not paid, not recorded as a call: the engine retries the step as after any
+            # connection failure, and the verdict counts the harness's failure against the run.
+            self.ledger.harness_error(ctx, now, str(exc))
+            raise ConnectionFailed(f"{HARNESS_ERROR_PREFIX}: {exc}") from exc
         cost = round(len(prompt) / 1000 * USD_PER_1K_CHARS, 8)
         self.ledger.record(ctx, task, now, memo_committed, lease_valid, cost)
         time.sleep(self.rng.uniform(*self.latency_ms) / 1000)
@@ -180,24 +209,37 @@ class SqliteProbe:
         self.conn.close()
 
 
+class ProbeFailed(RuntimeError):
+    """The probe could not read the engine's database, even after reconnecting and waiting."""
+
+
 class PostgresProbe:
     """The same two reads on PostgreSQL, on a connection of its own (autocommit: each read sees
-    what is committed at that moment)."""
+    what is committed at that moment), opened on first use and again whenever the server drops it
+    (:class:`chaos.adapters.postgres.RetryingReader`): a worker restarted while the server starts
+    up, or one whose backend was terminated, waits for the server as the engine's store does."""
 
-    def __init__(self, url: str) -> None:
-        import psycopg
+    def __init__(self, url: str, *, wait_s: float | None = None) -> None:
+        from chaos.adapters.postgres import RECONNECT_WAIT_S, RetryingReader
 
-        self.conn = psycopg.connect(url, autocommit=True)
+        self.reader = RetryingReader(url, wait_s=RECONNECT_WAIT_S if wait_s is None else wait_s)
         self.lock = threading.Lock()
 
     def __call__(self, job_id: str, step: str, worker_id: str, token: int, now: float) -> tuple[bool, bool]:
+        import psycopg
+
+        def reads(conn: Any) -> tuple[Any, Any]:
+            return conn.execute(PG_PROBE_MEMO, (job_id, step)).fetchone(), conn.execute(PG_PROBE_LEASE, (job_id,)).fetchone()
+
         with self.lock:
-            memo = self.conn.execute(PG_PROBE_MEMO, (job_id, step)).fetchone()
-            lease = self.conn.execute(PG_PROBE_LEASE, (job_id,)).fetchone()
+            try:
+                memo, lease = self.reader.read(reads)
+            except psycopg.Error as exc:
+                raise ProbeFailed(f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
         return memo is not None, holds_lease(lease, worker_id, token, now)
 
     def close(self) -> None:
-        self.conn.close()
+        self.reader.close()
 
 
 def holds_lease(lease: Any, worker_id: str, token: int, now: float) -> bool:

@@ -182,7 +182,8 @@ def _check(args: argparse.Namespace) -> str | None:
         except ValueError as exc:
             return str(exc)
     if args.db is not None and is_postgres(args.db) != (args.backend == "postgresql"):
-        return f"--db {args.db.split('@')[-1]!r} does not match --backend {args.backend}; pass a postgresql:// URL with --backend postgresql, a path otherwise"
+        return (f"--db {PostgresStore.redacted(args.db)!r} does not match --backend {args.backend}; pass a postgresql:// URL "
+                "with --backend postgresql, a path otherwise")
     if args.db is not None and args.backend == "sqlite":
         error = check_new_sqlite_path(args.db)
         if error:
@@ -286,6 +287,8 @@ def soak_figures(result: TrialResult, *, backend: str) -> dict[str, Any]:
         "states": f["states"],
         "receiver": f["receiver"],
         "violations": f["violations"],
+        "harness_errors": f["harness_errors"],
+        "failed_by_harness": f["failed_by_harness"],
         "unexpected_exits": len(run.unexpected_exits),
         "drained": run.drained,
         "ok": result.ok,
@@ -308,6 +311,11 @@ def format_soak(result: TrialResult, figures: dict[str, Any]) -> str:
     ]
     for v in result.verdict.violations[:VIOLATIONS_SHOWN_MAX]:
         out.append(f"  VIOLATION {v}")
+    if g["harness_errors"]:
+        worker, job_id, step, _at, error = result.verdict.harness_errors[-1]
+        out.append(f"  HARNESS FAILED: the model probe could not read the database {g['harness_errors']:,} times "
+                   f"({g['failed_by_harness']:,} jobs ended failed by it; last: {job_id} {step} on {worker}: {error}); "
+                   "the run proves nothing about the engine: check that the database server stays reachable")
     for report in result.run.unexpected_exits[:3]:
         out.append(f"  PROCESS DIED BY ITSELF: {report}")
     if not result.run.drained:

@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine import format_status, status
+from engine import PostgresStore, format_status, status
 
 from chaos.fleet.fleet import Fleet, FleetConfig, FleetRun, Progress
-from chaos.adapters.postgres import adapter_for
+from chaos.adapters.postgres import adapter_for, connect_retrying, is_postgres
 from chaos.fleet.receiver import DROP_EVERY_DEFAULT, FAIL_EVERY_DEFAULT, ReceiverProcess
 from chaos.fleet.verdict import Verdict, judge, payload_json
 
@@ -51,7 +51,8 @@ class TrialResult:
 
     @property
     def ok(self) -> bool:
-        return self.verdict.held and self.run.drained and not self.run.unexpected_exits and self.kills_ok
+        return (self.verdict.held and self.verdict.harness_ok and self.run.drained and not self.run.unexpected_exits
+                and self.kills_ok)
 
     @property
     def kills_ok(self) -> bool:
@@ -83,7 +84,7 @@ class Trial:
             existing = len(store.jobs())
             if existing:
                 raise NotEmpty(
-                    f"database {self.config.db!r} already holds {existing} jobs; a trial judges the whole history, "
+                    f"database {PostgresStore.redacted(self.config.db)!r} already holds {existing} jobs; a trial judges the whole history, "
                     "so it needs a new database: pass another --db or remove this one"
                 )
             submitted: dict[str, str] = {}
@@ -109,6 +110,7 @@ class Trial:
             documents = receiver.stats()
         finally:
             receiver.stop()
+        _wait_for_database(self.config.db)
         verdict = judge(adapter, self.config.db, calls_path=self.config.calls_path, receiver_path=self.config.receiver_path,
                         submitted=submitted, killed=run.killed_ids, seed=self.config.seed,
                         lost=None if self.power is None else self.power.interruptions)
@@ -121,3 +123,10 @@ class Trial:
         finally:
             store.close()
         return TrialResult(self.config, run, verdict, format_status(report), report, documents, settle_s)
+
+
+def _wait_for_database(db: str) -> None:
+    """Wait for a PostgreSQL server that a fault left restarting or recovering: the verdict reads
+    the history from it, and a server still starting up is a moment to wait, not a traceback."""
+    if is_postgres(db):
+        connect_retrying(db).close()

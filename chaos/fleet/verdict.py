@@ -26,7 +26,7 @@ from typing import Any, Iterable, TYPE_CHECKING
 
 from chaos.core.invariants import AT_REST, Evidence, Violation, check, idempotent_submit, initial_states, wasted_calls, zombie_calls
 from chaos.fleet.receiver import deliveries, receiver_figures
-from chaos.fleet.services import CallLedger
+from chaos.fleet.services import HARNESS_ERROR_PREFIX, CallLedger
 from chaos.core.world import Call
 
 if TYPE_CHECKING:
@@ -49,10 +49,18 @@ HEADLINE = {
 class Verdict:
     violations: list[Violation]
     figures: dict[str, Any] = field(default_factory=dict)
+    # Model calls the harness's own probe could not make (its connection to the database failed):
+    # (worker, job, step, at, error). Any makes the run a failure of the harness, whatever the
+    # invariants say: a job the probe failed or delayed says nothing about the engine.
+    harness_errors: list[tuple[str, str, str, float, str]] = field(default_factory=list)
 
     @property
     def held(self) -> bool:
         return not self.violations
+
+    @property
+    def harness_ok(self) -> bool:
+        return not self.harness_errors
 
     def by_invariant(self) -> dict[str, list[Violation]]:
         out: dict[str, list[Violation]] = {name: [] for name in INVARIANT_NAMES}
@@ -93,6 +101,7 @@ def judge(adapter: ReferenceAdapter, db: str, *, calls_path: str, receiver_path:
         paid_calls, spend_usd = ledger.spend()
         unit_costs = ledger.unit_costs()
         interruptions = interruptions_of(calls, killed=killed, abandons=ledger.abandons()) + (lost or Counter())
+        harness_errors = ledger.harness_errors()
     finally:
         ledger.close()
     ev = Evidence(
@@ -111,7 +120,7 @@ def judge(adapter: ReferenceAdapter, db: str, *, calls_path: str, receiver_path:
     violations += _resubmit(adapter, db, submitted, seed)
     memoised_usd = sum(cost for key, cost in unit_costs.items() if key in snapshot.memos)
     receiver = receiver_figures(receiver_path)
-    verdict = Verdict(violations)
+    verdict = Verdict(violations, harness_errors=harness_errors)
     by_name = verdict.by_invariant()
     states = Counter(job.state for job in snapshot.jobs.values())
     verdict.figures = {
@@ -131,6 +140,10 @@ def judge(adapter: ReferenceAdapter, db: str, *, calls_path: str, receiver_path:
         "duplicate_effects": receiver["duplicates_applied"],
         "illegal_transitions": len(by_name["legal-transitions"]),
         "violations": {name: len(found) for name, found in by_name.items()},
+        "harness_errors": len(harness_errors),
+        "failed_by_harness": sum(1 for job in snapshot.jobs.values()
+                                 if job.state in ev.settled_states and job.state not in ev.final_effects
+                                 and HARNESS_ERROR_PREFIX in (job.last_error or "")),
     }
     return verdict
 

@@ -84,6 +84,14 @@ def test_the_soak_refuses_a_database_of_the_other_backend(capsys):
     assert "does not match --backend sqlite" in capsys.readouterr().err
 
 
+def test_the_soak_names_a_database_of_the_other_backend_without_its_password(capsys):
+    argv = ["--backend", "sqlite", "--db", "postgresql://u:s3cret@127.0.0.1/x?password=pa55word2"]
+    assert run_soak(parser().parse_args(argv)) == 2
+    err = capsys.readouterr().err
+    assert "--db 'postgresql://u:***@127.0.0.1/x?password=***' does not match --backend sqlite" in err
+    assert "s3cret" not in err and "pa55word2" not in err
+
+
 def _history(adapter, db: str) -> tuple[list, list]:
     """Submit, run one job through, tamper with a memo row: what the audit recorded."""
     adapter.create(db)
