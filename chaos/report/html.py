@@ -25,11 +25,9 @@ Everything a user or the code under test wrote is escaped.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import linecache
 import os
-import stat
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +35,7 @@ from typing import Any
 from chaos.core.findings import normalise, user_line
 from chaos.core.invariants import FIXES
 from chaos.core.unreachable import declared_unreachable
+from chaos.core.whole_file import write_whole
 
 __all__ = [
     "Summary",
@@ -308,35 +307,10 @@ def check_report_path(path: str) -> None:
         raise ValueError(f"no file can be created in {existing!r} ({exc.strerror}); pass another path for the report") from None
 
 
-def _mode_of(path: str) -> int:
-    """The mode the report gets: the old report's, else what the umask leaves of 0666."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        pass
-    try:  # read, not set and reset: os.umask would change it for every thread meanwhile
-        with open("/proc/self/status", encoding="ascii") as f:
-            umask = next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        umask = 0o022
-    return 0o666 & ~umask
-
-
 def write_html(path: str, summary: Summary) -> None:
     """Write the report to ``path`` whole or not at all: it is written beside it, then renamed over it."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    text = render_html(summary)
-    fd, partial = tempfile.mkstemp(dir=directory, prefix=".crash-report-", suffix=".partial")
-    try:
-        os.fchmod(fd, _mode_of(path))  # mkstemp makes it 0600; a report is read by others, as any file the run writes
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(partial, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-        raise
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_whole(path, render_html(summary).encode("utf-8"))
 
 
 def e(value: Any) -> str:
