@@ -25,9 +25,11 @@ Everything a user or the code under test wrote is escaped.
 
 from __future__ import annotations
 
+import errno
 import html
 import linecache
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -284,11 +286,7 @@ def check_report_path(path: str) -> None:
     if os.path.isdir(path):
         raise ValueError(f"{path!r} is a folder; pass the path of the report's file, e.g. {os.path.join(path, 'crash-report.html')!r}")
     if os.path.lexists(path):
-        try:
-            with open(path, "rb") as f:
-                head = f.read(_HEAD_BYTES)
-        except OSError as exc:
-            raise ValueError(f"{path!r} cannot be read ({exc.strerror}); pass another path for the report") from None
+        head = _head_of_regular_file(path)
         if head and REPORT_TITLE.encode() not in head:  # an empty file (touch) holds nothing to lose
             raise ValueError(f"{path!r} exists and is not a crashgate report; it is left as it is: pass another path for the report")
     directory = os.path.dirname(os.path.abspath(path))
@@ -305,6 +303,40 @@ def check_report_path(path: str) -> None:
         tempfile.TemporaryFile(dir=existing).close()
     except OSError as exc:
         raise ValueError(f"no file can be created in {existing!r} ({exc.strerror}); pass another path for the report") from None
+
+
+def _head_of_regular_file(path: str) -> bytes:
+    """The first bytes of the file at ``path``, refused (:class:`ValueError`) unless it is a regular file.
+
+    Opened without blocking and checked on the open file: reading a FIFO waited for a writer, so
+    ``--chaos-report`` naming one hung pytest before any test; a device or a socket is no report
+    either, and a link to nothing would be replaced rather than followed.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        what = "is a link to nothing" if exc.errno == errno.ENOENT else f"cannot be read ({exc.strerror})"
+        raise ValueError(f"{path!r} {what}; pass another path for the report") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{path!r} is {_file_kind(mode)}, not a regular file: the report is a file the run writes; "
+                             "pass the path of a new file or of an earlier report")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(_HEAD_BYTES)
+    except OSError as exc:
+        raise ValueError(f"{path!r} cannot be read ({exc.strerror}); pass another path for the report") from None
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    """``stat``'s file type in words (a folder is refused before this is asked)."""
+    for test, kind in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return kind
+    return "a special file"
 
 
 def write_html(path: str, summary: Summary) -> None:
