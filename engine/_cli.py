@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"sent {report.sent}, failed {report.failed}")
     elif args.command == "status":
         report = status(store, now=clock.now(), settled_states=workflow.terminal_states | workflow.parked_states)
-        print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_status(report))
+        print(json.dumps(report, indent=2, sort_keys=True, allow_nan=False) if args.json else format_status(report))
     elif args.command == "requeue":
         print(_job_line(requeue(store, workflow, args.job, now=clock.now())))
     elif args.command == "resolve":
