@@ -27,7 +27,7 @@ from ._outbox import send_outbox
 from ._outcome import Outcome
 from ._queries import format_status, status
 from ._replay import replay
-from .terminal import printable, stdout_closed
+from .terminal import one_line, printable, stdout_closed
 from ._worker import Worker
 from ._workflow import Workflow
 
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except EngineError as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return stdout_closed()

@@ -33,6 +33,7 @@ from chaos.fleet.settings import check_numbers, check_new_sqlite_path
 from chaos.adapters.postgres import is_postgres
 from chaos.fleet.trial import CannotPrepare, NotEmpty, Trial, TrialResult
 from engine import InvalidInput, PostgresStore
+from engine.terminal import one_line
 
 __all__ = ["run_soak", "parser", "add_arguments", "main", "soak_figures", "throughput_rows", "BACKENDS"]
 
@@ -111,7 +112,7 @@ def run_soak(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
                       f"a SIGKILL every {args.kill_every:g} s on average (seed {args.seed})")
             result = Trial(config, args.jobs).run(_ProgressLines(sys.stderr, header))
     except (NotEmpty, _Unavailable, CannotPrepare) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)  # libpq's "connection refused" holds a line break
         return 2
     except KeyboardInterrupt:  # every process (and a throwaway server) was stopped on the way out
         print("interrupted: no verdict", file=sys.stderr)

@@ -88,3 +88,13 @@ def test_status_json_stays_json_when_step_costs_add_up_past_the_largest_float(tm
     assert extract["results"] == 40 and extract["cost_usd"] is None and extract["cost_usd_avg"] is None
     text = run_cli("status", "--db", db).stdout
     assert "extract           40 results  cost beyond the largest float: check the cost_usd this step reports" in text, text
+
+
+def test_a_closed_port_is_one_line_that_reads_as_a_sentence():
+    """libpq's message ends with a line break and a tab before its hint: escaped, it read 'refused\\n\\tIs'."""
+    pytest.importorskip("psycopg")
+    out = run_cli("status", "--db", "postgresql://u@127.0.0.1:1/x")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "port 1 failed: Connection refused Is the server running" in lines[0], lines[0]

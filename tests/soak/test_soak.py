@@ -82,6 +82,17 @@ def test_the_soak_on_a_postgresql_server_that_cannot_be_reached_is_one_error_wit
     assert "error: cannot connect to 'postgresql://nobody:***@127.0.0.1:1/db'" in err and "secret" not in err and "Traceback" not in err
 
 
+def test_the_soak_on_a_closed_port_says_so_on_one_line():
+    """libpq's message ends with a line break and a tab before its hint: it printed on two lines."""
+    pytest.importorskip("psycopg")
+    out = subprocess.run([sys.executable, "-m", "chaos", "soak", "--backend", "postgresql", "--db", "postgresql://u:secret@127.0.0.1:1/x",
+                          "--jobs", "3", "--workers", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "port 1 failed: Connection refused Is the server running" in lines[0] and "secret" not in lines[0], lines[0]
+
+
 def test_the_soak_refuses_a_database_of_the_other_backend(capsys):
     assert run_soak(parser().parse_args(["--backend", "sqlite", "--db", "postgresql://u@127.0.0.1/x"])) == 2
     assert "does not match --backend sqlite" in capsys.readouterr().err
