@@ -288,7 +288,7 @@ def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterabl
                    f"{label}{head.example if head.invariant == 'baseline' else _shorten(head.example)}")
         if head.fix:
             out.append(f"  fix: {head.fix}")
-        out.append(f"  lesson: {report.lessons[head.families[0]]}")
+        out.append(f"  lesson: {printable(report.lessons[head.families[0]])}")
         out.append(f"  replay: {_family_replay(report, head.families[0])}")
     for name, reason in report.skipped.items():
         out.append(f"skipped: family {name!r}: {reason}")
@@ -320,7 +320,7 @@ def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterabl
                    + (f" (the first point: {_short(first.point.file)}:{first.point.line})" if f.where else ""))
         if f.fix:
             out.append(f"  fix: {f.fix}")
-        out.append(f"  lesson: {report.lessons[first.family]}")
+        out.append(f"  lesson: {printable(report.lessons[first.family])}")
         out.append(f"  replay: {first.replay}")
     cov = report.coverage()
     if not cov["measured"]:  # only a kill or a freeze at a line counts it

@@ -721,6 +721,7 @@ def explain(rec: dict[str, Any], explained: set[str]) -> str:
     so a later failure refers to the first.
     """
     from chaos.plans.runner import why
+    from engine.terminal import printable
 
     out: list[str] = []
     if rec["kind"] == "point":
@@ -744,7 +745,7 @@ def explain(rec: dict[str, Any], explained: set[str]) -> str:
             out.append(f"  why it matters: as in the first failure of {invariant} above")
     for failure in rec["failures"]:
         out.append(f"FAILED {failure}")
-    out.append(f"lesson: {rec['lesson']}")
+    out.append(f"lesson: {printable(rec['lesson'])}")  # a plan's own text: an escape sequence in it must not reach the terminal
     out.append(f"wasted calls: {rec['wasted']}")
     if rec.get("fault", "").startswith("power-"):
         out.append("the power was cut after the kill: every commit it took counted as an interruption of its step")

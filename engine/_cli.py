@@ -27,7 +27,7 @@ from ._outbox import send_outbox
 from ._outcome import Outcome
 from ._queries import format_status, status
 from ._replay import replay
-from .terminal import printable, stdout_closed
+from .terminal import one_line, printable, stdout_closed
 from ._worker import Worker
 from ._workflow import Workflow
 
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except EngineError as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return stdout_closed()
@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"sent {report.sent}, failed {report.failed}")
     elif args.command == "status":
         report = status(store, now=clock.now(), settled_states=workflow.terminal_states | workflow.parked_states)
-        print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_status(report))
+        print(json.dumps(report, indent=2, sort_keys=True, allow_nan=False) if args.json else format_status(report))
     elif args.command == "requeue":
         print(_job_line(requeue(store, workflow, args.job, now=clock.now())))
     elif args.command == "resolve":

@@ -10,6 +10,7 @@ both rise is a stalled stage. At low volume, alert on any row in a failed state.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ._sql import SQLITE, Statements
@@ -31,8 +32,28 @@ STATUS_QUERIES = {
 
 
 def status(store: Store, *, now: float, settled_states: frozenset[str] | set[str]) -> dict[str, Any]:
-    """Run the four queries, and find the oldest job not in one of ``settled_states``, as data."""
-    return store.status(now=now, settled_states=settled_states)
+    """Run the four queries, and find the oldest job not in one of ``settled_states``, as data.
+
+    A number that is not finite is None (JSON's null): each step's cost is finite when it is
+    stored, but their sum can pass the largest float and become infinity, which ``json.dumps``
+    writes as ``Infinity``, text that no JSON reader accepts.
+    """
+    return _finite(store.status(now=now, settled_states=settled_states))
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite (inf, NaN) replaced by None, at any depth.
+
+    >>> _finite({"cost": [{"cost_usd": float("inf"), "results": 2}], "age_s": 1.5})
+    {'cost': [{'cost_usd': None, 'results': 2}], 'age_s': 1.5}
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def format_status(report: dict[str, Any]) -> str:
@@ -52,13 +73,21 @@ def format_status(report: dict[str, Any]) -> str:
     failing += [f"  {r['rows']:>6} x outbox {p(r['kind']):<7} {p(r['last_error'])} (effect not delivered yet)" for r in report.get("outbox_failing", ())]
     out += failing or ["  nothing"]
     out.append("which step costs the money (last 24 h)")
-    out += [f"  {p(r['step']):<12} {r['results']:>7} results  ${r['cost_usd']:.4f}  avg ${r['cost_usd_avg']:.6f}" for r in report["cost"]] or ["  nothing yet"]
+    out += [_cost_line(r) for r in report["cost"]] or ["  nothing yet"]
     oldest = report["oldest_open"]
     out.append(
         "oldest job still in flight (alert on this): "
         + (f"{p(oldest['id'])} ({p(oldest['state'])}, {_age(oldest['age_s'])} old)" if oldest else "none")
     )
     return "\n".join(out)
+
+
+def _cost_line(row: dict[str, Any]) -> str:
+    """One step's cost; None is a sum that passed the largest float (see :func:`status`)."""
+    head = f"  {printable(row['step']):<12} {row['results']:>7} results  "
+    if row["cost_usd"] is None or row["cost_usd_avg"] is None:
+        return head + "cost beyond the largest float: check the cost_usd this step reports"
+    return head + f"${row['cost_usd']:.4f}  avg ${row['cost_usd_avg']:.6f}"
 
 
 def _age(seconds: float | None) -> str:

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["printable", "stdout_closed"]
+__all__ = ["printable", "one_line", "stdout_closed"]
 
 
 def printable(value: Any) -> str:
@@ -25,6 +25,18 @@ def printable(value: Any) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii") for c in text)
+
+
+def one_line(value: Any) -> str:
+    """:func:`printable` on one line: each run of whitespace becomes one space.
+
+    For an error that quotes a library's message: libpq's "connection refused" ends with a line
+    break and a tab before its hint, which printed the error on two lines, or escaped mid-sentence.
+
+    >>> one_line('port 1 failed: Connection refused\\n\\tIs the server running?')
+    'port 1 failed: Connection refused Is the server running?'
+    """
+    return printable(" ".join(("" if value is None else str(value)).split()))
 
 
 def stdout_closed() -> int:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from disk_fixtures import fill, mounted_tmpfs
+
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.name for p in (ROOT / "fault_plans").glob("*.toml"))
 
@@ -98,3 +100,27 @@ def test_a_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: plans init: cannot write the plans into '/proc/fault_plans' (")
     assert done.stderr.rstrip().endswith("pass a folder you can write")
+
+
+def test_init_on_a_full_disk_leaves_no_plan_empty_or_half_copied(tmp_path):
+    """It left a 0-byte plan (and the plans before it), which the plugin then collected: each plan is
+    written under a temporary name and renamed once all are written, or none is."""
+    with mounted_tmpfs(tmp_path / "full", "1m") as disk:
+        fill(disk)
+        done = _init(disk)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "No space left on device" in done.stderr and "fault_plans" in done.stderr
+        assert sorted(p.name for p in disk.iterdir()) == ["fill"]  # not even the folder it made
+
+
+def test_init_forced_on_a_full_disk_keeps_the_plans_that_were_there(tmp_path):
+    with mounted_tmpfs(tmp_path / "full", "1m") as disk:
+        plans = disk / "fault_plans"
+        plans.mkdir()
+        (plans / "poison.toml").write_text("# my own version\n")
+        fill(disk)
+        done = _init(disk, "--force")
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert [p.name for p in plans.iterdir()] == ["poison.toml"]
+        assert (plans / "poison.toml").read_text() == "# my own version\n"

@@ -5,10 +5,11 @@ one iteration of an engine's loop is (iteration), how an engine recovers a dead 
 invariants, the findings and their GitHub annotations, one scenario's run (scenario), a sample of
 a run's items that keeps every fault kind (sampling) and the sandbox a fault plan runs in; the
 fresh process scenarios are forked from (pristine), the effects a step has outside the outbox
-(effects) and where the user's code raised (raises).
+(effects), where the user's code raised (raises) and the files written for a user whole or not at
+all (whole_file).
 """
 
 __all__ = [
     "annotations", "capabilities", "clock", "content", "context", "declared", "effects", "findings", "invariants", "iteration", "ledger_file", "libfiu", "points", "pristine", "process",
-    "raises", "recovery", "sampling", "sandbox", "scenario", "store_faults", "unreachable", "world",
+    "raises", "recovery", "sampling", "sandbox", "scenario", "store_faults", "unreachable", "whole_file", "world",
 ]

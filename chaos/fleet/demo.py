@@ -26,7 +26,7 @@ from typing import Any, Sequence, TextIO
 from chaos.fleet.fleet import LEASE_S_DEFAULT, FleetConfig, FleetRun, Progress
 from chaos.fleet.settings import check_numbers, check_new_sqlite_path
 from chaos.adapters.reference import ReferenceAdapter
-from chaos.fleet.trial import NotEmpty, Trial, TrialResult
+from chaos.fleet.trial import CannotPrepare, NotEmpty, Trial, TrialResult
 
 __all__ = ["run_demo", "parser", "add_arguments", "main", "format_result"]
 
@@ -91,7 +91,7 @@ def run_demo(args: argparse.Namespace, *, out: TextIO | None = None, receiver_de
     try:
         with display:
             result = Trial(config, args.jobs, receiver_dedupes=receiver_dedupes).run(display.update)
-    except NotEmpty as exc:
+    except (NotEmpty, CannotPrepare) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # every process was stopped on the way out

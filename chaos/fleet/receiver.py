@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import select
 import sqlite3
 import subprocess
@@ -44,12 +45,14 @@ from engine import generated_document
 from chaos.core.ledger_file import open_ledger
 from chaos.core.world import Delivery
 
-__all__ = ["ReceiverProcess", "deliveries", "receiver_figures", "DROP_EVERY_DEFAULT", "FAIL_EVERY_DEFAULT"]
+__all__ = ["ReceiverProcess", "ReceiverNotStarted", "deliveries", "receiver_figures", "DROP_EVERY_DEFAULT", "FAIL_EVERY_DEFAULT"]
 
 HOST = "127.0.0.1"
 DROP_EVERY_DEFAULT = 50
 FAIL_EVERY_DEFAULT = 100
 BODY_BYTES_MAX = 1_000_000
+BODY_READ_TIMEOUT_S = 30.0
+CONTENT_LENGTH = re.compile(r"[0-9]{1,12}")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 PARENT_CHECK_S = 1.0
@@ -124,8 +127,28 @@ class _Documents:
         return generated_document(source)
 
 
+def _content_length(values: list[str]) -> int | None:
+    """The body's length in bytes, or None for a header that is not one plain decimal number.
+
+    ``int()`` alone raised on ``abc`` (a traceback on the receiver's stderr and no reply) and
+    accepts what HTTP does not (``+5``, ``1_000``, other scripts' digits); two different values
+    leave the body's end ambiguous. No header is a length of 0.
+
+    >>> _content_length(["12"]), _content_length([]), _content_length(["1e3"]), _content_length(["5", "6"])
+    (12, 0, None, None)
+    """
+    if not values:
+        return 0
+    if len(set(values)) != 1 or not CONTENT_LENGTH.fullmatch(values[0].strip()):
+        return None
+    return int(values[0])
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
+    # A client that sends fewer bytes than its Content-Length would hold the connection's thread
+    # forever; the base class ends such a request quietly on this socket timeout.
+    timeout = BODY_READ_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass  # a line per request would drown the demo's own output
@@ -142,7 +165,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(404, b'{"error": "POST effects to /effects"}')
         key = self.headers.get("Idempotency-Key")
         key = decode_idempotency_key(key) if key else key  # the sender percent-encodes what a header cannot hold
-        length = int(self.headers.get("Content-Length") or 0)
+        length = _content_length(self.headers.get_all("Content-Length") or [])
+        if length is None:
+            return self._reply(400, b'{"error": "Content-Length must be one decimal number of bytes"}')
         if not key or not 0 < length <= BODY_BYTES_MAX:
             return self._reply(400, b'{"error": "an Idempotency-Key header and a JSON body are required"}')
         try:
@@ -192,6 +217,29 @@ def _exit_with_parent(server: _Server, parent_pid: int) -> None:
     server.shutdown()
 
 
+class ReceiverNotStarted(RuntimeError):
+    """The receiver's process ended, or said nothing, before it listened (its ledger could not be
+    made, on a full or read-only disk): the trial that needs it cannot start."""
+
+
+def _exit_status(proc: subprocess.Popen) -> int | None:
+    try:
+        return proc.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _last_line(log_path: str | None) -> str:
+    """``": <the log's last line>"``, or nothing: a full disk leaves the log empty, and the caller
+    may remove the folder that holds it, so the reason travels in the message."""
+    try:
+        with open(log_path or os.devnull, "rb") as log:
+            lines = log.read()[-4096:].decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1][:200]}" if lines else ""
+
+
 class ReceiverProcess:
     """The receiver running in a fresh process; :meth:`start` it, :meth:`stop` it (or ``with``)."""
 
@@ -223,9 +271,11 @@ class ReceiverProcess:
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
         line = proc.stdout.readline().decode() if ready else ""
         if not line.startswith("port "):
+            exited = _exit_status(proc) if ready else None  # its stdout closed: it is exiting, or did
             proc.kill()
             proc.wait()
-            raise RuntimeError(f"the receiver did not start within {START_TIMEOUT_S}s (see {log_path or 'its stderr'})")
+            why = f"exited with status {exited}" if exited is not None else f"did not listen within {START_TIMEOUT_S:g} s"
+            raise ReceiverNotStarted(f"the test receiver {why} (its ledger is {ledger_path}){_last_line(log_path)}")
         return cls(proc, int(line.split()[1]), ledger_path)
 
     @property

@@ -31,8 +31,9 @@ from typing import Any, Iterator, Sequence, TextIO
 from chaos.fleet.fleet import LEASE_S_DEFAULT, FleetConfig, FleetRun, Progress
 from chaos.fleet.settings import check_numbers, check_new_sqlite_path
 from chaos.adapters.postgres import is_postgres
-from chaos.fleet.trial import NotEmpty, Trial, TrialResult
+from chaos.fleet.trial import CannotPrepare, NotEmpty, Trial, TrialResult
 from engine import InvalidInput, PostgresStore
+from engine.terminal import one_line
 
 __all__ = ["run_soak", "parser", "add_arguments", "main", "soak_figures", "throughput_rows", "BACKENDS"]
 
@@ -107,11 +108,11 @@ def run_soak(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
             _reachable(db)
             config = FleetConfig(db=db, directory=directory, workers=args.workers, lease_s=args.lease,
                                  kill_every_s=args.kill_every, kills_min=args.kills_min, seed=args.seed, timeout_s=args.timeout)
-            print(f"soak on {args.backend}: {args.workers} workers + 1 sender, {args.jobs:,} jobs, "
-                  f"a SIGKILL every {args.kill_every:g} s on average (seed {args.seed})", file=sys.stderr, flush=True)
-            result = Trial(config, args.jobs).run(_ProgressLines(sys.stderr))
-    except (NotEmpty, _Unavailable) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+            header = (f"soak on {args.backend}: {args.workers} workers + 1 sender, {args.jobs:,} jobs, "
+                      f"a SIGKILL every {args.kill_every:g} s on average (seed {args.seed})")
+            result = Trial(config, args.jobs).run(_ProgressLines(sys.stderr, header))
+    except (NotEmpty, _Unavailable, CannotPrepare) as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)  # libpq's "connection refused" holds a line break
         return 2
     except KeyboardInterrupt:  # every process (and a throwaway server) was stopped on the way out
         print("interrupted: no verdict", file=sys.stderr)
@@ -245,11 +246,15 @@ def _start_server() -> Any:
 class _ProgressLines:
     """A progress line on stderr every few seconds (a soak runs for minutes, often without a terminal)."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, header: str | None = None) -> None:
         self.out = out
         self.last = 0.0
+        self.header = header  # said once the processes run: a soak that cannot start says only why
 
     def __call__(self, progress: Progress, run: FleetRun) -> None:
+        if self.header is not None:
+            print(self.header, file=self.out, flush=True)
+            self.header = None
         if time.monotonic() - self.last < PROGRESS_EVERY_S and not progress.done:
             return
         self.last = time.monotonic()

@@ -11,24 +11,33 @@ runs the fleet until every job is settled and every outbox row sent, and then ju
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine import PostgresStore, format_status, status
+from engine import PostgresStore, StoreFailed, format_status, status
 
 from chaos.fleet.fleet import Fleet, FleetConfig, FleetRun, Progress
 from chaos.adapters.postgres import adapter_for, connect_retrying, is_postgres
-from chaos.fleet.receiver import DROP_EVERY_DEFAULT, FAIL_EVERY_DEFAULT, ReceiverProcess
+from chaos.fleet.receiver import DROP_EVERY_DEFAULT, FAIL_EVERY_DEFAULT, ReceiverNotStarted, ReceiverProcess
 from chaos.fleet.verdict import Verdict, judge, payload_json
 
-__all__ = ["Trial", "TrialResult", "document_ids", "NotEmpty"]
+__all__ = ["Trial", "TrialResult", "document_ids", "NotEmpty", "CannotPrepare"]
 
 SUBMIT_CHUNK = 5_000  # documents per submit transaction
 
 
 class NotEmpty(ValueError):
     """The database already holds jobs: a trial's history must start empty."""
+
+
+class CannotPrepare(RuntimeError):
+    """The trial's database, ledgers or receiver could not be made (a full disk, a read-only one).
+
+    No worker ran, and what the trial made for itself (its database file, its ledgers' folder) is
+    removed: left there, they made the same command refuse to run again once the disk had room.
+    """
 
 
 def document_ids(count: int) -> list[str]:
@@ -98,12 +107,17 @@ class Trial:
         return submitted
 
     def run(self, on_progress: Callable[[Progress, FleetRun], None] | None = None) -> TrialResult:
-        submitted = self.prepare()
+        made = _new_paths(self.config)
+        try:
+            submitted = self.prepare()
+            receiver = ReceiverProcess.start(
+                self.config.receiver_path, dedupe=self.receiver_dedupes, drop_every=self.drop_every,
+                fail_every=self.fail_every, log_path=os.path.join(self.config.log_dir, "receiver.log"),
+            )
+        except (OSError, StoreFailed, ReceiverNotStarted) as exc:
+            _remove(made)
+            raise CannotPrepare(_unprepared(self.config, exc)) from None
         adapter = adapter_for(self.config.db)
-        receiver = ReceiverProcess.start(
-            self.config.receiver_path, dedupe=self.receiver_dedupes, drop_every=self.drop_every,
-            fail_every=self.fail_every, log_path=os.path.join(self.config.log_dir, "receiver.log"),
-        )
         try:
             fleet = Fleet(self.config, receiver, adapter.settled_states(), power=self.power)
             run = fleet.run(self.jobs, on_progress)
@@ -130,3 +144,43 @@ def _wait_for_database(db: str) -> None:
     the history from it, and a server still starting up is a moment to wait, not a traceback."""
     if is_postgres(db):
         connect_retrying(db).close()
+
+
+SQLITE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def _new_paths(config: FleetConfig) -> list[str]:
+    """What a trial is about to make and may remove if it cannot start: the ledgers' folder and
+    the SQLite files, each only if it does not exist yet (a PostgreSQL database is never removed)."""
+    paths = [config.directory]
+    if not is_postgres(config.db):
+        paths += [config.db + suffix for suffix in SQLITE_FILES]
+    return [path for path in paths if not os.path.lexists(path)]
+
+
+def _remove(paths: list[str]) -> None:
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.remove(path)
+            except OSError:  # gone already, or not removable: the reason that stopped the trial is what to say
+                pass
+
+
+def _unprepared(config: FleetConfig, exc: BaseException) -> str:
+    """One line: what could not be made, what the system said, and the fix."""
+    if isinstance(exc, StoreFailed):
+        reason = f"database {config.db}: {exc.__cause__ or exc}"
+    elif isinstance(exc, OSError) and exc.filename:
+        reason = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        reason = str(exc)
+    folder = os.path.dirname(os.path.abspath(config.directory))
+    try:
+        free = f" ({shutil.disk_usage(folder).free // 1024:,} KiB free)"
+    except OSError:
+        free = ""
+    return (f"cannot start: {reason}; no worker ran, and what this run made is removed; "
+            f"free disk space in {folder}{free} or put the database on another disk")

@@ -20,13 +20,14 @@ True
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
-import shutil
 import sys
 from pathlib import Path
 
 from chaos.adapter import REFERENCE_TARGET
+from chaos.core.whole_file import remove_partial, write_partial
 
 __all__ = ["add_arguments", "run", "shipped_plans", "copy_plans", "PlansExist", "PLAN_DIR"]
 
@@ -90,13 +91,50 @@ def copy_plans(directory: str | os.PathLike[str], *, force: bool = False) -> lis
     if blocked:
         raise ValueError(f"{str(target)!r} holds {', '.join(blocked)}, which {'is' if len(blocked) == 1 else 'are'} not a plain "
                          "file: --force overwrites only files; nothing was copied: move it away, or choose another folder")
+    _write_all(target, plans)
+    return [p.name for p in plans]
+
+
+def _write_all(target: Path, plans: list[Path]) -> None:
+    """Every plan whole in ``target``, or nothing new there.
+
+    Each plan is first written under a temporary name in ``target`` and renamed only once all of
+    them are written: a full disk left a 0-byte plan (and the ones copied before it), which the
+    plugin then collected. On failure the temporaries and any folder this call made are removed.
+    """
+    made = _missing_folders(target)
+    partials: list[tuple[str, Path]] = []
+    renamed: list[Path] = []  # new plans in place already (one that --force overwrote is not listed)
     try:
         target.mkdir(parents=True, exist_ok=True)
         for plan in plans:
-            shutil.copyfile(plan, target / plan.name)
+            partials.append((write_partial(target / plan.name, plan.read_bytes()), target / plan.name))
+        for partial, path in partials:
+            new = not os.path.lexists(path)
+            os.replace(partial, path)
+            if new:
+                renamed.append(path)
     except OSError as exc:
-        raise ValueError(f"cannot write the plans into {str(target)!r} ({exc.strerror or exc}); pass a folder you can write") from None
-    return [p.name for p in plans]
+        for partial, _ in partials:
+            remove_partial(partial)
+        for path in renamed:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if empty: a folder that holds anything else is not ours to remove
+        raise ValueError(f"cannot write the plans into {str(target)!r} ({exc.strerror or exc}); nothing was left there: "
+                         "free disk space, or pass a folder you can write") from None
+
+
+def _missing_folders(target: Path) -> list[Path]:
+    """The folders ``mkdir(parents=True)`` would make for ``target``, outermost first."""
+    missing = []
+    folder = target.absolute()
+    while not os.path.lexists(folder) and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:

@@ -25,7 +25,7 @@ Everything a user or the code under test wrote is escaped.
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import html
 import linecache
 import os
@@ -37,6 +37,7 @@ from typing import Any
 from chaos.core.findings import normalise, user_line
 from chaos.core.invariants import FIXES
 from chaos.core.unreachable import declared_unreachable
+from chaos.core.whole_file import write_whole
 
 __all__ = [
     "Summary",
@@ -285,11 +286,7 @@ def check_report_path(path: str) -> None:
     if os.path.isdir(path):
         raise ValueError(f"{path!r} is a folder; pass the path of the report's file, e.g. {os.path.join(path, 'crash-report.html')!r}")
     if os.path.lexists(path):
-        try:
-            with open(path, "rb") as f:
-                head = f.read(_HEAD_BYTES)
-        except OSError as exc:
-            raise ValueError(f"{path!r} cannot be read ({exc.strerror}); pass another path for the report") from None
+        head = _head_of_regular_file(path)
         if head and REPORT_TITLE.encode() not in head:  # an empty file (touch) holds nothing to lose
             raise ValueError(f"{path!r} exists and is not a crashgate report; it is left as it is: pass another path for the report")
     directory = os.path.dirname(os.path.abspath(path))
@@ -308,35 +305,44 @@ def check_report_path(path: str) -> None:
         raise ValueError(f"no file can be created in {existing!r} ({exc.strerror}); pass another path for the report") from None
 
 
-def _mode_of(path: str) -> int:
-    """The mode the report gets: the old report's, else what the umask leaves of 0666."""
+def _head_of_regular_file(path: str) -> bytes:
+    """The first bytes of the file at ``path``, refused (:class:`ValueError`) unless it is a regular file.
+
+    Opened without blocking and checked on the open file: reading a FIFO waited for a writer, so
+    ``--chaos-report`` naming one hung pytest before any test; a device or a socket is no report
+    either, and a link to nothing would be replaced rather than followed.
+    """
     try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        pass
-    try:  # read, not set and reset: os.umask would change it for every thread meanwhile
-        with open("/proc/self/status", encoding="ascii") as f:
-            umask = next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        umask = 0o022
-    return 0o666 & ~umask
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        what = "is a link to nothing" if exc.errno == errno.ENOENT else f"cannot be read ({exc.strerror})"
+        raise ValueError(f"{path!r} {what}; pass another path for the report") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{path!r} is {_file_kind(mode)}, not a regular file: the report is a file the run writes; "
+                             "pass the path of a new file or of an earlier report")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(_HEAD_BYTES)
+    except OSError as exc:
+        raise ValueError(f"{path!r} cannot be read ({exc.strerror}); pass another path for the report") from None
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    """``stat``'s file type in words (a folder is refused before this is asked)."""
+    for test, kind in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return kind
+    return "a special file"
 
 
 def write_html(path: str, summary: Summary) -> None:
     """Write the report to ``path`` whole or not at all: it is written beside it, then renamed over it."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    text = render_html(summary)
-    fd, partial = tempfile.mkstemp(dir=directory, prefix=".crash-report-", suffix=".partial")
-    try:
-        os.fchmod(fd, _mode_of(path))  # mkstemp makes it 0600; a report is read by others, as any file the run writes
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(partial, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-        raise
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_whole(path, render_html(summary).encode("utf-8"))
 
 
 def e(value: Any) -> str:

@@ -69,3 +69,34 @@ def test_inprocess_mode_abandons_the_worker_at_a_step_thread_line_outside_any_tr
     (result,) = report.results
     assert result.outcome.exit == "killed", result.outcome
     assert result.outcome.held, result.outcome.violations
+
+
+ABANDON_ON_A_THREAD = """
+import threading
+from chaos.core.scenario import Abandon, Abandoning
+try:
+    with Abandoning("a point") as abandon:
+        thread = threading.Thread(target=abandon, name="steps-w-doomed")  # a point on the engine's step thread
+        thread.start()
+        thread.join()
+except Abandon:  # the worker's thread, signalled
+    pass
+thread.join()
+def boom():
+    raise ValueError("any other exception is still reported")
+other = threading.Thread(target=boom)
+other.start()
+other.join()
+"""
+
+
+def test_a_thread_abandoned_at_a_point_ends_without_a_traceback():
+    """In-process mode: each point on the step thread printed 'Exception in thread steps-w-doomed'
+    and a traceback on stderr (some 140 lines in the benchmark's harness section)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", ABANDON_ON_A_THREAD], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "Abandon" not in out.stderr and "steps-w-doomed" not in out.stderr, out.stderr
+    assert "ValueError: any other exception is still reported" in out.stderr

@@ -6,13 +6,14 @@ Each test starts the receiver in its own process and talks to it with the engine
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
 import urllib.request
 from types import SimpleNamespace
 
 import pytest
 
-from chaos.fleet.receiver import ReceiverProcess, deliveries, receiver_figures
+from chaos.fleet.receiver import ReceiverNotStarted, ReceiverProcess, deliveries, receiver_figures
 from chaos.fleet.services import HttpDocuments
 from chaos.fleet.verdict import interruptions_of
 from chaos.core.world import Call
@@ -67,6 +68,29 @@ def test_the_document_source_serves_each_document_and_refuses_the_first_fetch_of
         assert receiver.stats() == {"served": 2, "refused": 1}
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(f"http://127.0.0.1:{receiver.port}/nowhere", timeout=5)
+
+
+@pytest.mark.parametrize("lengths", [["abc"], ["1e3"], ["+2"], ["1_0"], ["-5"], [" "], ["2", "3"]])
+def test_a_bad_content_length_is_answered_400_without_a_traceback(ledger, tmp_path, lengths):
+    log = tmp_path / "receiver.log"
+    with ReceiverProcess.start(ledger, drop_every=0, fail_every=0, log_path=str(log)) as receiver:
+        conn = http.client.HTTPConnection("127.0.0.1", receiver.port, timeout=10)
+        conn.putrequest("POST", "/effects")
+        conn.putheader("Idempotency-Key", "doc-1:delivery")
+        for length in lengths:
+            conn.putheader("Content-Length", length)
+        conn.endheaders(b"{}")
+        response = conn.getresponse()
+        assert response.status == 400, response.read()
+        conn.close()
+    assert "Traceback" not in log.read_text()
+    assert deliveries(ledger) == []
+
+
+def test_a_receiver_that_cannot_start_says_why_in_its_exception(tmp_path):
+    """The log may be in a folder the caller removes (a trial that cannot start), so its last line is in the message."""
+    with pytest.raises(ReceiverNotStarted, match=r"exited with status 1 .*: sqlite3.OperationalError: unable to open database file"):
+        ReceiverProcess.start(str(tmp_path / "missing" / "receiver.db"), log_path=str(tmp_path / "receiver.log"))
 
 
 def test_the_document_source_must_be_on_loopback():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import threading
 import pytest
 
 import engine._cli
+from disk_fixtures import fill, mounted_tmpfs
 from engine import EngineError, FakeClock, SqliteStore, StoreFailed, Worker, default_workflow
 
 
@@ -101,19 +101,12 @@ def test_a_database_of_mode_000_is_one_line_naming_the_permission(tmp_path):
 @contextlib.contextmanager
 def _tmpfs_with_a_database(path, size: str):
     """A tmpfs of ``size`` at ``path`` holding a closed crashgate database with one job (needs root, else skipped)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a file system needs root")
-    path.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode != 0:
-        pytest.skip("this machine does not allow mounting a tmpfs")
-    try:
+    with mounted_tmpfs(path, size):
         db = str(path / "e.db")
         store = SqliteStore(db)
         store.submit("doc-1", {"source": "doc-1"}, now=0.0)
         store.close()
         yield db
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 @pytest.fixture
@@ -322,14 +315,7 @@ def test_a_new_database_that_cannot_be_written_leaves_no_empty_file_and_an_old_o
 def full_disk(tmp_path):
     """A small tmpfs holding a crashgate database (closed: no -wal or -shm left), then filled up."""
     with _tmpfs_with_a_database(tmp_path / "full", "512k") as db:
-        fd = os.open(os.path.join(os.path.dirname(db), "fill"), os.O_WRONLY | os.O_CREAT)
-        try:
-            while os.write(fd, b"\0" * 4096):
-                pass
-        except OSError:  # the disk is full
-            pass
-        finally:
-            os.close(fd)
+        fill(os.path.dirname(db))
         yield db
 
 

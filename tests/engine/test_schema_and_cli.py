@@ -59,3 +59,42 @@ def test_status_cli_prints_the_four_sections(tmp_path):
     out = subprocess.run([sys.executable, "-m", "engine", "status", "--db", db], capture_output=True, text=True, check=True)
     for section in ("where is everything", "what is stuck", "what is failing", "which step costs the money", "oldest job"):
         assert section in out.stdout
+
+
+def test_status_json_stays_json_when_step_costs_add_up_past_the_largest_float(tmp_path):
+    """Each cost is finite when stored (6e306 dollars a call here), but their sum became infinity,
+    which json.dumps wrote as Infinity: no JSON reader accepts it. Such a total is null, and the
+    text report says what to check."""
+    import json
+    import random
+    import time
+
+    from engine import FakeClock, GeneratedDocuments, LocalModel, Outcome, Worker, reference_workflow
+
+    db = str(tmp_path / "e.db")
+    store = SqliteStore(db)
+    now = time.time()  # status looks at the last 24 hours of the real clock
+    store.submit_many([(f"doc-{n}", {"source": f"doc-{n}"}) for n in range(40)], now=now)
+    worker = Worker(store, reference_workflow(LocalModel(usd_per_1k_chars=1e308), GeneratedDocuments()), clock=FakeClock(now),
+                    threaded=False, rng=random.Random(1))
+    for _ in range(200):  # each run drives one job to the end; at most 200 runs for 40 jobs
+        if worker.run_once().outcome == Outcome.IDLE:
+            break
+    store.close()
+    out = run_cli("status", "--db", db, "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout, parse_constant=lambda name: pytest.fail(f"status --json printed {name}"))
+    extract = next(row for row in report["cost"] if row["step"] == "extract")
+    assert extract["results"] == 40 and extract["cost_usd"] is None and extract["cost_usd_avg"] is None
+    text = run_cli("status", "--db", db).stdout
+    assert "extract           40 results  cost beyond the largest float: check the cost_usd this step reports" in text, text
+
+
+def test_a_closed_port_is_one_line_that_reads_as_a_sentence():
+    """libpq's message ends with a line break and a tab before its hint: escaped, it read 'refused\\n\\tIs'."""
+    pytest.importorskip("psycopg")
+    out = run_cli("status", "--db", "postgresql://u@127.0.0.1:1/x")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "port 1 failed: Connection refused Is the server running" in lines[0], lines[0]

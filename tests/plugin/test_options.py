@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import stat
 import subprocess
 import sys
 
@@ -201,6 +202,21 @@ def test_a_report_path_the_run_must_not_overwrite_or_cannot_write_is_refused_bef
         assert "crashgate report (from command line --chaos-report): " in err and fragment in err, (value, err)
         assert "Traceback" not in err
     assert victim.read_bytes() == before
+
+
+def test_a_report_path_that_is_not_a_regular_file_is_refused_without_reading_it(project):
+    """A FIFO made pytest wait for a writer before any test ran; a device is no report either."""
+    fifo = project.path / "report.html"
+    os.mkfifo(fifo)
+    project.makepyfile(test_ok="def test_ok(): pass")
+    for value, kind in [(str(fifo), "is a named pipe (FIFO), not a regular file"), ("/dev/null", "is a character device")]:
+        # In a subprocess with a deadline: without the check, the run blocks on the FIFO for ever.
+        result = project.runpytest_subprocess("--chaos-report", value, timeout=120)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, (value, result.stdout.str()[-500:])
+        err = result.stderr.str()
+        assert "crashgate report (from command line --chaos-report): " in err and kind in err, (value, err)
+        assert "Traceback" not in err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
 def test_a_report_is_written_whole_or_not_at_all_and_an_old_one_is_replaced(tmp_path, monkeypatch):

@@ -107,6 +107,17 @@ def test_a_malformed_plan_is_a_collection_error_naming_the_file_the_key_and_the_
             assert fragment in block, (case, fragment, block)
 
 
+def test_a_lesson_with_escape_sequences_is_printed_escaped(project):
+    """A plan's text reached the terminal raw: an ESC in its lesson could clear the screen or retitle the window."""
+    add_plan(project, "evil", 'lesson = "Evil \\u001b[2J\\u001b]0;title\\u0007 lesson\\u0008."\n[[scenario]]\nname = "s"\n'
+                              'script = [{ drain = true }]\nexpect = { state = "cancelled" }\n')
+    result = project.runpytest("fault_plans/evil.toml::s")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "lesson: Evil \\x1b[2J\\x1b]0;title\\x07 lesson\\x08." in out, out
+    assert not any(c in out for c in "\x1b\x07\x08")
+
+
 def test_a_failed_expectation_says_what_was_expected_what_was_seen_the_lesson_and_how_to_replay(project):
     add_plan(project, "rate_limit")
     result = project.runpytest("--chaos-target", "planted:IgnoreRetryAfter", "fault_plans/rate_limit.toml::retry-after-is-honoured")

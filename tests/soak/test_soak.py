@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 
 import pytest
 
 from chaos import ReferenceAdapter
 from chaos.adapters.postgres import PostgresReferenceAdapter
 from chaos.fleet.soak import parser, run_soak, throughput_rows
+from disk_fixtures import fill, mounted_tmpfs
 from engine import FakeClock, GeneratedDocuments, LocalModel, Worker, reference_workflow
 
 SHORT = ["--workers", "3", "--jobs", "150", "--kill-every", "0.2", "--kills-min", "5", "--json"]
@@ -79,6 +82,17 @@ def test_the_soak_on_a_postgresql_server_that_cannot_be_reached_is_one_error_wit
     assert "error: cannot connect to 'postgresql://nobody:***@127.0.0.1:1/db'" in err and "secret" not in err and "Traceback" not in err
 
 
+def test_the_soak_on_a_closed_port_says_so_on_one_line():
+    """libpq's message ends with a line break and a tab before its hint: it printed on two lines."""
+    pytest.importorskip("psycopg")
+    out = subprocess.run([sys.executable, "-m", "chaos", "soak", "--backend", "postgresql", "--db", "postgresql://u:secret@127.0.0.1:1/x",
+                          "--jobs", "3", "--workers", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "port 1 failed: Connection refused Is the server running" in lines[0] and "secret" not in lines[0], lines[0]
+
+
 def test_the_soak_refuses_a_database_of_the_other_backend(capsys):
     assert run_soak(parser().parse_args(["--backend", "sqlite", "--db", "postgresql://u@127.0.0.1/x"])) == 2
     assert "does not match --backend sqlite" in capsys.readouterr().err
@@ -90,6 +104,23 @@ def test_the_soak_names_a_database_of_the_other_backend_without_its_password(cap
     err = capsys.readouterr().err
     assert "--db 'postgresql://u:***@127.0.0.1/x?password=***' does not match --backend sqlite" in err
     assert "s3cret" not in err and "pa55word2" not in err
+
+
+@pytest.mark.parametrize("command", ["soak", "demo"])
+def test_a_soak_on_a_full_disk_is_one_line_leaves_nothing_and_can_be_run_again(command, tmp_path):
+    """It was a 41-line traceback, and the ``<db>-chaos`` folder it left made the rerun refuse to start."""
+    with mounted_tmpfs(tmp_path / "full", "2m") as folder:
+        fill(folder)
+        db = str(folder / "s.db")
+        for attempt in (1, 2):
+            out = subprocess.run([sys.executable, "-m", "chaos", command, "--db", db, "--jobs", "5", "--workers", "1"],
+                                 capture_output=True, text=True, timeout=120)
+            assert out.returncode == 2, (attempt, out.stdout, out.stderr)
+            assert "Traceback" not in out.stderr
+            lines = out.stderr.strip().splitlines()
+            assert len(lines) == 1, out.stderr
+            assert db in lines[0] and "disk is full" in lines[0] and "free disk space" in lines[0], lines[0]
+            assert sorted(p.name for p in folder.iterdir()) == ["fill"]
 
 
 def _history(adapter, db: str) -> tuple[list, list]:
