@@ -199,3 +199,11 @@ def test_every_power_setting_has_its_four_figures_measured_or_skipped_with_a_one
         # FULL promises that no acknowledged commit is lost; --quick measures it for real.
         assert quick_json["power.sqlite-full.commits_lost_per_cut"]["value"] == 0
         assert quick_json["power.sqlite-full.commits_per_s"]["value"] > 0
+
+
+def test_what_watching_a_scenario_costs_is_a_same_run_ratio(quick_json):
+    # The audit hook and the raise tracer of every scenario's worker, measured against the same
+    # matrix run with both off, alternately, in one benchmark run (the figure, not a limit).
+    row = quick_json["harness.watch_overhead_ratio"]
+    assert row["unit"] == "x" and row["value"] > 0
+    assert "watched" in row["note"] and "not" in row["note"]
