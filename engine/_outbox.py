@@ -3,7 +3,9 @@
 You cannot atomically send an email and commit a row. So a step's commit only *inserts* an outbox
 row, and this separate loop delivers unsent rows and marks them. A crash between delivering and
 marking re-delivers: that is at-least-once, the best possible without the receiver's help. The
-sender therefore passes an idempotency key (``job_id:kind``) and the receiver dedupes on it.
+sender therefore passes an idempotency key (``job_id:kind``) and the receiver dedupes on it. A
+row whose kind holds ``:`` (written before kinds were checked) is never sent: its key could be
+another effect's, and it is marked with a ``last_error`` that says so.
 Exactly-once delivery across a network does not exist; at-least-once plus an idempotent receiver
 does.
 
@@ -23,6 +25,7 @@ from typing import Any, Protocol
 
 from ._clock import Clock, SystemClock
 from ._errors import StoreBusy, StoreFailed
+from ._keys import check_unambiguous_kind
 from ._retry import BACKOFF_S_MAX, backoff_s
 from ._store import Store
 
@@ -68,7 +71,7 @@ def send_outbox(
     failed = 0
     for row in rows:
         try:
-            sender.send(row.key, row.kind, row.payload)
+            sender.send(row.key, check_unambiguous_kind(row.kind), row.payload)
         except Exception as exc:  # a failed delivery is retried later, never fatal to the loop
             failed += 1
             delay_s = backoff_s(row.attempts + 1, rng, backoff_s_max)
