@@ -3,6 +3,10 @@
 The receiver must dedupe on that key: the outbox delivers at least once, so the same key can
 arrive twice after a crash between delivering and marking.
 
+Each request has one deadline, ``timeout_s`` after it starts, for the connection, the request and
+the answer together: a receiver that trickles its reply a byte at a time, or says nothing, fails the
+send with :class:`~engine.StepTimeout` once the deadline passes, and the row records it.
+
 Only a 2xx answer to the POST is a delivery. A redirect is not one: following it would turn the
 POST into a GET without its body (301, 302, 303) or send the effect somewhere the sender was never
 told to send it, so a 3xx fails the send, naming the status and the ``Location``, and the row stays
@@ -24,11 +28,16 @@ unchanged; :func:`decode_idempotency_key` gives any key back exactly.
 from __future__ import annotations
 
 import base64
+import io
 import json
+import time
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._errors import BadRequest, ConnectionFailed, InvalidInput, RateLimited, ServerError
+from ._errors import BadRequest, ConnectionFailed, InvalidInput, RateLimited, ServerError, StepTimeout
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["HttpSender", "encode_idempotency_key", "decode_idempotency_key", "RESPONSE_BYTES_MAX"]
 
@@ -94,29 +103,59 @@ class HttpSender:
         self._authorization = _basic_authorization(parts)
 
     def send(self, key: str, kind: str, payload: Any) -> None:
+        body = json.dumps({"kind": kind, "payload": payload}, sort_keys=True).encode()
+        headers = {"Content-Type": "application/json", "Idempotency-Key": encode_idempotency_key(key)}
+        if self._authorization:
+            headers["Authorization"] = self._authorization
         # Imported on the first send: http.client brings email and ssl, about 3 MB that every
         # process importing the engine would otherwise carry (a crash matrix forks hundreds of
         # them, and a fork costs in proportion to the memory it copies).
         import http.client
 
-        body = json.dumps({"kind": kind, "payload": payload}, sort_keys=True).encode()
-        headers = {"Content-Type": "application/json", "Idempotency-Key": encode_idempotency_key(key)}
-        if self._authorization:
-            headers["Authorization"] = self._authorization
-        connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        connection = connection_class(self._host, self._port, timeout=self.timeout_s)
         try:
-            connection.request("POST", self._target, body=body, headers=headers)
-            response = connection.getresponse()
-            status = response.status
-            if 200 <= status < 300:
-                response.read(RESPONSE_BYTES_MAX)
-                return
-            self._refuse(status, response.getheader("Location"), response.getheader("Retry-After"))
+            status, location, retry_after = self._post(body, headers)
+        except TimeoutError as exc:  # before OSError: socket.timeout is one
+            raise StepTimeout(
+                f"{self.url}: no complete answer within {self.timeout_s:g} s (connect, send and read together); "
+                "the effect may or may not have been applied and is sent again later"
+            ) from exc
         except (http.client.HTTPException, OSError) as exc:
             raise ConnectionFailed(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+        if not 200 <= status < 300:
+            self._refuse(status, location, retry_after)
+
+    def _post(self, body: bytes, headers: dict[str, str]) -> tuple[int, str | None, str | None]:
+        """POST ``body``; ``(status, Location, Retry-After)`` of the answer, all within one deadline.
+
+        The deadline is real elapsed time (``time.monotonic``), not the injected clock: it bounds
+        how long this process waits on a socket, which a fake clock cannot shorten.
+        """
+        import http.client
+        import socket
+
+        deadline = _Deadline(self.timeout_s)
+        raw = socket.create_connection((self._host, self._port or (443 if self._https else 80)), timeout=deadline.remaining_s())
+        try:
+            if self._https:
+                import ssl
+
+                raw.settimeout(deadline.remaining_s())  # the handshake as a whole waits at most this long
+                raw = ssl.create_default_context().wrap_socket(raw, server_hostname=self._host)
+            connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            connection = connection_class(self._host, self._port)
+            connection.sock = _DeadlineSocket(raw, deadline)  # type: ignore[assignment]  # set, so never connect()ed
+            connection.request("POST", self._target, body=body, headers=headers)
+            response = connection.getresponse()
+            if 200 <= response.status < 300:
+                # The status line and headers are the answer: the effect was applied. The body is
+                # read (bounded in size and by the deadline) only to let the receiver finish.
+                try:
+                    response.read(RESPONSE_BYTES_MAX)
+                except (http.client.HTTPException, OSError):
+                    pass
+            return response.status, response.getheader("Location"), response.getheader("Retry-After")
         finally:
-            connection.close()
+            raw.close()
 
     def _refuse(self, status: int, location: str | None, retry_after: str | None) -> None:
         """Raise the error a non-2xx ``status`` means for the row: retried later, never marked sent."""
@@ -140,3 +179,55 @@ def _basic_authorization(parts: urllib.parse.SplitResult) -> str | None:
     user = urllib.parse.unquote(parts.username)
     password = urllib.parse.unquote(parts.password or "")
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+class _Deadline:
+    """One request's deadline: what is left of its ``timeout_s``, or :class:`TimeoutError` once spent."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.at = time.monotonic() + timeout_s
+
+    def remaining_s(self) -> float:
+        left_s = self.at - time.monotonic()
+        if left_s <= 0:
+            raise TimeoutError(f"the request's {self.timeout_s:g} s are spent")
+        return left_s
+
+
+class _DeadlineSocket:
+    """The connection's socket as ``http.client`` uses it (``sendall``, ``makefile``, ``close``),
+    with every send and every read waiting at most until the request's deadline.
+
+    A socket timeout alone bounds each read, not the answer: a receiver that sends one byte per
+    second never lets a read time out, and ``http.client`` reads its headers line by line. So each
+    read asks the socket for at most one buffer, waiting only for what is left of the deadline.
+    """
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        self.sock = sock
+        self.deadline = deadline
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.settimeout(self.deadline.remaining_s())  # sendall's timeout bounds the whole call
+        self.sock.sendall(data)
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def close(self) -> None:
+        pass  # the sender closes the real socket once, after the answer was read
+
+
+class _DeadlineReader(io.RawIOBase):
+    """Reads of a :class:`_DeadlineSocket`, one ``recv`` at a time, each within the deadline."""
+
+    def __init__(self, owner: _DeadlineSocket) -> None:
+        self.owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self.owner.sock.settimeout(self.owner.deadline.remaining_s())
+        return self.owner.sock.recv_into(buffer)

@@ -5,6 +5,8 @@ real SQLite file."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engine import HttpSender, send_outbox
@@ -48,3 +50,35 @@ def test_a_2xx_other_than_200_is_a_delivery(outbox_row, clock):
     assert (report.sent, report.failed) == (1, 0)
     assert [r.path for r in receiver.applied()] == ["/effects"]
     assert outbox(outbox_row)[0]["sent_at"] is not None
+
+
+SENDER_TIMEOUT_S = 1.0
+BOUND_S = 10.0  # generous: the request's deadline is 1 s; a busy machine must not fail the test
+
+
+@pytest.mark.parametrize("reply, what", [
+    (Reply(200, trickle_s=0.5), "a status line and headers trickled at 2 bytes a second"),
+    (Reply(200, delay_s=60), "a receiver that reads the request and says nothing for a minute"),
+])
+def test_a_trickling_or_silent_receiver_fails_the_send_at_the_deadline_and_the_row_records_it(outbox_row, clock, reply, what):
+    with ScriptedReceiver(lambda path: reply) as receiver:
+        started = time.monotonic()
+        report = send_outbox(outbox_row, HttpSender(receiver.url, timeout_s=SENDER_TIMEOUT_S), clock=clock)
+        elapsed_s = time.monotonic() - started
+    assert elapsed_s < BOUND_S, what
+    assert (report.sent, report.failed) == (0, 1), what
+    [row] = outbox(outbox_row)
+    assert row["sent_at"] is None
+    assert row["last_error"].startswith("StepTimeout: ")
+    assert "no complete answer within 1 s (connect, send and read together)" in row["last_error"]
+
+
+def test_a_2xx_whose_body_trickles_is_a_delivery_bounded_by_the_deadline(outbox_row, clock):
+    """The status line and headers are the answer; the body is read only until the deadline."""
+    with ScriptedReceiver(lambda path: Reply(200, body=b"x" * 100, body_trickle_s=0.5)) as receiver:
+        started = time.monotonic()
+        report = send_outbox(outbox_row, HttpSender(receiver.url, timeout_s=SENDER_TIMEOUT_S), clock=clock)
+        elapsed_s = time.monotonic() - started
+        applied = len(receiver.applied())
+    assert elapsed_s < BOUND_S
+    assert (report.sent, report.failed, applied) == (1, 0, 1)
