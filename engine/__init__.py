@@ -28,7 +28,7 @@ from ._reference import (
     REFERENCE_STATES, Documents, GeneratedDocuments, LocalModel, Model, ModelReply, generated_document, local_answer, reference_workflow,
 )
 from ._replay import ReplayResult, replay
-from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, backoff_s, classify
+from ._retry import ATTEMPTS_MAX, BACKOFF_S_MAX, RETRY_AFTER_S_MAX, backoff_s, classify
 from ._sqlite import SqliteStore
 from ._sqlstore import SqlStore
 from ._store import Claim, Completion, Job, Memo, OutboxRow, Store
@@ -40,7 +40,7 @@ __all__ = [
     "DamagedRow", "Documents", "EFFECT_KIND_PATTERN", "EngineError", "FakeClock", "GeneratedDocuments", "HttpSender",
     "IdempotencyConflict", "IllegalAction", "IllegalTransition", "InvalidInput", "Job", "LEASE_S_MAX", "LeaseLost", "LeasePolicy",
     "LocalModel", "Memo", "Model", "ModelReply", "NEEDS_HUMAN", "NO_PROGRESS", "NeedsHuman", "OutboxRow", "Outcome",
-    "PENDING", "ParseFailed", "PoisonError", "PostgresStore", "REFERENCE_STATES", "RESOLUTIONS", "RateLimited",
+    "PENDING", "ParseFailed", "PoisonError", "PostgresStore", "REFERENCE_STATES", "RESOLUTIONS", "RETRY_AFTER_S_MAX", "RateLimited",
     "ReplayResult", "RetryableError", "RunResult", "STORE_UNAVAILABLE", "SchemaMismatch", "SendReport", "Sender",
     "ServerError", "SqlStore", "SqliteStore", "Step", "StepContext", "StepError", "StepOutput", "StepTimeout",
     "Store", "StoreBusy", "StoreFailed", "SystemClock", "UnknownJob", "ValidationFailed", "Worker", "Workflow",

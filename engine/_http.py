@@ -34,7 +34,9 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+from ._clock import Clock, SystemClock
 from ._errors import BadRequest, ConnectionFailed, InvalidInput, RateLimited, ServerError, StepTimeout
+from ._retry import RETRY_AFTER_S_MAX, parse_retry_after
 
 if TYPE_CHECKING:
     import socket
@@ -49,8 +51,9 @@ KEY_SAFE_CHARS = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 # must not keep the sender reading.
 RESPONSE_BYTES_MAX = 64 * 1024
 
-# How much of a redirect's Location is quoted in last_error (a hostile receiver could send 64 KiB).
-LOCATION_CHARS_MAX = 200
+# How much of a header (a redirect's Location, a Retry-After) is quoted in last_error: a hostile
+# receiver could send 64 KiB.
+HEADER_CHARS_MAX = 200
 
 
 def encode_idempotency_key(key: str) -> str:
@@ -89,12 +92,14 @@ class HttpSender:
     """POST ``{"kind": ..., "payload": ...}`` to ``url``; raise a typed error unless it answers 2xx.
 
     A ``user:password@`` in ``url`` is sent as HTTP Basic authentication. The sender talks to the
-    receiver directly (no proxy) and never follows a redirect.
+    receiver directly (no proxy) and never follows a redirect. A 429's ``Retry-After``, in seconds
+    or as an HTTP-date (counted from ``clock``), becomes :attr:`RateLimited.retry_after_s`.
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, *, timeout_s: float = 10.0, clock: Clock | None = None) -> None:
         self.url = check_receiver_url(url)
         self.timeout_s = timeout_s
+        self.clock = clock or SystemClock()
         parts = urllib.parse.urlsplit(url)
         self._https = parts.scheme == "https"
         self._host = parts.hostname or ""
@@ -160,13 +165,20 @@ class HttpSender:
     def _refuse(self, status: int, location: str | None, retry_after: str | None) -> None:
         """Raise the error a non-2xx ``status`` means for the row: retried later, never marked sent."""
         if 300 <= status < 400:
-            shown = "no Location" if location is None else f"Location: {location[:LOCATION_CHARS_MAX]!r}"
+            shown = "no Location" if location is None else f"Location: {location[:HEADER_CHARS_MAX]!r}"
             raise BadRequest(
                 f"{status} redirect from {self.url} ({shown}): a redirect is not a delivery, the effect was not "
                 "sent; point the receiver url at the address that accepts the POST"
             )
         if status == 429:
-            raise RateLimited(f"429 from {self.url}", float(retry_after) if retry_after else None)
+            wait_s = parse_retry_after(retry_after, now=self.clock.now())
+            if wait_s is not None:
+                why = f"Retry-After honoured, at most {RETRY_AFTER_S_MAX:g} s"
+            elif retry_after is not None:
+                why = f"Retry-After {retry_after[:HEADER_CHARS_MAX]!r} not understood: the usual backoff"
+            else:
+                why = "no Retry-After: the usual backoff"
+            raise RateLimited(f"429 from {self.url} ({why})", wait_s)
         if status >= 500:
             raise ServerError(f"{status} from {self.url}", status)
         raise BadRequest(f"{status} from {self.url}")

@@ -5,11 +5,13 @@ real SQLite file."""
 
 from __future__ import annotations
 
+import email.utils
+import random
 import time
 
 import pytest
 
-from engine import HttpSender, send_outbox
+from engine import RETRY_AFTER_S_MAX, HttpSender, send_outbox
 from http_receivers import Reply, ScriptedReceiver
 
 
@@ -82,3 +84,37 @@ def test_a_2xx_whose_body_trickles_is_a_delivery_bounded_by_the_deadline(outbox_
         applied = len(receiver.applied())
     assert elapsed_s < BOUND_S
     assert (report.sent, report.failed, applied) == (1, 0, 1)
+
+
+def _rate_limited(outbox_row, clock, retry_after):
+    """One send to a receiver answering 429 with this Retry-After; the row's wait and last_error."""
+    headers = () if retry_after is None else (("Retry-After", retry_after),)
+    with ScriptedReceiver(lambda path: Reply(429, headers=headers)) as receiver:
+        report = send_outbox(outbox_row, HttpSender(receiver.url, timeout_s=5, clock=clock), clock=clock, rng=random.Random(3))
+    assert (report.sent, report.failed) == (0, 1)
+    [row] = outbox(outbox_row)
+    assert row["sent_at"] is None
+    return row["next_attempt_at"] - clock.now(), row["last_error"]
+
+
+@pytest.mark.parametrize("form", ["delta-seconds", "HTTP-date"])
+def test_a_429_s_retry_after_is_honoured_in_both_forms(outbox_row, clock, form):
+    value = "120" if form == "delta-seconds" else email.utils.formatdate(clock.now() + 120, usegmt=True)
+    wait_s, last_error = _rate_limited(outbox_row, clock, value)
+    assert wait_s == 120.0  # the first backoff would be 1 to 2 s
+    assert "429 from" in last_error and "Retry-After honoured" in last_error
+
+
+@pytest.mark.parametrize("form", ["delta-seconds", "HTTP-date"])
+def test_a_retry_after_longer_than_the_maximum_waits_the_maximum(outbox_row, clock, form):
+    value = "9999999" if form == "delta-seconds" else email.utils.formatdate(clock.now() + 30 * 86400, usegmt=True)
+    wait_s, _ = _rate_limited(outbox_row, clock, value)
+    assert wait_s == RETRY_AFTER_S_MAX
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "Thu, 99 Foo 2024 99:99:99 GMT", None])
+def test_a_retry_after_not_understood_falls_back_to_the_backoff_without_a_crash(outbox_row, clock, value):
+    wait_s, last_error = _rate_limited(outbox_row, clock, value)
+    assert 1.0 <= wait_s <= 2.0  # the first full-jitter backoff
+    assert last_error.startswith("RateLimited: 429 from")
+    assert "could not convert" not in last_error and "the usual backoff" in last_error
