@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._clock import Clock, SystemClock
 from ._errors import BadRequest, ConnectionFailed, InvalidInput, RateLimited, ServerError, StepTimeout
+from ._redact import redact_url
 from ._retry import RETRY_AFTER_S_MAX, parse_retry_after
 
 if TYPE_CHECKING:
@@ -74,17 +75,20 @@ def check_receiver_url(url: str) -> str:
     'http://127.0.0.1:8080/effects'
     """
     example = "e.g. http://127.0.0.1:8080/effects"
+    shown = redact_url(url)  # the url's password and query values are never echoed
     if not url.startswith(("http://", "https://")):
-        raise InvalidInput(f"receiver url {url!r} must start with http:// or https://, {example}")
+        raise InvalidInput(f"receiver url {shown!r} must start with http:// or https://, {example}")
     if any(c.isspace() or not c.isprintable() for c in url):
-        raise InvalidInput(f"receiver url {url!r} holds a space or a control character; percent-encode it, {example}")
+        raise InvalidInput(f"receiver url {shown!r} holds a space or a control character; percent-encode it, {example}")
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # raises for a port that is not a number from 0 to 65535
     except ValueError as exc:
-        raise InvalidInput(f"receiver url {url!r} is malformed ({exc}), {example}") from None
+        # urlsplit's message quotes the text it read as a port, which may be part of a password.
+        detail = "its port or its user:password@ cannot be read" if "@" in url else str(exc)
+        raise InvalidInput(f"receiver url {shown!r} is malformed ({detail}), {example}") from None
     if not parts.hostname:
-        raise InvalidInput(f"receiver url {url!r} names no host, {example}")
+        raise InvalidInput(f"receiver url {shown!r} names no host, {example}")
     return url
 
 
@@ -98,6 +102,7 @@ class HttpSender:
 
     def __init__(self, url: str, *, timeout_s: float = 10.0, clock: Clock | None = None) -> None:
         self.url = check_receiver_url(url)
+        self.shown_url = redact_url(url)  # what every message names: no password, no query values
         self.timeout_s = timeout_s
         self.clock = clock or SystemClock()
         parts = urllib.parse.urlsplit(url)
@@ -121,11 +126,11 @@ class HttpSender:
             status, location, retry_after = self._post(body, headers)
         except TimeoutError as exc:  # before OSError: socket.timeout is one
             raise StepTimeout(
-                f"{self.url}: no complete answer within {self.timeout_s:g} s (connect, send and read together); "
+                f"{self.shown_url}: no complete answer within {self.timeout_s:g} s (connect, send and read together); "
                 "the effect may or may not have been applied and is sent again later"
             ) from exc
         except (http.client.HTTPException, OSError) as exc:
-            raise ConnectionFailed(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+            raise ConnectionFailed(f"{self.shown_url}: {type(exc).__name__}: {exc}") from exc
         if not 200 <= status < 300:
             self._refuse(status, location, retry_after)
 
@@ -165,9 +170,9 @@ class HttpSender:
     def _refuse(self, status: int, location: str | None, retry_after: str | None) -> None:
         """Raise the error a non-2xx ``status`` means for the row: retried later, never marked sent."""
         if 300 <= status < 400:
-            shown = "no Location" if location is None else f"Location: {location[:HEADER_CHARS_MAX]!r}"
+            shown = "no Location" if location is None else f"Location: {redact_url(location)[:HEADER_CHARS_MAX]!r}"
             raise BadRequest(
-                f"{status} redirect from {self.url} ({shown}): a redirect is not a delivery, the effect was not "
+                f"{status} redirect from {self.shown_url} ({shown}): a redirect is not a delivery, the effect was not "
                 "sent; point the receiver url at the address that accepts the POST"
             )
         if status == 429:
@@ -178,10 +183,10 @@ class HttpSender:
                 why = f"Retry-After {retry_after[:HEADER_CHARS_MAX]!r} not understood: the usual backoff"
             else:
                 why = "no Retry-After: the usual backoff"
-            raise RateLimited(f"429 from {self.url} ({why})", wait_s)
+            raise RateLimited(f"429 from {self.shown_url} ({why})", wait_s)
         if status >= 500:
-            raise ServerError(f"{status} from {self.url}", status)
-        raise BadRequest(f"{status} from {self.url}")
+            raise ServerError(f"{status} from {self.shown_url}", status)
+        raise BadRequest(f"{status} from {self.shown_url}")
 
 
 def _basic_authorization(parts: urllib.parse.SplitResult) -> str | None:

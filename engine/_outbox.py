@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from ._clock import Clock, SystemClock
 from ._errors import RateLimited, StoreBusy, StoreFailed
 from ._keys import check_unambiguous_kind
+from ._redact import redact_secrets
 from ._retry import BACKOFF_S_MAX, backoff_s, bounded_retry_after_s
 from ._store import Store
 
@@ -80,7 +81,9 @@ def send_outbox(
             if isinstance(exc, RateLimited):  # the receiver's Retry-After is a minimum, bounded
                 delay_s = max(delay_s, bounded_retry_after_s(exc.retry_after_s) or 0.0)
             try:
-                store.mark_send_failed(row.id, error=f"{type(exc).__name__}: {exc}", next_at=clock.now() + delay_s)
+                # Redacted: any sender's error may name a url with its password or token in it.
+                error = redact_secrets(f"{type(exc).__name__}: {exc}")
+                store.mark_send_failed(row.id, error=error, next_at=clock.now() + delay_s)
             except (StoreBusy, StoreFailed):
                 pass  # the row is simply due again at once; its backoff is lost, not the row
         else:

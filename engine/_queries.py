@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._redact import redact_secrets
 from ._sql import SQLITE, Statements
 from ._store import Store
 from .terminal import printable
@@ -31,8 +32,16 @@ STATUS_QUERIES = {
 
 
 def status(store: Store, *, now: float, settled_states: frozenset[str] | set[str]) -> dict[str, Any]:
-    """Run the four queries, and find the oldest job not in one of ``settled_states``, as data."""
-    return store.status(now=now, settled_states=settled_states)
+    """Run the four queries, and find the oldest job not in one of ``settled_states``, as data.
+
+    Errors are shown redacted: a row stored before urls were redacted may still hold a password.
+    """
+    report = store.status(now=now, settled_states=settled_states)
+    for key in ("failing", "outbox_failing"):
+        for row in report.get(key, ()):
+            if isinstance(row.get("last_error"), str):
+                row["last_error"] = redact_secrets(row["last_error"])
+    return report
 
 
 def format_status(report: dict[str, Any]) -> str:

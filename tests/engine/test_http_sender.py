@@ -5,8 +5,12 @@ real SQLite file."""
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import random
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -118,3 +122,51 @@ def test_a_retry_after_not_understood_falls_back_to_the_backoff_without_a_crash(
     assert 1.0 <= wait_s <= 2.0  # the first full-jitter backoff
     assert last_error.startswith("RateLimited: 429 from")
     assert "could not convert" not in last_error and "the usual backoff" in last_error
+
+
+def _closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("answer", ["closed port", "500", "301 to a url with a token"])
+def test_a_receiver_url_s_password_and_query_values_are_never_stored_nor_printed(outbox_row, db_path, answer):
+    """Through the command line, as an operator runs it: `send` to a url holding a password and a
+    token, then `status`; neither secret is in the database, the output or the errors. A row
+    stored by an older engine with a password in its error is shown redacted too."""
+    def script(path):
+        if answer == "500":
+            return Reply(500)
+        return Reply(301, headers=(("Location", "https://other:s3cret@127.0.0.1/x?token=t0ken"),))
+
+    with ScriptedReceiver(script) as receiver:
+        port = _closed_port() if answer == "closed port" else receiver.port
+        sent = _cli("send", "--db", db_path, "--url", f"http://user:s3cret@127.0.0.1:{port}/effects?token=t0ken")
+    assert sent.returncode == 0, sent.stderr
+    assert "sent 0, failed 1" in sent.stdout
+    [row] = outbox(outbox_row)
+    assert row["sent_at"] is None
+    assert "user:***@127.0.0.1" in row["last_error"] and "token=***" in row["last_error"]
+    outbox_row.conn.execute(
+        "INSERT INTO outbox (job_id, kind, payload, created, next_attempt_at, last_error) VALUES "
+        "('old-1', 'delivery', '{}', 0, 0, 'ConnectionFailed: http://user:s3cret@h/e?token=t0ken: refused')"
+    )
+    outbox_row.conn.commit()
+    shown = [_cli("status", "--db", db_path), _cli("status", "--db", db_path, "--json")]
+    stored = "\n".join(r[0] for r in outbox_row.conn.execute("SELECT last_error FROM outbox WHERE job_id = 'doc-1'"))
+    for text in [sent.stdout, sent.stderr, stored] + [s.stdout + s.stderr for s in shown]:
+        assert "s3cret" not in text and "t0ken" not in text, text
+    assert "user:***@h/e?token=***" in shown[0].stdout
+
+
+def test_a_receiver_url_s_user_and_password_are_sent_as_basic_authentication(outbox_row, clock):
+    with ScriptedReceiver(lambda path: Reply(200)) as receiver:
+        url = receiver.url.replace("http://", "http://us%40er:p%3Ass@")
+        assert send_outbox(outbox_row, HttpSender(url, timeout_s=5), clock=clock).sent == 1
+        [request] = receiver.received
+    assert request.headers["authorization"] == "Basic " + base64.b64encode(b"us@er:p:ss").decode()
