@@ -153,9 +153,15 @@ class HttpSender:
                 raw = ssl.create_default_context().wrap_socket(raw, server_hostname=self._host)
             connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
             connection = connection_class(self._host, self._port)
-            connection.sock = _DeadlineSocket(raw, deadline)  # type: ignore[assignment]  # set, so never connect()ed
+            stream = _DeadlineSocket(raw, deadline)
+            connection.sock = stream  # type: ignore[assignment]  # set, so never connect()ed
             connection.request("POST", self._target, body=body, headers=headers)
             response = connection.getresponse()
+            if stream.ended:
+                # http.client ends the header block at the end of the stream as at a blank line: an
+                # answer cut inside its headers (a receiver that crashed while answering) would
+                # read as complete. It is not an answer, so nothing is marked sent on it.
+                raise ConnectionResetError("the receiver closed the connection inside its answer's status line and headers")
             if 200 <= response.status < 300:
                 # The status line and headers are the answer: the effect was applied. The body is
                 # read (bounded in size and by the deadline) only to let the receiver finish.
@@ -224,6 +230,8 @@ class _DeadlineSocket:
     def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
         self.sock = sock
         self.deadline = deadline
+        self.ended = False  # the receiver's end of the stream was read
+
 
     def sendall(self, data: bytes) -> None:
         self.sock.settimeout(self.deadline.remaining_s())  # sendall's timeout bounds the whole call
@@ -247,4 +255,7 @@ class _DeadlineReader(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         self.owner.sock.settimeout(self.owner.deadline.remaining_s())
-        return self.owner.sock.recv_into(buffer)
+        count = self.owner.sock.recv_into(buffer)
+        if count == 0:
+            self.owner.ended = True
+        return count

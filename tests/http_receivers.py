@@ -30,9 +30,11 @@ class Reply:
     """How the receiver answers one request.
 
     ``reset`` is ``"before_body"`` (the connection is reset once the headers arrived, before the
-    body is read) or ``"after_body"`` (the body is read, then the connection is reset with no
-    answer). ``delay_s`` is a silence after the body, before the answer; ``trickle_s`` the pause
-    before each byte of the status line and headers; ``body_trickle_s`` the same for the body.
+    body is read), ``"after_body"`` (the body is read, then the connection is reset with no
+    answer) or ``"mid_answer"`` (half the status line and headers, then a reset). ``delay_s`` is a
+    silence after the body, before the answer; ``trickle_s`` the pause before each byte of the
+    status line and headers; ``body_trickle_s`` the same for the body. ``interim`` sends a
+    ``100 Continue`` before the answer.
     """
 
     status: int = 200
@@ -42,6 +44,7 @@ class Reply:
     delay_s: float = 0.0
     trickle_s: float = 0.0
     body_trickle_s: float = 0.0
+    interim: bool = False
 
 
 @dataclass
@@ -78,9 +81,11 @@ class ScriptedReceiver:
             def handle(self) -> None:
                 owner._handle(self.request)
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
+        # Non-daemon handler threads, joined by close(): what a handler records is final once
+        # the receiver is closed (stop ends every pause and trickle at once).
         self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server.daemon_threads = False
+        self.server.block_on_close = True
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/effects"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -142,13 +147,28 @@ class ScriptedReceiver:
         head = f"HTTP/1.1 {reply.status} Scripted\r\n"
         for name, value in reply.headers + (("Content-Length", str(len(reply.body))), ("Connection", "close")):
             head += f"{name}: {value}\r\n"
+        data = (head + "\r\n").encode("latin-1")
+        if reply.interim:
+            data = b"HTTP/1.1 100 Continue\r\n\r\n" + data
+        head_written = False
         try:
-            _write(sock, (head + "\r\n").encode("latin-1"), reply.trickle_s, self.stop)
-            with self.lock:
+            if _peer_closed(sock):
+                received.answer_error = "the sender hung up before the answer"
+                return
+            if reply.reset == "mid_answer":
+                _write(sock, data[: len(data) // 2], reply.trickle_s, self.stop)
+                _reset(sock)
+                return
+            _write(sock, data[:-1], reply.trickle_s, self.stop)
+            with self.lock:  # set before the last byte: the sender may act on the answer as soon as it has it
                 received.applied = received.complete and 200 <= reply.status < 300
+            _write(sock, data[-1:], reply.trickle_s, self.stop)
+            head_written = True
             _write(sock, reply.body, reply.body_trickle_s, self.stop)
         except OSError as exc:
-            received.answer_error = f"{type(exc).__name__}: {exc}"
+            with self.lock:
+                received.answer_error = f"{type(exc).__name__}: {exc}"
+                received.applied = received.applied and head_written
         finally:
             try:
                 sock.shutdown(socket.SHUT_WR)
@@ -170,6 +190,20 @@ def _write(sock: socket.socket, data: bytes, trickle_s: float, stop: threading.E
         if stop.wait(trickle_s):
             raise ConnectionAbortedError("the receiver is closing")
         sock.sendall(data[index:index + 1])
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """Whether the sender has closed its end (a FIN or a reset is waiting), without reading data."""
+    timeout = sock.gettimeout()
+    sock.setblocking(False)  # with a timeout set, recv would first wait for data to arrive
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.settimeout(timeout)
 
 
 def _reset(sock: socket.socket) -> None:

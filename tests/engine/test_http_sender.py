@@ -170,3 +170,14 @@ def test_a_receiver_url_s_user_and_password_are_sent_as_basic_authentication(out
         assert send_outbox(outbox_row, HttpSender(url, timeout_s=5), clock=clock).sent == 1
         [request] = receiver.received
     assert request.headers["authorization"] == "Basic " + base64.b64encode(b"us@er:p:ss").decode()
+
+
+def test_a_2xx_cut_inside_its_headers_is_not_a_delivery(outbox_row, clock):
+    """http.client ends a header block at the end of the stream as at a blank line; a receiver
+    that crashed half-way through its answer's headers has not answered."""
+    with ScriptedReceiver(lambda path: Reply(200, reset="mid_answer")) as receiver:
+        report = send_outbox(outbox_row, HttpSender(receiver.url, timeout_s=5), clock=clock)
+    assert (report.sent, report.failed) == (0, 1)
+    [row] = outbox(outbox_row)
+    assert row["sent_at"] is None
+    assert "inside its answer's status line and headers" in row["last_error"]
