@@ -159,7 +159,8 @@ class ConnectionFailed(RetryableError):
 
 
 class RateLimited(RetryableError):
-    """HTTP 429. ``retry_after_s`` (from the Retry-After header) is honoured as a minimum delay."""
+    """HTTP 429. ``retry_after_s`` (from the Retry-After header) is honoured as a minimum delay
+    (by the outbox, up to ``engine.RETRY_AFTER_S_MAX``)."""
 
     def __init__(self, message: str = "429 Too Many Requests", retry_after_s: float | None = None) -> None:
         self.retry_after_s = retry_after_s

@@ -3,7 +3,11 @@
 You cannot atomically send an email and commit a row. So a step's commit only *inserts* an outbox
 row, and this separate loop delivers unsent rows and marks them. A crash between delivering and
 marking re-delivers: that is at-least-once, the best possible without the receiver's help. The
-sender therefore passes an idempotency key (``job_id:kind``) and the receiver dedupes on it.
+sender therefore passes an idempotency key (``job_id:kind``) and the receiver dedupes on it. A
+row whose kind holds ``:`` (written before kinds were checked) is never sent: its key could be
+another effect's, and it is marked with a ``last_error`` that says so. A failed row waits the
+full-jitter backoff, or a 429's ``Retry-After`` if that is longer (at most
+:data:`~engine._retry.RETRY_AFTER_S_MAX`).
 Exactly-once delivery across a network does not exist; at-least-once plus an idempotent receiver
 does.
 
@@ -22,8 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ._clock import Clock, SystemClock
-from ._errors import StoreBusy, StoreFailed
-from ._retry import BACKOFF_S_MAX, backoff_s
+from ._errors import RateLimited, StoreBusy, StoreFailed
+from ._keys import check_unambiguous_kind
+from ._redact import redact_secrets
+from ._retry import BACKOFF_S_MAX, backoff_s, bounded_retry_after_s
 from ._store import Store
 
 __all__ = ["Sender", "SendReport", "send_outbox", "BATCH_MAX"]
@@ -68,12 +74,16 @@ def send_outbox(
     failed = 0
     for row in rows:
         try:
-            sender.send(row.key, row.kind, row.payload)
+            sender.send(row.key, check_unambiguous_kind(row.kind), row.payload)
         except Exception as exc:  # a failed delivery is retried later, never fatal to the loop
             failed += 1
             delay_s = backoff_s(row.attempts + 1, rng, backoff_s_max)
+            if isinstance(exc, RateLimited):  # the receiver's Retry-After is a minimum, bounded
+                delay_s = max(delay_s, bounded_retry_after_s(exc.retry_after_s) or 0.0)
             try:
-                store.mark_send_failed(row.id, error=f"{type(exc).__name__}: {exc}", next_at=clock.now() + delay_s)
+                # Redacted: any sender's error may name a url with its password or token in it.
+                error = redact_secrets(f"{type(exc).__name__}: {exc}")
+                store.mark_send_failed(row.id, error=error, next_at=clock.now() + delay_s)
             except (StoreBusy, StoreFailed):
                 pass  # the row is simply due again at once; its backoff is lost, not the row
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ._redact import redact_secrets
 from ._sql import SQLITE, Statements
 from ._store import Store
 from .terminal import printable
@@ -36,9 +37,15 @@ def status(store: Store, *, now: float, settled_states: frozenset[str] | set[str
 
     A number that is not finite is None (JSON's null): each step's cost is finite when it is
     stored, but their sum can pass the largest float and become infinity, which ``json.dumps``
-    writes as ``Infinity``, text that no JSON reader accepts.
+    writes as ``Infinity``, text that no JSON reader accepts. Errors are shown redacted: a row
+    stored before urls were redacted may still hold a password.
     """
-    return _finite(store.status(now=now, settled_states=settled_states))
+    report = store.status(now=now, settled_states=settled_states)
+    for key in ("failing", "outbox_failing"):
+        for row in report.get(key, ()):
+            if isinstance(row.get("last_error"), str):
+                row["last_error"] = redact_secrets(row["last_error"])
+    return _finite(report)
 
 
 def _finite(value: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 from ._errors import DamagedRow
 from ._inputs import JOB_ID_CHARS_MAX, PAYLOAD_BYTES_MAX, check_job_id, dumps, loads, payload_json
+from ._keys import idempotency_key
 
 __all__ = [
     "Store", "Job", "Claim", "Completion", "Memo", "OutboxRow", "SCHEMA_VERSION", "APPLICATION_ID", "JOB_ID_CHARS_MAX",
@@ -113,7 +114,7 @@ class OutboxRow:
     @property
     def key(self) -> str:
         """The idempotency key the receiver dedupes on: stable across re-sends."""
-        return f"{self.job_id}:{self.kind}"
+        return idempotency_key(self.job_id, self.kind)
 
 
 class Store(Protocol):

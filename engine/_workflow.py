@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ._errors import IllegalTransition, InvalidInput
+from ._keys import check_effect_kind
 
 __all__ = ["Step", "Workflow", "StepOutput", "NeedsHuman", "PENDING", "CANCELLED", "NEEDS_HUMAN"]
 
@@ -197,9 +198,10 @@ def _validate(name: str, steps: tuple[Step, ...]) -> None:
 
 
 def _validate_effects(name: str, steps: tuple[Step, ...]) -> None:
-    """Each effect kind belongs to one step: a job's effect is keyed ``<job id>:<kind>`` (the key the
-    outbox keeps one row for and the receiver dedupes on), so a second step emitting the same kind
-    would have its effect dropped as a duplicate of the first."""
+    """Each effect kind is an identifier and belongs to one step: a job's effect is keyed
+    ``<job id>:<kind>`` (the key the outbox keeps one row for and the receiver dedupes on), so a
+    kind holding ``:`` could give another job's key, and a second step emitting the same kind would
+    have its effect dropped as a duplicate of the first."""
     declared: dict[str, str] = {}
     for step in steps:
         if isinstance(step.effects, str) or not all(isinstance(kind, str) and kind for kind in step.effects):
@@ -208,6 +210,7 @@ def _validate_effects(name: str, steps: tuple[Step, ...]) -> None:
                 "for example effects=('email',)"
             )
         for kind in step.effects:
+            check_effect_kind(kind, f"of step {step.name!r} in workflow {name!r}")
             first = declared.setdefault(kind, step.name)
             if first != step.name:
                 raise InvalidInput(  # not a crash point: a bad workflow, refused when it is defined
