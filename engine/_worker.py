@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ._clock import Clock, SystemClock
 from ._errors import DamagedRow, InvalidInput, LeaseLost, StepTimeout, StoreBusy, StoreFailed, ValidationFailed
@@ -390,15 +390,23 @@ class Worker:
             return self._failed(claim, step, exc), None, True
         if isinstance(raw, NeedsHuman):
             if not step.review:
-                raise InvalidInput(f"step {step.name!r} returned NeedsHuman but is not a review step; declare Step(review=True)")
-            return self._park(claim, step, NEEDS_HUMAN, f"{step.name}: needs review: {raw.reason}", None), None, True
+                # A bug in the workflow's code, found after the step's paid call: like an output
+                # that cannot be stored (below), it fails the job as poison after this one call.
+                # Raised out of run_once, it would kill the worker, and the job would be paid for
+                # again every time its lease expired, until "lease expired 5 times" hid the cause.
+                return self._failed(claim, step, ValidationFailed(
+                    f"step {step.name!r} returned NeedsHuman ({_text(raw.reason, repr)}) but is not a review step; "
+                    "declare Step(review=True), or raise an error instead"
+                )), None, True
+            return self._park(claim, step, NEEDS_HUMAN, f"{step.name}: needs review: {_text(raw.reason, str)}", None), None, True
         output = raw if isinstance(raw, StepOutput) else StepOutput(raw)
         try:
             encoded = self._encode(step, route, output)
         except InvalidInput as exc:
-            # What the step returned cannot be stored: it will return the same next time, so it
-            # fails as poison after this one call, saying why, instead of escaping run_once (the
-            # job would then be re-run and paid for until its lease had expired five times).
+            # What the step returned cannot be stored, or breaks what its step declares: it will
+            # return the same next time, so it fails as poison after this one call, saying why,
+            # instead of escaping run_once (the job would then be re-run and paid for until its
+            # lease had expired five times).
             return self._failed(claim, step, ValidationFailed(str(exc))), None, True
         committed = self._commit(claim, step, output, write_memo=True, memos=memos, encoded=encoded)
         return committed[0], committed[1], True
@@ -432,11 +440,22 @@ class Worker:
 
     def _encode(self, step: Step, route: _Route, output: StepOutput) -> tuple[str, dict[str, str], float]:
         """The JSON of a step's output and effects, and its cost as a float; :class:`InvalidInput`
-        if they cannot be stored."""
+        if they cannot be stored, or if the effects are not a mapping of kinds the step declares."""
         cost = finite_number(route.cost_what, output.cost_usd, minimum=0.0)
         output_json = dumps(output.output, what=route.output_what)
+        if not isinstance(output.effects, Mapping):
+            raise InvalidInput(
+                f"effects of step {step.name!r} must be a dict of effect kind to payload, not {type(output.effects).__name__}; "
+                "for example StepOutput(output, effects={'email': {...}})"
+            )
         if not output.effects:
             return output_json, {}, cost
+        undeclared = set(output.effects) - route.effects
+        if undeclared:
+            raise InvalidInput(
+                f"step {step.name!r} emitted effects [{', '.join(sorted(map(repr, undeclared)))}] it does not declare; "
+                f"add them to Step(effects=...) (declared: {list(step.effects)})"
+            )
         effects = {kind: dumps(p, what=f"effect {kind!r} of step {step.name!r}") for kind, p in output.effects.items()}
         return output_json, effects, cost
 
@@ -451,13 +470,6 @@ class Worker:
         encoded: tuple[str, dict[str, str], float] | None = None,
     ) -> tuple[Outcome, Claim | None]:
         route = self._routes[step.name]
-        if output.effects:
-            undeclared = set(output.effects) - route.effects
-            if undeclared:  # a bug in the workflow's code, not in this job: it is raised, not parked
-                raise InvalidInput(
-                    f"step {step.name!r} emitted effects {sorted(undeclared)} it does not declare; "
-                    f"add them to Step(effects=...) (declared: {list(step.effects)})"
-                )
         output_json, effects, cost = encoded if encoded is not None else self._encode(step, route, output)
         nxt = route.next_working  # the moves were checked against the table once (see _Route)
         now = self.clock.now()
@@ -489,7 +501,7 @@ class Worker:
     # -- leaving a step without a result ---------------------------------------------------------
     def _failed(self, claim: Claim, step: Step, exc: BaseException) -> Outcome:
         retryable, retry_after_s = classify(exc, step.retry_on)
-        error = f"{step.name}: {type(exc).__name__}: {exc}"
+        error = f"{step.name}: {_described(exc)}"
         attempts = claim.attempts + 1
         bad_state = step.failed_state or NEEDS_HUMAN
         if not retryable:
@@ -565,3 +577,27 @@ class Worker:
             return self.store.get(job_id).state
         except Exception:  # reporting only; the job's fate is already committed
             return None
+
+
+
+def _described(exc: BaseException) -> str:
+    """``Type: message`` for a step's exception, even one whose ``str()`` raises.
+
+    An exception a step raised is stored as its job's last_error; one whose message cannot be
+    read must still fail its job (as poison: it says nothing that would make a retry succeed),
+    not escape the worker, which would re-run the paid step every time the lease expired.
+    """
+    name = type(exc).__name__
+    try:
+        return f"{name}: {exc}"
+    except Exception as unreadable:
+        return f"{name} (its message cannot be read: str() raised {type(unreadable).__name__})"
+
+
+def _text(value: Any, how: Callable[[Any], str]) -> str:
+    """``how(value)`` (``str`` or ``repr``) of an object a step returned, or a note that it cannot be
+    read: the step's own object must not break the error message that reports its job."""
+    try:
+        return how(value)
+    except Exception as unreadable:
+        return f"<a {type(value).__name__} whose {how.__name__}() raised {type(unreadable).__name__}>"

@@ -5,6 +5,7 @@ import pytest
 from engine import (
     BadRequest,
     ConnectionFailed,
+    LocalModel,
     NeedsHuman,
     ParseFailed,
     RateLimited,
@@ -168,9 +169,67 @@ def test_a_job_whose_worker_dies_every_time_is_parked_after_five_attempts(store,
     assert "lease expired 5 times" in store.get("j").last_error
 
 
-def test_an_undeclared_effect_is_a_clear_programming_error(store, clock, make_worker):
-    wf = one_step(lambda ctx: StepOutput({}, effects={"email": {}}))
+class CountingModel(LocalModel):
+    """The offline model, counting its paid calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def complete(self, ctx, task, prompt):
+        self.calls += 1
+        return super().complete(ctx, task, prompt)
+
+
+class Unprintable(Exception):
+    """An exception whose message cannot be read: its ``str()`` raises."""
+
+    def __str__(self):
+        raise RuntimeError("no message")
+
+
+def _bug_after_the_paid_call(bug):
+    """What a step with a bug returns (or raises) once its paid call returned."""
+    if bug == "undeclared effect":
+        return StepOutput({"ok": True}, effects={"email": {"to": "a"}})
+    if bug == "NeedsHuman from an ordinary step":
+        return NeedsHuman("the model is unsure")
+    if bug == "effects as a list":
+        return StepOutput({"ok": True}, effects=[("mail", {"to": "a"})])
+    raise Unprintable()
+
+
+@pytest.mark.parametrize(
+    "bug, named",
+    [
+        ("undeclared effect", "emitted effects ['email'] it does not declare"),
+        ("NeedsHuman from an ordinary step", "returned NeedsHuman ('the model is unsure') but is not a review step"),
+        ("effects as a list", "effects of step 'work' must be a dict"),
+        ("unprintable exception", "Unprintable (its message cannot be read: str() raised RuntimeError)"),
+    ],
+)
+def test_a_workflow_bug_after_the_paid_call_is_paid_once_and_parks_the_job_naming_it(store, clock, make_worker, bug, named):
+    # Each worker below is a fresh process: one whose run_once raised would have died, and the job
+    # would have been taken up again once its lease expired, paid for again every time.
+    model = CountingModel()
+
+    def step(ctx):
+        model.complete(ctx, "summarise", "a document")
+        return _bug_after_the_paid_call(bug)
+
+    wf = one_step(step, effects=("mail",))
     store.submit("j", {}, now=clock.now())
-    with pytest.raises(Exception, match="does not declare"):
-        make_worker(wf=wf).run_once()
+    outcomes = []
+    for _ in range(8):
+        try:
+            outcomes.append(make_worker(wf=wf, lease_s=10, step_timeout_s=5).run_once().outcome)
+        except Exception as exc:
+            outcomes.append(type(exc).__name__)
+        clock.advance(11)
+    assert model.calls == 1
+    assert outcomes == ["failed"] + ["idle"] * 7
+    job = store.get("j")
+    assert job.state == "failed_work"
+    assert named in job.last_error
     assert store.memos("j") == {}
+    assert store.conn.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 0
