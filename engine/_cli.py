@@ -38,6 +38,9 @@ EXAMPLE_JOBS_DEFAULT = 20
 EXAMPLE_JOBS_MAX = 100_000
 # The commands that may create a database file; every other one refuses a path where none exists.
 CREATING_COMMANDS = ("submit", "example")
+# The commands that only read: they open the database read-only, so that they never create a file,
+# write a schema into one that is empty, or leave a journal beside one that is not a database.
+READ_ONLY_COMMANDS = ("status", "replay")
 # `work` on a database that keeps failing (disk full, I/O error): it pauses, doubling each time,
 # and gives up after this many failures in a row, saying what the database reported.
 STORE_FAILURES_MAX = 5
@@ -78,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--workflow", default="engine:default_workflow", help=WORKFLOW_HELP)
         if db:
-            p.add_argument("--db", required=True, help="database path, sqlite:///path or postgresql://user@host/db")
+            p.add_argument("--db", required=True, help="database path, sqlite:///path, a SQLite file: URI, or postgresql://user@host/db")
         return p
 
     p = command("states", "print the workflow's state table", db=False)
@@ -149,7 +152,8 @@ def _run(args: argparse.Namespace) -> int:
             raise EngineError(f"payload {args.payload[:80]!r} is not JSON ({exc}); quote it, e.g. '{{\"source\": \"doc-1\"}}'") from None
         payload_json(check_job_id(args.job), payload)
     sender = HttpSender(args.url) if args.command == "send" else None  # a malformed url is refused before the database opens
-    store = open_store(args.db, workflow=workflow.name, create=args.command in CREATING_COMMANDS)
+    store = open_store(args.db, workflow=workflow.name, create=args.command in CREATING_COMMANDS,
+                       read_only=args.command in READ_ONLY_COMMANDS)
     if args.command == "submit":
         print(_job_line(store.submit(args.job, payload, now=clock.now())))
     elif args.command == "work":

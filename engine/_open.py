@@ -1,4 +1,5 @@
-"""Open the store a URL names: SQLite for a path or ``sqlite:///path``, PostgreSQL for ``postgresql://``.
+"""Open the store a URL names: SQLite for a path, ``sqlite:///path`` or a ``file:`` URI, PostgreSQL
+for ``postgresql://``.
 
 >>> open_store(":memory:").backend
 'sqlite'
@@ -27,8 +28,9 @@ def open_store(url: str, **options: Any) -> Store:
     """
     if url.startswith(("postgresql://", "postgres://")):
         options.pop("create", None)  # a PostgreSQL database is created by its administrator, never here
+        options.pop("read_only", None)  # a SQLite option: it opens a file so that nothing is created or written
         return PostgresStore(url, **options)
-    if "://" in url and not url.startswith("sqlite:///"):
+    if "://" in url and not url.startswith(("sqlite:///", "file:")):
         scheme = url.split("://", 1)[0]
         raise InvalidInput(
             f"database url {url!r}: scheme {scheme!r} is not supported; use a file path, sqlite:///path or postgresql://..."

@@ -29,7 +29,7 @@ import os
 import sqlite3
 
 from ._errors import InvalidInput, SchemaMismatch, StoreBusy, StoreFailed
-from ._opening import check_sqlite_path, sqlite_file, sqlite_open_error
+from ._opening import MEMORY, check_sqlite_path, sqlite_connect_target, sqlite_file, sqlite_open_error
 from ._sql import SQLITE
 from ._sqlstore import SqlStore
 from ._store import APPLICATION_ID, SCHEMA_VERSION
@@ -75,23 +75,27 @@ class SqliteStore(SqlStore):
         busy_timeout_s: float = 5.0,
         workflow: str = "reference",
         create: bool = True,
+        read_only: bool = False,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
             raise InvalidInput(f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_LEVELS)}")  # not a crash point: a bad setting, refused when the store opens
+        database, uri = sqlite_connect_target(path, read_only=read_only)
         path = sqlite_file(path)
         self.path = path
         self.workflow = workflow
         self.busy_timeout_s = busy_timeout_s
-        check_sqlite_path(path, create=create)  # create=False: a missing file is an error, not a new database
-        new_file = path != ":memory:" and _create_exclusively(path)  # this open's own file, if it makes one
+        self.read_only = read_only
+        # create=False: a missing file is an error, not a new database; a read-only store never creates one.
+        check_sqlite_path(path, create=create and not read_only)
+        new_file = path != MEMORY and not read_only and _create_exclusively(path)  # this open's own file, if it makes one
         try:
-            self.conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False)
+            self.conn = sqlite3.connect(database, uri=uri, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False)
         except sqlite3.Error as exc:  # not a crash point: a database that cannot be opened, refused before any claim
             raise sqlite_open_error(path, exc) from exc
         try:
             self.conn.row_factory = sqlite3.Row
             self._ensure_schema()
-            if path != ":memory:":
+            if path != MEMORY and not read_only:
                 use_wal(self.conn, timeout_s=self.busy_timeout_s)
                 self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")  # a constant
             self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # validated above
@@ -105,6 +109,8 @@ class SqliteStore(SqlStore):
 
     # -- the write lock and errors ------------------------------------------------------------------
     def _begin(self) -> None:
+        if self.read_only:
+            raise InvalidInput(f"database {self.path!r} was opened read_only=True; open it without read_only to change it")  # not a crash point: a read-only store is never given to a worker
         if self.conn.in_transaction:
             self._rollback()  # what a failing disk left open (see _rollback)
         self.conn.execute("BEGIN IMMEDIATE")
@@ -146,6 +152,8 @@ class SqliteStore(SqlStore):
         if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
             return
         self._refuse_foreign(app_id, version, tables)  # not a crash point: the schema is created with the database, before any job is submitted
+        if self.read_only:  # not a crash point: a read-only store is never given to a worker
+            self._refuse_to_write_schema(app_id, version)
         if app_id == 0 and not tables:  # not a crash point: the schema is created with the database, before any job is submitted
             self.conn.execute(f"PRAGMA page_size = {int(self.page_size)}")  # a new file's, set before its first page is written
         with self._write() as conn:  # not a crash point: the schema is created with the database, before any job is submitted
@@ -191,6 +199,20 @@ class SqliteStore(SqlStore):
                 f"tables: {', '.join(tables) or 'none'}); refusing to modify it: pass the path of a new "
                 "or an existing crashgate database"
             )
+
+    def _refuse_to_write_schema(self, app_id: int, version: int) -> None:
+        """A read-only store finds no schema it can read: an empty file (or a new one), or an older
+        schema. It writes neither, and says which command does."""
+        if app_id == 0:
+            raise SchemaMismatch(
+                f"database {self.path!r} is empty: it holds no crashgate database, and this command only reads (it "
+                "was not modified); check the path, or create the database with `python -m engine submit`"
+            )
+        raise SchemaMismatch(
+            f"database {self.path!r} has schema version {version}, older than this engine's {SCHEMA_VERSION}, and "
+            "this command only reads (it was not modified); a command that writes upgrades it when it opens it "
+            "(`python -m engine work`, or open_store(...) without read_only)"
+        )
 
     def claim_plan(self) -> str:
         """The claim's query plan, as SQLite reports it (tests check it uses ``job_due``)."""

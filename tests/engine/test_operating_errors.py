@@ -68,6 +68,50 @@ def test_status_on_a_missing_file_says_so_and_creates_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("command", [("status",), ("replay", "doc-1", "fetch")])
+def test_a_read_only_command_on_an_empty_file_leaves_it_empty_in_one_line(tmp_path, command):
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")
+    assert_one_line_error(run_cli(command[0], "--db", str(path), *command[1:]), repr(str(path)), "is empty", "submit")
+    assert path.read_bytes() == b""
+    assert os.listdir(tmp_path) == ["empty.db"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may create a file next to /dev/null")
+def test_status_on_dev_null_is_one_line_and_creates_no_journal_beside_it():
+    before = set(os.listdir("/dev"))
+    try:
+        assert_one_line_error(run_cli("status", "--db", "/dev/null"), "'/dev/null'", "not a regular file")
+        assert_one_line_error(run_cli("work", "--db", "/dev/null"), "'/dev/null'", "not a regular file")
+    finally:
+        made = set(os.listdir("/dev")) - before
+        for name in made & {"null-journal", "null-wal", "null-shm"}:
+            os.unlink(f"/dev/{name}")
+    assert not made & {"null-journal", "null-wal", "null-shm"}
+
+
+@pytest.mark.parametrize("command", [("status",), ("requeue", "doc-1"), ("replay", "doc-1", "fetch")])
+def test_a_file_uri_to_a_missing_file_is_checked_like_a_path_and_creates_nothing(tmp_path, command):
+    out = run_cli(command[0], "--db", "file:typo.db", *command[1:], cwd=tmp_path)
+    assert_one_line_error(out, "'typo.db' does not exist")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_file_uri_names_the_file_it_points_to(tmp_path):
+    """submit creates the file the URI names (not one called 'file:new.db'); status then reads it."""
+    assert run_cli("submit", "--db", "file:new.db?cache=private", "doc-1", "{}", cwd=tmp_path).returncode == 0
+    assert "new.db" in os.listdir(tmp_path)
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("file:")]
+    out = run_cli("status", "--db", f"file://{tmp_path / 'new.db'}")
+    assert out.returncode == 0, out.stderr
+    assert "pending" in out.stdout
+
+
+def test_a_file_uri_with_a_host_is_one_line(tmp_path):
+    assert_one_line_error(run_cli("status", "--db", "file://db.example/e.db", cwd=tmp_path), "'db.example'", "file:/path")
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("job, payload", [("doc-1", "{not json"), ("doc-1", "[1, 2]"), ("", "{}"), ("doc-\x1b", '{"a": NaN}')])
 def test_a_submit_that_fails_creates_no_database_file(tmp_path, job, payload):
     db = str(tmp_path / "new.db")
