@@ -375,10 +375,14 @@ REQUIRED = ("states", "settled_states", "final_effects", "step_states", "trace_p
 
 
 def load_adapter(spec: str) -> Adapter:
-    """Import ``module:attribute`` and return the adapter it names (calling a class or factory).
+    """Import ``module:attribute`` and return the adapter it names: an adapter, an adapter class
+    (instantiated with no arguments), or a function that takes no arguments and returns one.
 
-    Raises ValueError, naming the target and the fix, for a spec that does not load or an object
-    that lacks a required method.
+    The target is checked before it is called: a class must have every required method, a
+    function (one written in Python) must take no arguments, and anything else must be an adapter
+    itself. Calling first would run whatever the spec names (``os:abort`` ended the process with
+    SIGABRT and no message). Raises ValueError, naming the target and the fix, for a spec that
+    does not load, is not an adapter, or whose class or function fails.
     """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
@@ -390,18 +394,63 @@ def load_adapter(spec: str) -> Adapter:
     except (Exception, SystemExit) as exc:  # whatever importing someone else's module raises (sys.exit too), it is one line here
         why = f"importing it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
         raise ValueError(f"cannot load target {spec!r}: {why}") from exc
-    if callable(target) and not hasattr(target, "inspect") or isinstance(target, type):
+    if isinstance(target, type) or _inspect_module.isfunction(_inspect_module.unwrap(target)):  # a decorator's wrapper too
+        _check_callable_target(spec, target)
         try:
             adapter = target()
         except (Exception, SystemExit) as exc:
             raise ValueError(
-                f"target {spec!r} is not an adapter, and calling it failed ({type(exc).__name__}: {exc}); name an "
-                "adapter, or a class or function that takes no arguments and returns one (see chaos.adapter.Adapter)"
+                f"target {spec!r}: calling it to make the adapter failed ({type(exc).__name__}: {exc}); fix it, or name "
+                "an adapter, or a class or function that takes no arguments and returns one (see chaos.adapter.Adapter)"
             ) from exc
     else:
         adapter = target
-    missing = [name for name in REQUIRED if not callable(getattr(adapter, name, None))]
-    missing += [name for name in ("name", "lease_s") if not hasattr(adapter, name)]
+    missing = _missing(adapter)
     if missing:
-        raise ValueError(f"target {spec!r} is not an adapter: it has no {', '.join(map(repr, missing))} (see chaos.adapter.Adapter)")
+        lacks = "" if len(missing) == len(REQUIRED) + 2 else f", it has no {', '.join(map(repr, missing))}"
+        what = f"it is {_what(adapter)}" if adapter is target else f"calling it gave {_what(adapter)}"
+        raise ValueError(f"target {spec!r} is not an adapter: {what}{lacks} ({NOT_AN_ADAPTER_FIX})")
     return adapter
+
+
+NOT_AN_ADAPTER_FIX = (
+    "name an adapter class, an instance of one, or a function that takes no arguments and returns one: "
+    "see chaos.adapter.Adapter"
+)
+
+
+def _check_callable_target(spec: str, target: Any) -> None:
+    """Refuse a class that is not an adapter class, or a function that needs arguments, uncalled."""
+    if isinstance(target, type):
+        methods = [name for name in REQUIRED if not callable(getattr(target, name, None))]
+        if methods:
+            lacks = "" if len(methods) == len(REQUIRED) else f", it has no {', '.join(map(repr, methods))}"
+            raise ValueError(f"target {spec!r} is not an adapter: it is {_what(target)}{lacks} ({NOT_AN_ADAPTER_FIX})")
+    try:
+        signature = _inspect_module.signature(target)
+    except (TypeError, ValueError):  # a class whose signature Python cannot tell: calling it says the rest
+        return
+    needed = [p.name for p in signature.parameters.values() if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if needed:
+        raise ValueError(
+            f"target {spec!r} is not an adapter: it is {_what(target)}, which needs arguments ({', '.join(needed)}) where the "
+            f"harness passes none ({NOT_AN_ADAPTER_FIX})"
+        )
+
+
+def _missing(adapter: Any) -> list[str]:
+    missing = [name for name in REQUIRED if not callable(getattr(adapter, name, None))]
+    return missing + [name for name in ("name", "lease_s") if not hasattr(adapter, name)]
+
+
+def _what(value: Any) -> str:
+    """What a target is, as an error names it: ``class X``, ``function f``, ``a built-in function``."""
+    if isinstance(value, type):
+        return f"class {value.__qualname__}"
+    if _inspect_module.isfunction(value):
+        return f"function {value.__qualname__}"
+    if value is None:
+        return "None"
+    if _inspect_module.isbuiltin(value):
+        return "a built-in function"
+    return f"an object of type {type(value).__qualname__}"

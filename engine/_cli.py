@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -58,7 +59,14 @@ def load_workflow(spec: str) -> Workflow:
     except (Exception, SystemExit) as exc:  # whatever importing someone else's module raises (sys.exit too), it is one line here
         why = f"importing it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
         raise EngineError(f"cannot load workflow {spec!r}: {why}; pass MODULE:ATTR naming an engine.Workflow") from exc
-    if callable(target) and not isinstance(target, (Workflow, type)):
+    # Only a function written in Python is called, and only once it is known to take no arguments:
+    # calling whatever the spec names first would run it (os:abort ended the process with SIGABRT).
+    if inspect.isfunction(inspect.unwrap(target)):  # a function, or one a decorator wraps (functools.cache)
+        needed = [p.name for p in inspect.signature(target).parameters.values()
+                  if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if needed:
+            raise EngineError(f"workflow {spec!r} is a function that needs arguments ({', '.join(needed)}); name an "
+                              "engine.Workflow or a function that takes no arguments and returns one")
         try:
             workflow = target()
         except (Exception, SystemExit) as exc:
@@ -69,7 +77,8 @@ def load_workflow(spec: str) -> Workflow:
     else:
         workflow = target
     if not isinstance(workflow, Workflow):
-        raise EngineError(f"{spec!r} gave {type(workflow).__name__}, not an engine.Workflow; name a Workflow or a function returning one")
+        what = "a built-in function" if inspect.isbuiltin(workflow) else type(workflow).__name__
+        raise EngineError(f"{spec!r} gave {what}, not an engine.Workflow; name a Workflow or a function returning one")
     return workflow
 
 

@@ -42,6 +42,15 @@ def test_a_target_that_is_not_an_adapter_is_one_line_naming_it(target):
     assert_one_line_error(run_chaos("matrix", "--target", target, "--family", "sender", "--faults", "crash"), target)
 
 
+@pytest.mark.parametrize("command", [["matrix", "--family", "sender", "--faults", "crash"], ["adapter"], ["explore"]])
+def test_a_target_is_checked_before_it_is_called(command):
+    """os.abort takes no arguments: called to make an adapter, it ended the process with SIGABRT
+    and no message. A target is called only once it is an adapter class or a factory function."""
+    out = run_chaos(command[0], "--target", "os:abort", *command[1:])
+    assert out.returncode != -6, "the target was called: the process died of SIGABRT"
+    assert_one_line_error(out, "'os:abort' is not an adapter", "built-in function", "an adapter class")
+
+
 def test_explore_refuses_a_target_that_is_not_an_adapter_and_zero_examples():
     assert_one_line_error(run_chaos("explore", "--target", "json:dumps"), "json:dumps")
     assert_one_line_error(run_chaos("explore", "--max-examples", "0"), "--max-examples")

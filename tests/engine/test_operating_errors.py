@@ -280,8 +280,10 @@ def test_a_database_that_keeps_nothing_is_refused_in_one_line(tmp_path, db, comm
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("spec", ["json:dumps", "os:remove", "engine._workflow:Step", "no_such_module_xyz:wf", "engine:nope", "engine", "sys:exit"])
+@pytest.mark.parametrize("spec", ["json:dumps", "os:remove", "engine._workflow:Step", "no_such_module_xyz:wf", "engine:nope", "engine", "sys:exit",
+                                  "os:abort"])
 def test_a_bad_workflow_is_one_line_naming_it(tmp_path, spec):
+    """It is checked before it is called: os:abort, called as a factory, ended the process with SIGABRT."""
     line = assert_one_line_error(run_cli("states", "--workflow", spec), spec)
     assert "MODULE:ATTR" in line or "Workflow" in line
 

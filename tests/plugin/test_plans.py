@@ -257,3 +257,13 @@ def test_a_plan_whose_target_does_not_load_names_the_plan_and_where_the_target_w
     assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error: nothing runs
     where = "the plan's key 'target'" if own_key else "command line --chaos-target"
     assert f"fault_plans/t.toml: target 'nosuch:x' (from {where}): cannot load target 'nosuch:x'" in result.stdout.str()
+
+
+def test_a_plan_whose_target_is_not_an_adapter_is_refused_before_it_is_called(project):
+    """A plan's target os:abort was called to make an adapter: pytest died of SIGABRT, saying nothing."""
+    add_plan(project, "t", 'lesson = "L."\ntarget = "os:abort"\n[points]\n')
+    result = project.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stderr.str()  # a collection error: nothing runs
+    out = result.stdout.str()
+    assert "fault_plans/t.toml: target 'os:abort' (from the plan's key 'target'): target 'os:abort' is not an adapter" in out
+    assert "built-in function" in out
