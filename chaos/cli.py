@@ -50,8 +50,9 @@ def _matrix_arguments(m: argparse.ArgumentParser) -> None:
     )
     m.add_argument("--pairs", type=non_negative_int, default=PAIRS_DEFAULT, help=f"interleaving pairs to run in each family, a seeded sample (default {PAIRS_DEFAULT} per family)")
     m.add_argument("--allow-effects", default="", metavar="KIND:PATTERN,...",
-                   help="what the steps do that is no effect on the world: file:GLOB, connect:HOST:PORT, subprocess:GLOB "
-                        "(every other file written, connection or process a step starts fails effects-through-outbox)")
+                   help="what the steps do that is no effect on the world: file:GLOB, connect:HOST:PORT (read only), "
+                        "http:HOST:PORT (POST, PUT, PATCH, DELETE), mail:HOST:PORT, subprocess:GLOB (every other file written, "
+                        "connection, mail or process a step starts fails effects-through-outbox)")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     m.add_argument("--exhaustive", action="store_true",
                    help="pause at every point, not once per pause class (points with no visible operation between them)")
@@ -223,6 +224,10 @@ def _matrix(args: argparse.Namespace) -> int:
             for line in _disabled_by_missing_capabilities(target):
                 print(line)
             print(format_report(report, verbose=args.verbose and not args.quiet, known=known))
+            for by in ("the run", "the adapter"):
+                entries = [entry for entry, who in report.allowed_effects if who == by]
+                if entries:
+                    print(f"effects allowed (by {by}), not findings: {', '.join(entries)}")
             if known_file:
                 print(f"{len(found & known)} known findings (in {known_file}) left out, {len(found - known)} new")
             gone = sorted(known - found)

@@ -124,9 +124,10 @@ HELP_BASELINE = (
 )
 HELP_ALLOW_EFFECTS = (
     "what the steps do that is no effect on the world, a comma list of KIND:PATTERN: file:GLOB (a cache folder), "
-    "connect:HOST:PORT (a read-only service; globs allowed), subprocess:GLOB (a program). Every other file a step writes "
-    "outside the run's folder, connection it opens and process it starts fails effects-through-outbox; each entry is "
-    "shown in the summary. Environment: CRASHGATE_ALLOW_EFFECTS; ini: chaos_allow_effects."
+    "connect:HOST:PORT (a service a step only reads from; globs allowed), http:HOST:PORT (one it may POST, PUT, PATCH "
+    "or DELETE to), mail:HOST:PORT (an SMTP server it may send to), subprocess:GLOB (a program). Every other file a "
+    "step writes outside the run's folder, connection it opens, mail it sends and process it starts fails "
+    "effects-through-outbox; each entry is shown in the summary. Environment: CRASHGATE_ALLOW_EFFECTS; ini: chaos_allow_effects."
 )
 HELP_MARKER = (
     "crash_matrix(target=None, families=None): a crash-matrix test. Its keyword arguments are the "

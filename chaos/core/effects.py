@@ -13,10 +13,14 @@ engine, Python's library and installed packages), and the invariant ``effects-th
 fails the run that has any.
 
 What is not an effect is declared, never guessed (:func:`parse_allowed`): ``file:GLOB`` (a cache
-folder), ``connect:HOST:PORT`` (a read-only service; globs allowed), ``subprocess:GLOB`` (a
-program). Reads never count, nor does what the harness, the engine, logging, ``tempfile``,
-imports (``.pyc`` files) or the test tools (coverage, Hypothesis, pytest) do on their own, nor a
-write into the run's own folder (the engine's database, the harness's scratch files).
+folder), ``connect:HOST:PORT`` (a service it only reads from; globs allowed), ``http:HOST:PORT``
+(a service it may POST, PUT, PATCH or DELETE to), ``mail:HOST:PORT`` (an SMTP server it may send
+to), ``subprocess:GLOB`` (a program): a ``connect:`` entry lets a step connect and read, never
+send mail or change a service's state. Reads never count (a file opened to read, a SQLite
+database opened read-only, an HTTP GET), nor does what the harness, the engine, the test tools
+(coverage, Hypothesis, pytest), imports (``.pyc`` files), logging to a file and ``tempfile``'s
+scratch files in the temporary folder do on their own, nor a write into the run's own folder
+(the engine's database, the harness's scratch files).
 
 >>> allowed = parse_allowed(["file:/var/cache/app/*", "connect:127.0.0.1:*"])
 >>> [str(a) for a in allowed]
@@ -24,7 +28,7 @@ write into the run's own folder (the engine's database, the harness's scratch fi
 >>> parse_allowed(["ftp:x"])
 Traceback (most recent call last):
 ...
-ValueError: allowed effect 'ftp:x' is not KIND:PATTERN with KIND one of file, connect, subprocess; e.g. file:/var/cache/myapp/* or connect:127.0.0.1:8080
+ValueError: allowed effect 'ftp:x' is not KIND:PATTERN with KIND one of file, connect, http, mail, subprocess; e.g. file:/var/cache/myapp/* or connect:127.0.0.1:8080
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import contextlib
 import fnmatch
 import os
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -42,20 +47,24 @@ import engine
 
 __all__ = ["Allowed", "RUN_ENV", "KINDS", "ENTRIES_MAX", "parse_allowed", "allowing", "declared", "watch", "watching", "describe"]
 
-KINDS = ("file", "connect", "subprocess")
+KINDS = ("file", "connect", "http", "mail", "subprocess")
 ENTRIES_MAX = 200  # events one process records: a step in a loop is reported, not logged whole
 # The audit events that reach the world (Python's audit events table); reads are not among them.
 _EVENTS = frozenset({
     "open", "os.remove", "os.rename", "os.truncate", "os.rmdir", "socket.connect", "socket.sendto", "socket.sendmsg",
     "http.client.send", "smtplib.send", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+    "sqlite3.connect", "tempfile.mkdtemp",
 })
+# HTTP methods that only read: a request with one of them is not an effect on its own (its connection may be).
+_READS = (b"GET ", b"HEAD ", b"OPTIONS ")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _OURS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (chaos, engine))
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 _SITE = tuple(p + os.sep for p in {os.path.join(_STDLIB, "site-packages"), os.path.join(_STDLIB, "dist-packages")})
-# Library modules whose own writes are not effects: a log, a scratch file.
-_NOT_EFFECTS = tuple(os.path.dirname(os.path.abspath(m)) + os.sep + name for m, name in
-                     ((os.__file__, "logging" + os.sep), (os.__file__, "tempfile.py")))
+# Library modules whose own writes are not effects: a log file (not a log sent by mail or over the
+# network), a scratch file in the temporary folder (not one a step makes in a folder of its own).
+_LOGGING = os.path.join(_STDLIB, "logging") + os.sep
+_TEMPFILE = os.path.join(_STDLIB, "tempfile.py")
 # Test tools that write files of their own from inside a traced frame.
 _TOOLS = ("coverage", "hypothesis", "_pytest", "pytest", "pluggy", "xdist", "execnet", "_hypothesis_globals")
 
@@ -103,6 +112,10 @@ class _Watch:
         self.allowed = allowed
         self.glue = glue
         self.recorded = 0
+        # Read once, here: tempfile.gettempdir() takes a lock while it opens files to probe its
+        # candidates, and a hook that called it from one of those opens would wait on itself.
+        self.temp = os.path.realpath(tempfile.gettempdir())
+        self.scratch: tuple[str, ...] = ()  # folders tempfile made in the temporary folder for this process
         self.seen: set[tuple[str, ...]] = set()  # (what, where) recorded by this process: a connection's sends are one effect
         self.busy = threading.local()
 
@@ -167,21 +180,23 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         return
     w.busy.on = True
     try:
+        if event == "tempfile.mkdtemp":  # a scratch folder in the temporary folder: what is written there is scratch
+            if _in_temp(os.fsdecode(args[0])):
+                w.scratch += (os.path.realpath(os.fsdecode(args[0])) + os.sep,)
+            return
         found = describe(event, args)
         if found is None:
             return
         kind, subject, what = found
-        if kind == "file" and (subject.startswith(w.roots) or _not_a_file_effect(subject)):
+        if kind == "file" and (os.path.realpath(subject).startswith(w.roots + w.scratch) or _not_a_file_effect(subject)):
             return
         if any(a.allows(kind, subject) for a in w.allowed):
             return
-        where = _culprit(w.glue)
-        if not where:
+        where = _culprit(w.glue, kind, subject)
+        if not where or (what, where) in w.seen:
             return
-        if event in ("http.client.send", "smtplib.send") and ("connect", subject, where) in w.seen:
-            return  # the connection this request goes over was recorded already
-        if (what, where) in w.seen:
-            return
+        if kind in ("http", "mail") and ("connect", subject, where) in w.seen:
+            return  # the connection it goes over, from the same line, is recorded already: one effect
         w.seen.update({(what, where), (kind, subject, where)})
         w.recorded += 1
         w.record(what, where)
@@ -227,14 +242,26 @@ def describe(event: str, args: tuple[Any, ...]) -> tuple[str, str, str] | None:
         verb = "connected to" if event == "socket.connect" else "sent a datagram to"
         return "connect", address, f"{verb} {address}"
     if event in ("http.client.send", "smtplib.send"):
-        conn = args[0]
+        conn, data = args[0], args[1] if len(args) > 1 else b""
+        data = data.encode("latin-1", "replace") if isinstance(data, str) else bytes(data) if isinstance(data, (bytes, bytearray)) else b""
+        if event == "http.client.send" and (not data[:1].isalpha() or data.startswith(_READS)):
+            return None  # a request that only reads, or the rest of one (its body): the request line said what it was
         try:
             address = _address(conn.sock.getpeername())
         except (AttributeError, OSError):
             address = None
         address = address or f"{getattr(conn, 'host', None) or getattr(conn, '_host', '?')}:{getattr(conn, 'port', None) or '?'}"
-        what = "sent an HTTP request to" if event == "http.client.send" else "sent mail over SMTP to"
-        return "connect", address, f"{what} {address}"
+        if event == "smtplib.send":
+            return "mail", address, f"sent mail over SMTP to {address}"
+        method = data.split(b" ", 1)[0].decode("ascii", "replace")
+        return "http", address, f"sent an HTTP {method} to {address}"
+    if event == "sqlite3.connect":
+        database = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else ""
+        path, _, query = database.partition("?") if database.startswith("file:") else (database, "", "")
+        if not path or path in (":memory:", "file::memory:") or "mode=ro" in query or "immutable=1" in query or "mode=memory" in query:
+            return None  # in memory, or opened read-only: nothing reaches the world
+        shown = os.path.abspath(path[len("file:"):] if path.startswith("file:") else path)
+        return "file", shown, f"opened the SQLite database {shown!r} (its writes reach the world)"
     if event == "subprocess.Popen":
         executable, argv = args[0], args[1]
         program = os.fsdecode(executable) if executable else _first(argv)
@@ -279,7 +306,28 @@ def _not_a_file_effect(path: str) -> bool:
     return path.endswith((".pyc", ".pyo")) or (os.sep + "__pycache__" + os.sep) in path or path in (os.devnull, "/dev/tty")
 
 
-def _culprit(glue: tuple[str, ...]) -> str:
+def _exempt(path: str, kind: str, subject: str) -> bool:
+    """Whether a frame of Python's library at ``path`` acts on its own behalf: logging writing its
+    log file (or the local syslog socket), tempfile making a scratch file in the temporary folder,
+    an import writing compiled bytecode."""
+    if path.startswith("<frozen importlib"):
+        return True
+    if path.startswith(_LOGGING):
+        return kind == "file" or subject.startswith("unix:")
+    if path == _TEMPFILE:
+        return kind == "file" and _in_temp(subject)
+    return False
+
+
+def _in_temp(path: str) -> bool:
+    """Whether ``path`` lies directly in the temporary folder (where tempfile puts what it is not
+    told to put elsewhere): a file given a folder of its own (a mail drop) is no scratch."""
+    w = _watch
+    real = os.path.realpath(path)
+    return w is not None and w.temp in (real, os.path.dirname(real))  # the folder itself: an unnamed file (O_TMPFILE)
+
+
+def _culprit(glue: tuple[str, ...], kind: str = "", subject: str = "") -> str:
     """The user's line that caused the event being audited ("" when the harness, the engine, a
     test tool, logging or tempfile did it on their own behalf).
 
@@ -295,7 +343,7 @@ def _culprit(glue: tuple[str, ...]) -> str:
     try:
         while frame is not None:
             path = frame.f_code.co_filename
-            if path.startswith(_NOT_EFFECTS) or path.startswith("<frozen importlib"):
+            if _exempt(path, kind, subject):
                 return ""
             if path.startswith(_OURS):  # before the installation's folders: crashgate may be installed there
                 if not owner_seen:

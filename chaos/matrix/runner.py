@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Iterable, TYPE_CHECKING
 
-from chaos.adapter import REFERENCE_TARGET, allowed_effects, load_adapter
+from chaos.adapter import REFERENCE_TARGET, allowed_effects as adapter_allows, load_adapter
 from chaos.matrix.families import reference_scenarios
 from chaos.hostfaults.power import power_missing
 from chaos.core import effects, libfiu, pristine
@@ -107,6 +107,9 @@ class MatrixReport:
     # The paid tasks the families' faults were armed on (None: any task), beside the ones the
     # baselines called: a task no fault reaches is one whose failures the run never tried.
     faulted_tasks: set[str | None] = field(default_factory=set)
+    # What the run and the adapter declared is no effect on the world (chaos.core.effects), each
+    # entry with who declared it: a hole in effects-through-outbox that the output must show.
+    allowed_effects: list[tuple[str, str]] = field(default_factory=list)
 
     def unfaulted_tasks(self) -> list[str]:
         """The tasks the baselines called that no family's fault was armed on (none if no family
@@ -191,6 +194,7 @@ class MatrixReport:
             "seconds": round(self.seconds, 3),
             "coverage": self.coverage(),
             "unfaulted_tasks": self.unfaulted_tasks(),
+            "allowed_effects": [{"effect": entry, "by": by} for entry, by in self.allowed_effects],
             "families": {
                 name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations],
                        "skipped": self.skipped.get(name)}
@@ -324,7 +328,7 @@ def _setup(target: Any, *, mode: str, families: Iterable[str] | None, point: str
     if callable(check_declaration):  # a declaration that does not match the engine: the adapter's mistake, said before any run
         check_declaration()
     submit_policy(adapter)  # a submit_conflict word it does not know, likewise
-    allowed_effects(adapter)  # and an allowed_effects entry that is not KIND:PATTERN
+    adapter_allows(adapter)  # and an allowed_effects entry that is not KIND:PATTERN
     replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
     all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
     all_scenarios = [for_adapter(s, adapter) for s in all_scenarios]
@@ -435,6 +439,8 @@ def run_matrix(
             report = _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=setup.only_family,
                           only_point=setup.only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
                           replay_extra=setup.replay_extra, exhaustive=exhaustive)
+            report.allowed_effects = ([(str(a), "the run") for a in allowed]
+                                      + [(str(a), "the adapter") for a in adapter_allows(adapter)])
             if families is None and not point:  # a part of the matrix leaves out faults the rest would arm: nothing to say then
                 report.faulted_tasks = {f.task for s in chosen for f in s.faults if f.kind not in STORE_FAULT_KINDS and f.task not in ("send", AT_START)}
         return report

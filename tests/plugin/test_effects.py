@@ -75,3 +75,19 @@ def test_an_allowed_effect_that_is_not_kind_and_pattern_is_a_usage_error(orders)
     result = orders.runpytest_subprocess("--chaos-allow-effects", "spool/*")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "allowed effect 'spool/*' is not KIND:PATTERN" in result.stderr.str()
+
+
+def test_the_command_line_fails_the_spool_write_and_names_what_a_run_allows(orders):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(orders.path))
+    command = [sys.executable, "-m", "chaos", "matrix", "--target", "orders.crash:own_client", "--family", "clean", "--faults", "crash"]
+    red = subprocess.run(command, cwd=orders.path, env=env, capture_output=True, text=True, timeout=600)
+    assert red.returncode == 1, red.stdout + red.stderr
+    assert f"done from orders/unsafe.py:{_spool_line()}" in red.stdout
+    allowed = f"file:{orders.path / 'spool'}/*"
+    green = subprocess.run(command + ["--allow-effects", allowed], cwd=orders.path, env=env, capture_output=True, text=True, timeout=600)
+    assert green.returncode == 0, green.stdout + green.stderr
+    assert f"effects allowed (by the run), not findings: {allowed}" in green.stdout

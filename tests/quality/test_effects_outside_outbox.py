@@ -12,11 +12,15 @@ from __future__ import annotations
 import http.client
 import http.server
 import inspect
+import logging
+import logging.handlers
 import os
 import smtplib
 import socketserver
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 from typing import Any
 
@@ -91,6 +95,52 @@ class SmtpSend(Receipts):
 class Subprocess(Receipts):
     def send(self, ctx: Any, email: dict) -> dict:
         subprocess.run([sys.executable, "-c", "pass"], check=True)  # the planted send
+        return {}
+
+
+class TempInSpool(Receipts):
+    """A scratch file made with tempfile, but in the mail-drop folder and kept: a sent email."""
+
+    def send(self, ctx: Any, email: dict) -> dict:
+        with tempfile.NamedTemporaryFile("w", dir=self.where, suffix=".eml", delete=False) as drop:  # the planted send
+            drop.write(repr(email))
+        return {}
+
+
+class TempScratch(Receipts):
+    """A scratch file in the temporary folder, and a log file: neither is an effect."""
+
+    def send(self, ctx: Any, email: dict) -> dict:
+        with tempfile.NamedTemporaryFile("w", suffix=".eml") as scratch:
+            scratch.write(repr(email))
+        log = logging.getLogger(f"receipts.{self.where}")
+        if not log.handlers:
+            log.addHandler(logging.FileHandler(os.path.join(self.where, "receipts.log")))
+        log.warning("receipt for %s", ctx.job_id)
+        return {}
+
+
+class MailLog(Receipts):
+    """A log record sent by mail (logging's SMTPHandler) is mail."""
+
+    def send(self, ctx: Any, email: dict) -> dict:
+        host, port = self.where.split(":")
+        log = logging.getLogger(f"receipts.mail.{port}")
+        if not log.handlers:
+            log.addHandler(logging.handlers.SMTPHandler((host, int(port)), "shop@example.com", [email["to"]], "receipt"))
+        log.error("receipt for %s", ctx.job_id)  # the planted send
+        return {}
+
+
+class OwnSqlite(Receipts):
+    """The receipt inserted into a SQLite table of the team's own."""
+
+    def send(self, ctx: Any, email: dict) -> dict:
+        conn = sqlite3.connect(self.where)  # the planted send
+        conn.execute("CREATE TABLE IF NOT EXISTS mail (body TEXT)")
+        conn.execute("INSERT INTO mail VALUES (?)", (repr(email),))
+        conn.commit()
+        conn.close()
         return {}
 
 
@@ -224,3 +274,33 @@ def test_an_allowed_effect_that_is_not_kind_and_pattern_is_refused_before_any_sc
 
     with pytest.raises(MatrixUsageError, match=r"allowed effect 'cache' is not KIND:PATTERN"):
         _matrix(Outboxed(), allowed_effects=["cache"])
+
+
+def test_a_tempfile_kept_in_a_mail_drop_folder_is_an_effect_and_one_in_the_temporary_folder_is_not(tmp_path):
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    found = _effects(_matrix(TempInSpool(str(drop))))
+    assert found and f"for writing, done from {_line(TempInSpool)}" in found[0] and str(drop) in found[0]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    assert _effects(_matrix(TempScratch(str(logs)))) == []
+    assert "receipt for doc-1" in (logs / "receipts.log").read_text()  # the log was written, and is no finding
+
+
+def test_mail_sent_by_a_logging_handler_is_an_effect(smtp_listener):
+    found = _effects(_matrix(MailLog(smtp_listener)))
+    assert found and f"connected to {smtp_listener}, done from {_line(MailLog)}" in found[0]
+
+
+def test_a_sqlite_table_of_the_teams_own_is_an_effect_unless_opened_read_only(tmp_path):
+    found = _effects(_matrix(OwnSqlite(str(tmp_path / "mail.db"))))
+    assert found and f"opened the SQLite database {str(tmp_path / 'mail.db')!r}" in found[0] and _line(OwnSqlite) in found[0]
+
+
+def test_allowing_a_services_connections_does_not_allow_mail_or_a_post_to_it(smtp_listener, http_receiver):
+    for adapter, where in ((SmtpSend(smtp_listener), "sent mail over SMTP to"), (HttpPost(http_receiver), "sent an HTTP POST to")):
+        found = _effects(_matrix(adapter, allowed_effects=["connect:127.0.0.1:*"]))
+        assert found and where in found[0], (type(adapter).__name__, found)
+        host, port = adapter.where.split(":")
+        kind = "mail" if isinstance(adapter, SmtpSend) else "http"
+        assert _effects(_matrix(adapter, allowed_effects=["connect:127.0.0.1:*", f"{kind}:{host}:{port}"])) == []
