@@ -13,9 +13,10 @@ under test in its own process, and forks every scenario from there. :func:`call`
 module-level function there and returns what it returned (or raises what it raised). A process
 that is pristine itself (the server, ``python -m chaos``) runs the function directly.
 
-A process that ran jobs in-process says so (:func:`taint`), and a scenario's worker that finds
-itself forked from such a process refuses to run (:func:`refuse_if_tainted`): the mechanism that
-keeps scenarios pristine cannot be bypassed silently.
+A process that ran jobs in-process says so (:func:`taint`): a run that cannot be handed to the
+server (an adapter that cannot be pickled) is refused there rather than forked from its memory
+(:func:`chaos.matrix.runner.run_matrix`), so the mechanism that keeps scenarios pristine is not
+bypassed silently.
 
 >>> import operator
 >>> call(operator.add, 2, 3)
@@ -33,7 +34,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
-__all__ = ["call", "stop", "is_pristine", "declare_pristine", "taint", "tainted", "refuse_if_tainted", "ServerDied", "Tainted"]
+__all__ = ["call", "stop", "is_pristine", "declare_pristine", "taint", "tainted", "ServerDied"]
 
 ENV = "CRASHGATE_PRISTINE"  # set in the server's environment: the server is pristine
 _FRAME = struct.Struct("!Q")
@@ -48,10 +49,6 @@ _server: "_Server | None" = None
 
 class ServerDied(RuntimeError):
     """The pristine server ended while it ran a call (killed, out of memory, a crash of its own)."""
-
-
-class Tainted(RuntimeError):
-    """A scenario's worker was forked from a process that ran jobs in-process."""
 
 
 def is_pristine() -> bool:
@@ -75,14 +72,6 @@ def taint(what: str) -> None:
 def tainted() -> str:
     """What ran jobs in this process ("" if nothing did)."""
     return _taint
-
-
-def refuse_if_tainted() -> None:
-    """In a scenario's process: raise :class:`Tainted` if it was forked from a process that ran
-    jobs, whose memory (a module's cache a step filled) it would start from."""
-    if _taint:
-        raise Tainted(f"a scenario's process was forked from a process that ran jobs ({_taint}): it would start with what "
-                      "they left in memory; run scenarios through chaos.core.pristine.call")
 
 
 def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

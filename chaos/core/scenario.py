@@ -59,7 +59,7 @@ from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
 from chaos.core.raises import watch_raises
 from chaos.adapter import allowed_effects, payload_for
 from chaos.adapters.sql import HUMAN_WRITER
-from chaos.core import effects, libfiu, pristine
+from chaos.core import effects, libfiu
 from chaos.core.store_faults import DAMAGED_JSON, DAMAGED_STATE, IO_FAULTS, InCall, ScenarioDb, small_pages
 from chaos.core.world import OUTCOME_FAULTS, STORE_FAULT_KINDS, Fault, World
 
@@ -433,7 +433,6 @@ class Run(RunContext):
     def session(self, worker_id: str) -> Any:
         if not in_child():
             raise RuntimeError("a scenario's sessions open in a forked child only (chaos.core.process.fork)")
-        pristine.refuse_if_tainted()  # nor in a child of a process that ran jobs: it would start from their memory
         if not effects.watching() and not self.watched:  # from here on, what the code under test does to the world is seen
             self.watched = True
             effects.watch(self.world.record_escape, roots=(os.path.dirname(os.path.abspath(self.directory)),),

@@ -413,6 +413,12 @@ def run_matrix(
         unshippable = _unshippable(target, arguments)
         if not unshippable:
             return pristine.call(run_matrix, target, **arguments)
+        try:  # what it was given is said first, as the pristine process would
+            _setup(target, mode=mode, families=families, point=point, scenarios=scenarios, faults=tuple(faults), db=db, replay_db=replay_db)
+        except MatrixUsageError:
+            raise
+        except ValueError as exc:
+            raise MatrixUsageError(str(exc)) from exc
         if pristine.tainted():
             raise MatrixUsageError(f"{unshippable}, so its scenarios would be forked from this process, which ran jobs "
                                    f"({pristine.tainted()}); name the adapter by its 'module:attribute' instead")
@@ -452,7 +458,7 @@ def run_matrix(
 def _unshippable(target: Any, arguments: dict[str, Any]) -> str:
     """Why ``target`` and ``arguments`` cannot be handed to a pristine process ("" if they can)."""
     try:
-        pickle.dumps((target, arguments))
+        pickle.loads(pickle.dumps((target, arguments)))  # both ways: an object may pickle and not load
     except Exception as exc:
         shown = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__qualname__}"
         return f"the adapter {shown!r} (or a scenario given with it) cannot be pickled ({type(exc).__name__}: {exc})"
