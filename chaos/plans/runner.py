@@ -36,6 +36,7 @@ from typing import Any, Iterable, TYPE_CHECKING
 from chaos.adapters.postgres import is_postgres
 from chaos.core import effects, libfiu
 from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
+from chaos.core.findings import plain
 from chaos.hostfaults.faults import (
     CHECKS,
     KIND_OF,
@@ -586,7 +587,7 @@ def why(invariant: str) -> str:
     params = [f"``{name}``" for name in getattr(getattr(fn, "__code__", None), "co_varnames", ())[: _arg_count(fn)]]
     sentences = [part for part in text.split(". ")
                  if "at_rest" not in part and not part.startswith("Returns") and not any(p in part for p in params)]
-    text = ". ".join(sentences).strip()
+    text = plain(". ".join(sentences).strip())  # the terminal shows it: no reST markup
     return text if not text or text.endswith((".", ".)")) else text + "."
 
 
