@@ -256,7 +256,7 @@ def test_violations_are_grouped_by_cause_and_the_users_line_is_marked(tmp_path):
     findings = re.findall(r'<li class="finding( baseline)?">(.*?)</li>', page, flags=re.S)
     assert findings[0][0] == " baseline" and "without any fault" in findings[0][1]  # first
     assert "outbox-at-least-once" in findings[1][1] and "2 items" in findings[1][1]
-    assert f"at {source.name}:3" in findings[1][1] and "fix: an effect reached the receiver" in findings[1][1]
+    assert f"at {source.name}:3" in findings[1][1] and "fix: the step sent the effect itself" in findings[1][1]
     assert re.search(r'<tr class="culprit" id="f0-L3"><td class="ln">3</td><td class="badge">from here</td>', page)
 
 
