@@ -42,6 +42,9 @@ __all__ = [
     "Summary",
     "summarize",
     "terminal_lines",
+    "findings_lines",
+    "FINDINGS_SHOWN_MAX",
+    "ALL_FAILURES_FLAG",
     "render_html",
     "write_html",
     "check_report_path",
@@ -636,7 +639,7 @@ def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, in
             reached = "froze at" if r.get("exit") == "interleaved" else "never reached"
             out.append(f'<div class="what">worker B {reached} {where}</div>')
         if r.get("zombie"):
-            out.append(f'<div class="what">{r["zombie"]} paid call(s) without a valid lease, after the memo was committed</div>')
+            out.append(f'<div class="what">{plural(r["zombie"], "paid call")} without a valid lease, after the memo was committed</div>')
         for inv, detail in r["violations"]:
             out.append(f'<div class="inv"><b>{e(inv)}</b>: {e(detail)}<div class="why">{e(why(inv))}</div></div>')
         for failure in r["failures"]:

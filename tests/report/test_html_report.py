@@ -81,7 +81,7 @@ def test_each_fault_kind_is_counted_beside_the_crashes_and_a_line_is_coloured_ac
     assert '<tr class="violated" id="f0-L2"' in page  # a pause broke at a line where every crash held
     assert 'title="crash 1, pause-live 1, pause-expired 1"' in row
     assert '<span class="fault pause-expired">pause-expired</span>' in row and "other worker blocked 0.051s" in row
-    assert "while another takes over its expired lease" in row and "1 paid call(s) without a valid lease" in row
+    assert "while another takes over its expired lease" in row and "1 paid call without a valid lease" in row
 
 
 def _run_with_report(pytester, monkeypatch, plans, project):
