@@ -136,9 +136,9 @@ HELP_ALLOW_EFFECTS = (
 )
 HELP_ALL_FAILURES = (
     "list every violated point: in pytest's failures and short summary, in a crash_matrix test's failure and in the "
-    "crashgate summary (default: each finding once, with its count, fix and replay command; a fault-plan item that "
-    "fails for a finding shown is left out of the failures and the short summary, and still counted, in the JUnit "
-    "XML and in the HTML report). Environment: CRASHGATE_ALL_FAILURES=1; ini: chaos_all_failures = true."
+    "crashgate summary. By default each finding is shown once (count, fix, replay command), and the fault-plan items "
+    "that fail alike for a finding shown are left out of pytest's failures and short summary, yet counted and kept "
+    "in the JUnit XML and the HTML report. Environment: CRASHGATE_ALL_FAILURES=1; ini: chaos_all_failures = true."
 )
 HELP_MARKER = (
     "crash_matrix(target=None, families=None): a crash-matrix test. Its keyword arguments are the "

@@ -137,9 +137,9 @@ def test_a_step_that_sends_its_email_itself_fails_the_gate_in_one_screen(orders,
     # one item of the plan, and its failures section no plan item.
     assert re.search(r"^30 of 30 crash points violated an invariant, and 1 of 1 family already without a crash: 1 finding "
                      rf"\({ALL_FAILURES_FLAG} lists every point\)$", out, re.M), out
-    failed_lines = [line.split(" - ")[0] for line in result.outlines if line.startswith("FAILED ")]
-    assert failed_lines[0] == "FAILED test_gate.py::test_orders_survive_a_crash_at_every_line" and len(failed_lines) == 2
-    assert failed_lines[1].startswith("FAILED fault_plans/orders.toml::")
+    failed_lines = sorted(line.split(" - ")[0] for line in result.outlines if line.startswith("FAILED "))
+    assert len(failed_lines) == 2 and failed_lines[0].startswith("FAILED fault_plans/orders.toml::"), failed_lines
+    assert failed_lines[1] == "FAILED test_gate.py::test_orders_survive_a_crash_at_every_line"
     assert "VIOLATED" not in out
 
 
