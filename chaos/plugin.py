@@ -942,7 +942,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
 def matrix_failure(head: str, bad: list[dict[str, Any]], *, all_failures: bool = False) -> str:
     """A failing crash_matrix test's text: its findings first, each once (what was seen, at how
     many points, the user's line, the fix for its cause, one replay command, why the invariant
-    matters, the family's lesson), then every violated point with ``all_failures``."""
+    matters), then every violated point with ``all_failures``."""
     from chaos.core.findings import plural, record_findings
     from chaos.plans.runner import why
     from chaos.report.html import FINDINGS_SHOWN_MAX
@@ -954,8 +954,6 @@ def matrix_failure(head: str, bad: list[dict[str, Any]], *, all_failures: bool =
         reason = why(group.invariant)
         if reason:
             out.append(f"  why it matters: {reason}")
-        if group.first.get("lesson"):
-            out.append(f"  lesson: {group.first['lesson']}")
     if len(groups) > FINDINGS_SHOWN_MAX:
         out.append(f"... and {plural(len(groups) - FINDINGS_SHOWN_MAX, 'finding')} more (the crashgate summary below lists them)")
     if all_failures:
@@ -1143,8 +1141,8 @@ class _Folded:
     section and again in its short summary, burying the one finding under them. The crashgate
     summary shows each finding once (count, user's line, fix, replay), so the items of a finding
     it shows are taken out of the terminal reporter's failed list while pytest writes its failures
-    section, one of each finding and plan is put back for the short summary (a line pytest users
-    know how to rerun), and every one is back before pytest counts the outcomes: the exit code, the counts,
+    section, one of each finding that no failing crash_matrix test stands for is put back for the
+    short summary (a line pytest users know how to rerun), and every one is back before pytest counts the outcomes: the exit code, the counts,
     the JUnit XML and the HTML report are those of every item.
     """
 
@@ -1163,7 +1161,7 @@ def _fold(state: _State, failed: list[Any]) -> _Folded | None:
     """Which failed reports the summary stands for: the fault-plan items (one record each) of a
     finding the summary shows in full, when at least :data:`FOLD_MIN` of them failed (a finding
     of one item is that item: its own failure text says more). One item of each such finding
-    per plan stays in the short summary. A crash_matrix test is one test whose own text leads
+    stays in the short summary, unless a failing crash_matrix test names it there. A crash_matrix test is one test whose own text leads
     with its findings: it stays, as does any test that is not crashgate's."""
     from chaos.core.findings import record_findings
     from chaos.report.html import FINDINGS_SHOWN_MAX
@@ -1171,21 +1169,19 @@ def _fold(state: _State, failed: list[Any]) -> _Folded | None:
     _mark_known(state)
     groups = record_findings([r for r in state.records if not r["held"] and not r.get("known")])
     shown = {_record_group(group.records[0]) for group in groups[:FINDINGS_SHOWN_MAX]}
-    items: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    items: dict[tuple[str, str], list[Any]] = {}
+    covered: set[tuple[str, str]] = set()  # findings a crash_matrix test that stays names
     for rep in failed:
         records = [value for key, value in getattr(rep, "user_properties", ()) if key == RECORD_KEY]
         if len(records) == 1 and not records[0].get("matrix") and records[0].get("kind") in ("point", "baseline", "scenario"):
             key = _record_group(records[0])
             if key in shown:
-                items.setdefault(key, []).append((records[0]["plan"], rep))
-    hidden: list[Any] = []
-    representatives: dict[tuple[tuple[str, str], str], Any] = {}
-    for key, reps in items.items():
-        if len(reps) >= FOLD_MIN:
-            hidden += [rep for _, rep in reps]
-            for plan, rep in reps:
-                representatives.setdefault((key, plan), rep)
-    return _Folded(list(failed), hidden, list(representatives.values())) if hidden else None
+                items.setdefault(key, []).append(rep)
+        else:
+            covered |= {_record_group(rec) for rec in records if not rec["held"]}
+    hidden = [rep for reps in items.values() if len(reps) >= FOLD_MIN for rep in reps]
+    representatives = [reps[0] for key, reps in items.items() if len(reps) >= FOLD_MIN and key not in covered]
+    return _Folded(list(failed), hidden, representatives) if hidden else None
 
 
 def _record_group(rec: dict[str, Any]) -> tuple[str, str]:
