@@ -8,19 +8,20 @@ use it.
 Every option is a command-line flag, an environment variable and an ini key; the command line
 wins over the environment, which wins over the ini file:
 
-====================  ======================  ==================  =======================
-flag                  environment             ini key             default
-====================  ======================  ==================  =======================
---chaos-target        CRASHGATE_TARGET        chaos_target        chaos:reference_adapter
---chaos-mode          CRASHGATE_MODE          chaos_mode          fork
---chaos-seed          CRASHGATE_SEED          chaos_seed          0
---chaos-points        CRASHGATE_POINTS        chaos_points        all
---chaos-faults        CRASHGATE_FAULTS        chaos_faults        crash
---chaos-pairs         CRASHGATE_PAIRS         chaos_pairs         200
---chaos-report        CRASHGATE_REPORT        chaos_report        (none)
---chaos-baseline      CRASHGATE_BASELINE      chaos_baseline      (none)
---chaos-all-failures  CRASHGATE_ALL_FAILURES  chaos_all_failures  false
-====================  ======================  ==================  =======================
+=====================  =======================  ===================  =======================
+flag                   environment              ini key              default
+=====================  =======================  ===================  =======================
+--chaos-target         CRASHGATE_TARGET         chaos_target         chaos:reference_adapter
+--chaos-mode           CRASHGATE_MODE           chaos_mode           fork
+--chaos-seed           CRASHGATE_SEED           chaos_seed           0
+--chaos-points         CRASHGATE_POINTS         chaos_points         all
+--chaos-faults         CRASHGATE_FAULTS         chaos_faults         crash
+--chaos-pairs          CRASHGATE_PAIRS          chaos_pairs          200
+--chaos-report         CRASHGATE_REPORT         chaos_report         (none)
+--chaos-baseline       CRASHGATE_BASELINE       chaos_baseline       (none)
+--chaos-allow-effects  CRASHGATE_ALLOW_EFFECTS  chaos_allow_effects  (none)
+--chaos-all-failures   CRASHGATE_ALL_FAILURES   chaos_all_failures   false
+=====================  =======================  ===================  =======================
 
 ``--chaos-all-failures`` is a flag without a value; in the environment or the ini file, 1, true,
 yes or on sets it.
