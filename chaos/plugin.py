@@ -1142,8 +1142,8 @@ class _Folded:
     section and again in its short summary, burying the one finding under them. The crashgate
     summary shows each finding once (count, user's line, fix, replay), so the items of a finding
     it shows are taken out of the terminal reporter's failed list while pytest writes its failures
-    section, one of each finding that no failing crash_matrix test stands for is put back for the
-    short summary (a line pytest users know how to rerun), and every one is back before pytest counts the outcomes: the exit code, the counts,
+    section, the first item of each finding in each plan is put back for the short summary (a line
+    pytest users know how to rerun), and every one is back before pytest counts the outcomes: the exit code, the counts,
     the JUnit XML and the HTML report are those of every item.
     """
 
@@ -1161,8 +1161,8 @@ class _Folded:
 def _fold(state: _State, failed: list[Any]) -> _Folded | None:
     """Which failed reports the summary stands for: the fault-plan items (one record each) of a
     finding the summary shows in full, when at least :data:`FOLD_MIN` of them failed (a finding
-    of one item is that item: its own failure text says more). One item of each such finding
-    stays in the short summary, unless a failing crash_matrix test names it there. A crash_matrix test is one test whose own text leads
+    of one item is that item: its own failure text says more). The first item of each such
+    finding in each plan stays in the short summary: a failing plan keeps a line. A crash_matrix test is one test whose own text leads
     with its findings: it stays, as does any test that is not crashgate's."""
     from chaos.core.findings import record_findings
     from chaos.report.html import FINDINGS_SHOWN_MAX
@@ -1170,19 +1170,21 @@ def _fold(state: _State, failed: list[Any]) -> _Folded | None:
     _mark_known(state)
     groups = record_findings([r for r in state.records if not r["held"] and not r.get("known")])
     shown = {_record_group(group.records[0]) for group in groups[:FINDINGS_SHOWN_MAX]}
-    items: dict[tuple[str, str], list[Any]] = {}
-    covered: set[tuple[str, str]] = set()  # findings a crash_matrix test that stays names
+    items: dict[tuple[str, str], list[tuple[str, Any]]] = {}
     for rep in failed:
         records = [value for key, value in getattr(rep, "user_properties", ()) if key == RECORD_KEY]
         if len(records) == 1 and not records[0].get("matrix") and records[0].get("kind") in ("point", "baseline", "scenario"):
             key = _record_group(records[0])
             if key in shown:
-                items.setdefault(key, []).append(rep)
-        else:
-            covered |= {_record_group(rec) for rec in records if not rec["held"]}
-    hidden = [rep for reps in items.values() if len(reps) >= FOLD_MIN for rep in reps]
-    representatives = [reps[0] for key, reps in items.items() if len(reps) >= FOLD_MIN and key not in covered]
-    return _Folded(list(failed), hidden, representatives) if hidden else None
+                items.setdefault(key, []).append((records[0]["plan"], rep))
+    hidden: list[Any] = []
+    representatives: dict[tuple[tuple[str, str], str], Any] = {}  # the first item of each finding in each plan
+    for key, reps in items.items():
+        if len(reps) >= FOLD_MIN:
+            hidden += [rep for _, rep in reps]
+            for plan, rep in reps:
+                representatives.setdefault((key, plan), rep)
+    return _Folded(list(failed), hidden, list(representatives.values())) if hidden else None
 
 
 def _record_group(rec: dict[str, Any]) -> tuple[str, str]:

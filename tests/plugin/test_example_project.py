@@ -20,7 +20,8 @@ def test_the_gate_fails_on_an_email_sent_inside_a_step_and_points_to_the_outbox(
     assert "why it matters: Protects against the three outbox mistakes: sending from inside the step" in out
     assert "fix: the step sent the effect itself" in out and "dedupe" not in out.split("fix: ", 1)[1].split("\n")[0]
     assert "FAILED tests/test_crash_gate.py::test_invoices_survive_a_crash_at_every_line" in out
-    assert "FAILED fault_plans/every_line.toml::" not in out  # the crash_matrix test names the finding
+    assert "FAILED fault_plans/every_line.toml::baseline" in out  # the plan's first item of the finding
+    assert len(re.findall(r"^FAILED fault_plans/every_line\.toml::", out, re.M)) == 1
     # Every item, with its plan's lesson, one flag away.
     every = example.runpytest_subprocess("--chaos-points", "8", "--chaos-target", "invoices.crash:unsafe_adapter",
                                          "--chaos-all-failures", "fault_plans/every_line.toml")
