@@ -90,6 +90,7 @@ ITEM_KINDS = ("crash", "pause-live", "pause-expired", "interleave", *MACHINE_SUB
 PAIRS_DEFAULT = 200  # chaos.matrix.runner.PAIRS_DEFAULT
 RECORD_KEY = "crashgate"
 ALL_FAILURES_FLAG = "--chaos-all-failures"
+DETAIL_MAX = 4000  # characters of what was seen that a crash_matrix test's failure shows (a path can be long)
 FOLD_MIN = 2  # failed fault-plan items of one finding from which the summary stands for them in pytest's failures
 
 HELP_GROUP = "crashgate: crash-test a durable workflow (fault plans, crash matrix)"
@@ -951,7 +952,7 @@ def matrix_failure(head: str, bad: list[dict[str, Any]], *, all_failures: bool =
     groups = record_findings(bad)
     out = [f"{head}: {plural(len(groups), 'finding')}" + ("" if all_failures else f" ({ALL_FAILURES_FLAG} lists every point)")]
     for group in groups[:FINDINGS_SHOWN_MAX]:
-        out += group.lines("")
+        out += group.lines("", detail_max=DETAIL_MAX)  # a test's failure text says what was seen in full
         reason = why(group.invariant)
         if reason:
             out.append(f"  why it matters: {reason}")
