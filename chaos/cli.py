@@ -21,7 +21,7 @@ from engine.terminal import printable, stdout_closed
 from chaos.adapter import REFERENCE_TARGET
 from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, MatrixUsageError, run_matrix
 from chaos.core.annotations import annotations, on_github_actions, shown_path
-from chaos.core.findings import KnownKey, findings, headlines, known_json, known_keys, known_line, read_known
+from chaos.core.findings import KnownKey, findings, headlines, known_json, known_keys, known_line, plural, read_known
 from chaos.core.scenario import MODES
 from chaos.core.unreachable import MARKER
 
@@ -299,7 +299,7 @@ def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterabl
         out.append(f"skipped: family {name!r}: {reason}")
     unfaulted = report.unfaulted_tasks()
     if unfaulted:  # a paid call whose failures no family tried: the gate says nothing of its error paths
-        out.append(f"not faulted: no family's fault reached the paid calls of task(s) {', '.join(map(repr, unfaulted))} (faults "
+        out.append(f"not faulted: no family's fault reached the paid calls of {'task' if len(unfaulted) == 1 else 'tasks'} {', '.join(map(repr, unfaulted))} (faults "
                    f"were armed on {', '.join(sorted(map(repr, report.faulted_tasks)))}); map the reference's task names "
                    "to yours with the adapter's tasks() to try their error paths too")
     if verbose:
@@ -319,7 +319,7 @@ def format_report(report: MatrixReport, *, verbose: bool = False, known: Iterabl
         faults = ", ".join(f"{kind} {count}" for kind, count in f.faults.most_common())
         families = ", ".join(f.families)
         first = f.first
-        out.append(f"FINDING {n}: {f.invariant} at {f.points} point(s) of {len(f.families)} families ({families}) [{faults}]")
+        out.append(f"FINDING {n}: {f.invariant} at {plural(f.points, 'point')} of {plural(len(f.families), 'family', 'families')} ({families}) [{faults}]")
         out.append(f"  seen: {_shorten(f.example)}")
         out.append(f"  where: {f.where or f'{_short(first.point.file)}:{first.point.line}: {first.source}'}"
                    + (f" (the first point: {_short(first.point.file)}:{first.point.line})" if f.where else ""))

@@ -158,8 +158,8 @@ class ExploreReport:
             f"{self.examples} histories, {self.seconds:.1f}s ({self.rules_per_s:.0f} rules/s)"
         )
         if self.raised:
-            head += f"; {self.raised} worker iteration(s) ended by an exception (the process died, and was restarted)"
-        ignored = [f"ignored: {name}, violated {n} time(s)" for name, n in sorted(self.ignored.items())]
+            head += f"; {self.raised} worker {'iteration' if self.raised == 1 else 'iterations'} ended by an exception (the process died, and was restarted)"
+        ignored = [f"ignored: {name}, violated {n} {'time' if n == 1 else 'times'}" for name, n in sorted(self.ignored.items())]
         if self.passed:
             return "\n".join([f"{head}: every invariant held" + (" but the ignored ones" if self.ignored else ""), *ignored])
         count = len(self.findings)

@@ -8,18 +8,23 @@ use it.
 Every option is a command-line flag, an environment variable and an ini key; the command line
 wins over the environment, which wins over the ini file:
 
-==================  ===================  ==============  ==========================
-flag                environment          ini key         default
-==================  ===================  ==============  ==========================
---chaos-target      CRASHGATE_TARGET     chaos_target    chaos:reference_adapter
---chaos-mode        CRASHGATE_MODE       chaos_mode      fork
---chaos-seed        CRASHGATE_SEED       chaos_seed      0
---chaos-points      CRASHGATE_POINTS     chaos_points    all
---chaos-faults      CRASHGATE_FAULTS     chaos_faults    crash
---chaos-pairs       CRASHGATE_PAIRS      chaos_pairs     200
---chaos-report      CRASHGATE_REPORT     chaos_report    (none)
---chaos-baseline    CRASHGATE_BASELINE   chaos_baseline  (none)
-==================  ===================  ==============  ==========================
+=====================  =======================  ===================  =======================
+flag                   environment              ini key              default
+=====================  =======================  ===================  =======================
+--chaos-target         CRASHGATE_TARGET         chaos_target         chaos:reference_adapter
+--chaos-mode           CRASHGATE_MODE           chaos_mode           fork
+--chaos-seed           CRASHGATE_SEED           chaos_seed           0
+--chaos-points         CRASHGATE_POINTS         chaos_points         all
+--chaos-faults         CRASHGATE_FAULTS         chaos_faults         crash
+--chaos-pairs          CRASHGATE_PAIRS          chaos_pairs          200
+--chaos-report         CRASHGATE_REPORT         chaos_report         (none)
+--chaos-baseline       CRASHGATE_BASELINE       chaos_baseline       (none)
+--chaos-allow-effects  CRASHGATE_ALLOW_EFFECTS  chaos_allow_effects  (none)
+--chaos-all-failures   CRASHGATE_ALL_FAILURES   chaos_all_failures   false
+=====================  =======================  ===================  =======================
+
+``--chaos-all-failures`` is a flag without a value; in the environment or the ini file, 1, true,
+yes or on sets it.
 
 pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos.plans.plan`): one item per crash
 point, ``fault_plans/lost_lease.toml::extract::_worker.run_once:L57#1``, two per pause point (the
@@ -66,6 +71,7 @@ __all__ = [
     "HELP_PAIRS",
     "HELP_REPORT",
     "HELP_ALLOW_EFFECTS",
+    "HELP_ALL_FAILURES",
     "HELP_MARKER",
     "MARKER",
     "PLAN_DIR",
@@ -83,7 +89,9 @@ MACHINE_SUBKINDS = ("disk-full", "io-eio", "io-enospc", "lock-held", "clock-back
 ITEM_KINDS = ("crash", "pause-live", "pause-expired", "interleave", *MACHINE_SUBKINDS)  # what follows @ in an item's id
 PAIRS_DEFAULT = 200  # chaos.matrix.runner.PAIRS_DEFAULT
 RECORD_KEY = "crashgate"
-EXPLAINED_MAX = 5  # violations a failing crash_matrix test explains in full; the rest are counted
+ALL_FAILURES_FLAG = "--chaos-all-failures"
+DETAIL_MAX = 4000  # characters of what was seen that a crash_matrix test's failure shows (a path can be long)
+FOLD_MIN = 2  # failed fault-plan items of one finding from which the summary stands for them in pytest's failures
 
 HELP_GROUP = "crashgate: crash-test a durable workflow (fault plans, crash matrix)"
 HELP_TARGET = (
@@ -129,6 +137,12 @@ HELP_ALLOW_EFFECTS = (
     "step writes outside the run's folder, connection it opens, mail it sends and process it starts fails "
     "effects-through-outbox; each entry is shown in the summary. Environment: CRASHGATE_ALLOW_EFFECTS; ini: chaos_allow_effects."
 )
+HELP_ALL_FAILURES = (
+    "list every violated point: in pytest's failures and short summary, in a crash_matrix test's failure and in the "
+    "crashgate summary. By default each finding is shown once (count, fix, replay command), and the fault-plan items "
+    "that fail alike for a finding shown are left out of pytest's failures and short summary, yet counted and kept "
+    "in the JUnit XML and the HTML report. Environment: CRASHGATE_ALL_FAILURES=1; ini: chaos_all_failures = true."
+)
 HELP_MARKER = (
     "crash_matrix(target=None, families=None): a crash-matrix test. Its keyword arguments are the "
     "defaults of the crash_matrix and chaos_world fixtures; select or skip such tests with -m crash_matrix."
@@ -145,6 +159,7 @@ class Option:
     ini: str
     default: str
     help: str
+    boolean: bool = False  # a flag without a value: on the command line it sets "true"
 
 
 OPTIONS = (
@@ -157,7 +172,11 @@ OPTIONS = (
     Option("report", "--chaos-report", "CRASHGATE_REPORT", "chaos_report", "", HELP_REPORT),
     Option("baseline", "--chaos-baseline", "CRASHGATE_BASELINE", "chaos_baseline", "", HELP_BASELINE),
     Option("allow_effects", "--chaos-allow-effects", "CRASHGATE_ALLOW_EFFECTS", "chaos_allow_effects", "", HELP_ALLOW_EFFECTS),
+    Option("all_failures", "--chaos-all-failures", "CRASHGATE_ALL_FAILURES", "chaos_all_failures", "false", HELP_ALL_FAILURES,
+           boolean=True),
 )
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 _POINT_FORM = re.compile(rf"^(?:[^:\s]+::)?[^@\s]+:L\d+#\d+(?:@(?:{'|'.join(ITEM_KINDS)}))?$")
 _TARGET_FORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -177,12 +196,16 @@ class Settings:
     known: frozenset = frozenset()  # (family, fault, invariant, cause) of the file of known findings
     known_file: str = ""
     allowed_effects: tuple[str, ...] = ()  # KIND:PATTERN entries of what is no effect (chaos.core.effects)
+    all_failures: bool = False  # list every violated point, not each finding once
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("crashgate", HELP_GROUP)
     for option in OPTIONS:
-        group.addoption(option.flag, dest=f"chaos_{option.key}", default=None, metavar=option.key.upper(), help=option.help)
+        if option.boolean:
+            group.addoption(option.flag, dest=f"chaos_{option.key}", action="store_const", const="true", default=None, help=option.help)
+        else:
+            group.addoption(option.flag, dest=f"chaos_{option.key}", default=None, metavar=option.key.upper(), help=option.help)
         parser.addini(option.ini, help=option.help, default=None)
 
 
@@ -213,6 +236,7 @@ def resolve(config: pytest.Config) -> Settings:
         pairs=_check_pairs(values["pairs"], sources["pairs"]),
         **_known_findings(config, values["baseline"], sources["baseline"]),
         allowed_effects=_check_allowed_effects(values["allow_effects"], sources["allow_effects"]),
+        all_failures=_check_boolean("all_failures", values["all_failures"], sources["all_failures"]),
     )
 
 
@@ -248,6 +272,14 @@ def _check_choice(key: str, value: str, source: str, allowed: tuple[str, ...]) -
     if value not in allowed:
         raise pytest.UsageError(f"crashgate {key} {value!r} (from {source}) is not allowed; choose one of: {', '.join(allowed)}")
     return value
+
+
+def _check_boolean(key: str, value: str, source: str) -> bool:
+    word = value.strip().lower()
+    if word in _TRUE or word in _FALSE:
+        return word in _TRUE
+    raise pytest.UsageError(f"crashgate {key.replace('_', '-')} {value!r} (from {source}) is not allowed; use one of: "
+                            f"{', '.join(_TRUE)} to set it, or {', '.join(_FALSE)}")
 
 
 def _check_seed(value: str, source: str) -> int:
@@ -325,6 +357,7 @@ class _State:
         self.sent_executable: set[str] = set()
         self.failed_records: list[dict[str, Any]] = []  # the records of failed items and tests
         self.explained: set[str] = set()  # invariants whose "why it matters" a failure printed (see explain)
+        self.folded: _Folded | None = None  # the plan items the summary stands for, while pytest writes its own
 
     def workdir(self) -> str:
         if self._workdir is None:
@@ -383,6 +416,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}{HELP_MARKER[len(MARKER):]}")
     state = config.stash[_STATE] = _State(config, resolve(config))
     config.pluginmanager.register(_Reporter(state), f"crashgate-reporter-{id(config)}")
+    config.pluginmanager.register(_FoldFailures(state), f"crashgate-fold-{id(config)}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -889,22 +923,48 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
             gone = sorted(set(s.known) - known_keys(report))
             if gone:  # a known finding fixed: the file can lose it
                 request.node.user_properties.append(("crashgate_known_gone", [list(k) for k in gone]))
-                warnings.warn(f"{len(gone)} known finding(s) of {s.known_file} no longer seen, e.g. "
+                from chaos.core.findings import plural
+
+                warnings.warn(f"{plural(len(gone), 'known finding')} of {s.known_file} no longer seen, e.g. "
                               f"{gone[0][2]} in family {gone[0][0]!r}: {gone[0][3]}", stacklevel=2)
         if bad and options.get("check", True):
+            from chaos.core.findings import plural
+
             bad_points = sum(1 for rec in bad if rec["kind"] == "point")
             bad_bases = len(bad) - bad_points
             what = "crash points" if faults == ("crash",) else f"points ({', '.join(faults)})"
             head = f"{bad_points} of {report.points} {what} violated an invariant"
             if bad_bases:
-                head += f", and {bad_bases} of {len(report.baselines)} families already without a crash"
-            explained: set[str] = set()  # each test's failure explains every invariant it names once
-            text = "\n\n".join(explain(rec, explained) for rec in bad[:EXPLAINED_MAX])
-            more = f"\n\n... and {len(bad) - EXPLAINED_MAX} more" if len(bad) > EXPLAINED_MAX else ""
-            pytest.fail(f"{head}\n\n{text}{more}", pytrace=False)
+                head += f", and {bad_bases} of {plural(len(report.baselines), 'family', 'families')} already without a crash"
+            pytest.fail(matrix_failure(head, bad, all_failures=s.all_failures), pytrace=False)
         return report
 
     return run
+
+
+def matrix_failure(head: str, bad: list[dict[str, Any]], *, all_failures: bool = False) -> str:
+    """A failing crash_matrix test's text: its findings first, each once (what was seen, at how
+    many points, the user's line, the fix for its cause, one replay command, why the invariant
+    matters), then every violated point with ``all_failures``."""
+    from chaos.core.findings import plural, record_findings
+    from chaos.plans.runner import why
+    from chaos.report.html import FINDINGS_SHOWN_MAX
+
+    groups = record_findings(bad)
+    out = [f"{head}: {plural(len(groups), 'finding')}" + ("" if all_failures else f" ({ALL_FAILURES_FLAG} lists every point)")]
+    for group in groups[:FINDINGS_SHOWN_MAX]:
+        out += group.lines("", detail_max=DETAIL_MAX)  # a test's failure text says what was seen in full
+        reason = why(group.invariant)
+        if reason:
+            out.append(f"  why it matters: {reason}")
+    if len(groups) > FINDINGS_SHOWN_MAX:
+        out.append(f"... and {plural(len(groups) - FINDINGS_SHOWN_MAX, 'finding')} more (the crashgate summary below lists them)")
+    if all_failures:
+        out.append("every violated point:")
+        for rec in bad:
+            what = [f"{inv}: {detail}" for inv, detail in rec["violations"]] + list(rec["failures"])
+            out.append(f"  {rec.get('pytest_id', rec['nodeid'])}: {what[0] if what else 'failed'}")
+    return "\n".join(out)
 
 
 def junit_properties(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -1025,22 +1085,23 @@ class _Reporter:
             return
         from chaos.report.html import summarize, terminal_lines, write_html
 
-        for rec in state.records:  # a record whose every violation is a known finding is not listed as new
-            if not rec["held"] and rec.get("violations") and not rec.get("failures") and _all_known(rec, state.settings.known):
-                rec["known"] = True
+        _mark_known(state)
         summary = summarize(state.records, rootdir=str(config.rootpath))
         terminalreporter.section("crashgate")
-        for line in terminal_lines(summary):
+        folded = state.folded
+        for line in terminal_lines(summary, all_failures=state.settings.all_failures, folded=len(folded.hidden) if folded else 0):
             terminalreporter.write_line(line)
         for line in allowed_lines(state):
             terminalreporter.write_line(line)
+        if folded is not None:  # pytest's short summary, next, names one failed item of each finding
+            folded.show_representatives(terminalreporter)
         if state.settings.known_file:
             for line in known_lines(state.records, state.settings.known, state.settings.known_file):
                 terminalreporter.write_line(line)
         from chaos.core.annotations import on_github_actions
 
         if on_github_actions():  # GitHub reads workflow commands from any line of the step's output
-            for line in annotation_lines(state.failed_records, state.settings.known):
+            for line in annotation_lines(state.failed_records, state.settings.known, rootdir=str(config.rootpath)):
                 terminalreporter.write_line(line)
         if state.settings.report:
             try:
@@ -1069,6 +1130,96 @@ def allowed_lines(state: _State) -> list[str]:
         if entries:
             out.append(f"effects allowed (by the adapter {target}), not findings: {', '.join(map(str, entries))}")
     return out
+def _mark_known(state: _State) -> None:
+    """A record whose every violation is a known finding is not listed as new."""
+    for rec in state.records:
+        if not rec["held"] and rec.get("violations") and not rec.get("failures") and _all_known(rec, state.settings.known):
+            rec["known"] = True
+
+
+class _Folded:
+    """The failed reports of fault-plan items that the crashgate summary stands for.
+
+    One unsafe step fails hundreds of plan items alike; pytest would print each in its failures
+    section and again in its short summary, burying the one finding under them. The crashgate
+    summary shows each finding once (count, user's line, fix, replay), so the items of a finding
+    it shows are taken out of the terminal reporter's failed list while pytest writes its failures
+    section, the first item of each finding in each plan is put back for the short summary (a line
+    pytest users know how to rerun), and every one is back before pytest counts the outcomes: the exit code, the counts,
+    the JUnit XML and the HTML report are those of every item.
+    """
+
+    def __init__(self, original: list[Any], hidden: list[Any], representatives: list[Any]) -> None:
+        self.original = original
+        self.hidden = hidden
+        self.representatives = representatives
+
+    def show_representatives(self, terminalreporter: Any) -> None:
+        keep = {id(rep) for rep in self.representatives}
+        hidden = {id(rep) for rep in self.hidden} - keep
+        terminalreporter.stats["failed"] = [rep for rep in self.original if id(rep) not in hidden]
+
+
+def _fold(state: _State, failed: list[Any]) -> _Folded | None:
+    """Which failed reports the summary stands for: the fault-plan items (one record each) of a
+    finding the summary shows in full, when at least :data:`FOLD_MIN` of them failed (a finding
+    of one item is that item: its own failure text says more). The first item of each such
+    finding in each plan stays in the short summary: a failing plan keeps a line. A crash_matrix test is one test whose own text leads
+    with its findings: it stays, as does any test that is not crashgate's."""
+    from chaos.core.findings import record_findings
+    from chaos.report.html import FINDINGS_SHOWN_MAX
+
+    _mark_known(state)
+    groups = record_findings([r for r in state.records if not r["held"] and not r.get("known")])
+    shown = {_record_group(group.records[0]) for group in groups[:FINDINGS_SHOWN_MAX]}
+    items: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    for rep in failed:
+        records = [value for key, value in getattr(rep, "user_properties", ()) if key == RECORD_KEY]
+        if len(records) == 1 and not records[0].get("matrix") and records[0].get("kind") in ("point", "baseline", "scenario"):
+            key = _record_group(records[0])
+            if key in shown:
+                items.setdefault(key, []).append((records[0]["plan"], rep))
+    hidden: list[Any] = []
+    representatives: dict[tuple[tuple[str, str], str], Any] = {}  # the first item of each finding in each plan
+    for key, reps in items.items():
+        if len(reps) >= FOLD_MIN:
+            hidden += [rep for _, rep in reps]
+            for plan, rep in reps:
+                representatives.setdefault((key, plan), rep)
+    return _Folded(list(failed), hidden, list(representatives.values())) if hidden else None
+
+
+def _record_group(rec: dict[str, Any]) -> tuple[str, str]:
+    """The finding a failed record belongs to (as :func:`chaos.core.findings.record_findings` groups it)."""
+    from chaos.core.findings import group_key
+
+    invariant, detail = rec["violations"][0] if rec["violations"] else ("expectation", rec["failures"][0] if rec["failures"] else "failed")
+    return group_key(invariant, detail)
+
+
+class _FoldFailures:
+    """Folds the failures of fault-plan items into the findings of the crashgate summary while
+    pytest writes its failures section and short summary (see :class:`_Folded`)."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> Iterator[None]:
+        state = self.state
+        failed = terminalreporter.stats.get("failed", [])
+        if hasattr(config, "workerinput") or state.settings.all_failures or not failed or not state.records:
+            return (yield)
+        state.folded = _fold(state, failed)
+        if state.folded is None:
+            return (yield)
+        hidden = {id(rep) for rep in state.folded.hidden}
+        terminalreporter.stats["failed"] = [rep for rep in failed if id(rep) not in hidden]
+        try:
+            return (yield)
+        finally:  # pytest counts the outcomes after this hook: every item counts
+            terminalreporter.stats["failed"] = state.folded.original
+            state.folded = None
 
 
 KNOWN_SHOWN_MAX = 20  # known findings no longer seen that the summary names (the rest are counted)
@@ -1098,11 +1249,13 @@ def known_lines(records: list[dict[str, Any]], known: frozenset, known_file: str
     return out
 
 
-def annotation_lines(records: list[dict[str, Any]], known: frozenset = frozenset()) -> list[str]:
+def annotation_lines(records: list[dict[str, Any]], known: frozenset = frozenset(), *, rootdir: str = "") -> list[str]:
     """GitHub ``::error`` commands for failed records: per crash_matrix test and per fault plan,
     one per finding group (:func:`chaos.core.annotations.annotations`, as the command line prints
-    them), each with the pytest command that replays it; known findings are left out."""
-    from chaos.core.annotations import annotations
+    them), each with the pytest command that replays it; known findings are left out. A file is
+    named relative to the repository (the git work tree of the working directory, else
+    ``rootdir``), and only when it lies in it."""
+    from chaos.core.annotations import annotations, repository_root
     from chaos.core.invariants import Violation
     from chaos.core.points import Point
     from chaos.core.scenario import Outcome
@@ -1126,5 +1279,6 @@ def annotation_lines(records: list[dict[str, Any]], known: frozenset = frozenset
                 outcome = Outcome(rec["point"], rec["exit"], fault=rec["fault"], violations=violations)
                 report.results.append(PointResult(family, point, rec["source"], outcome, rec["replay"]))
         first_replay = recs[0]["replay"]
-        out += annotations(report, known, family_replay=lambda family, replays=replays, first=first_replay: replays.get(family, first))
+        out += annotations(report, known, family_replay=lambda family, replays=replays, first=first_replay: replays.get(family, first),
+                           root=repository_root(rootdir=rootdir))
     return out

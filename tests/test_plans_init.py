@@ -62,7 +62,7 @@ def test_init_refuses_to_overwrite_a_plan_and_copies_nothing_unless_forced(tmp_p
     (plans / "poison.toml").write_text("# my own version\n")
     refused = _init(tmp_path, "tests/fault_plans")
     assert refused.returncode == 2
-    assert refused.stderr.startswith("error: plans init: 1 plan(s) already in 'tests/fault_plans': poison.toml; nothing was copied.")
+    assert refused.stderr.startswith("error: plans init: 1 plan already in 'tests/fault_plans': poison.toml; nothing was copied.")
     assert "--force" in refused.stderr
     assert [p.name for p in plans.iterdir()] == ["poison.toml"]
     assert (plans / "poison.toml").read_text() == "# my own version\n"

@@ -25,9 +25,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from chaos.core.invariants import FIXES
+from chaos.core.invariants import CAUSE_FIXES, FIXES
 
-__all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_line", "known_keys", "KnownKey", "known_json", "read_known", "KNOWN_FORMAT", "known_line"]
+__all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_line", "known_keys", "KnownKey", "known_json", "read_known",
+           "KNOWN_FORMAT", "known_line", "plain", "plural", "fix_for", "group_key", "RecordFinding", "record_findings"]
 
 _ORIGIN = re.compile(r"\b(?:sent|paid|done|raised) from (\S+?:\d+)")
 KnownKey = tuple[str, str, str, str]  # (family, fault, invariant, cause); fault "" for a baseline
@@ -53,6 +54,47 @@ def user_line(detail: str) -> str:
     return found.group(1) if found else ""
 
 
+def group_key(invariant: str, detail: str) -> tuple[str, str]:
+    """What makes two violations one finding: the invariant and the user's line where the detail
+    names one (one line of the user's code is one cause, whatever it did at each point: an effect
+    sent without its outbox row here, applied twice there), else the detail's cause."""
+    where = user_line(detail)
+    return (invariant, f"at {where}") if where else (invariant, normalise(detail))
+
+
+def plain(text: str) -> str:
+    """``text`` (a docstring's sentence, say) without reST markup, as a terminal shows it.
+
+    >>> plain('declares ``receiver = "strict"`` (see :func:`chaos.check`)')
+    'declares receiver = "strict" (see chaos.check)'
+    """
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
+
+
+def plural(count: int, word: str, words: str = "") -> str:
+    """``count`` and ``word``, in the plural (``words``, else ``word`` + s) unless it is one.
+
+    >>> plural(1, "family", "families"), plural(2, "family", "families"), plural(0, "point")
+    ('1 family', '2 families', '0 points')
+    """
+    return f"{count} {word if count == 1 else (words or word + 's')}"
+
+
+def fix_for(invariant: str, detail: str) -> str:
+    """The fix for the cause a violation's detail names: an invariant with several causes has one
+    fix per cause (:data:`chaos.core.invariants.CAUSE_FIXES`), so that the advice shown is the
+    one that applies; else the invariant's fix (:data:`chaos.core.invariants.FIXES`), or "".
+
+    >>> fix_for("outbox-at-least-once", "outbox row 'doc-1:email' is marked sent but was never delivered").split(":")[0]
+    'a row was marked sent although the receiver never had it'
+    """
+    for pattern, fix in CAUSE_FIXES.get(invariant, ()):
+        if re.search(pattern, detail):
+            return fix
+    return FIXES.get(invariant, "")
+
+
 class _Grouped:
     """What a headline and a finding derive from their invariant and example: the fix, the user's line."""
 
@@ -61,7 +103,7 @@ class _Grouped:
 
     @property
     def fix(self) -> str:
-        return FIXES.get(self.invariant, "")
+        return fix_for(self.invariant, self.example)
 
     @property
     def where(self) -> str:
@@ -97,12 +139,12 @@ def headlines(report: Any) -> list[Headline]:
     groups: dict[tuple[str, str], Headline] = {}
     for family, base in report.baselines.items():
         for v in base.violations:
-            key = (v.invariant, normalise(v.detail))
-            head = groups.setdefault(key, Headline(v.invariant, key[1], v.detail))
+            key = group_key(v.invariant, v.detail)
+            head = groups.setdefault(key, Headline(v.invariant, normalise(v.detail), v.detail))
             if family not in head.families:
                 head.families.append(family)
     for result in report.results:
-        for key in {(v.invariant, normalise(v.detail)) for v in result.outcome.violations}:
+        for key in {group_key(v.invariant, v.detail) for v in result.outcome.violations}:
             head = groups.get(key)
             if head is not None:  # a point of any family that fails the way a baseline does
                 head.points += 1
@@ -112,19 +154,19 @@ def headlines(report: Any) -> list[Headline]:
 def findings(report: Any, *, known: Iterable[KnownKey] = ()) -> list[Finding]:
     """The points' violations grouped by (invariant, cause), most points first, leaving out
     those a baseline already fails with (counted in :func:`headlines`) and ``known`` ones."""
-    in_baseline = {(v.invariant, normalise(v.detail)) for base in report.baselines.values() for v in base.violations}
+    in_baseline = {group_key(v.invariant, v.detail) for base in report.baselines.values() for v in base.violations}
     known = set(known)
     groups: dict[tuple[str, str], Finding] = {}
     for result in report.results:
         counted: set[tuple[str, str]] = set()  # a point that breaks one invariant twice alike is one point of it
         for v in result.outcome.violations:
-            cause = normalise(v.detail)
-            if (v.invariant, cause) in in_baseline or (result.family, result.fault, v.invariant, cause) in known:
+            cause, key = normalise(v.detail), group_key(v.invariant, v.detail)
+            if key in in_baseline or (result.family, result.fault, v.invariant, cause) in known:
                 continue
-            finding = groups.setdefault((v.invariant, cause), Finding(v.invariant, cause, v.detail, first=result))
-            if (v.invariant, cause) in counted:
+            finding = groups.setdefault(key, Finding(v.invariant, cause, v.detail, first=result))
+            if key in counted:
                 continue
-            counted.add((v.invariant, cause))
+            counted.add(key)
             finding.points += 1
             finding.families[result.family] += 1
             finding.faults[result.fault] += 1
@@ -189,3 +231,75 @@ def read_known(path: str) -> set[KnownKey]:
         raise ValueError(f"--baseline {path!r} is not a file of known findings (crashgate_baseline: {KNOWN_FORMAT}, "
                          f"findings: [{{family, fault, invariant, cause}}]); {other}")
     return {(r["family"], r["fault"], r["invariant"], r["cause"]) for r in rows}
+
+
+@dataclass
+class RecordFinding:
+    """One finding among the pytest plugin's records (plain dicts, one per point, baseline or
+    scenario that did not hold): what they break, for one cause, at how many points, in how many
+    families already without any fault, and the first of them (its replay command)."""
+
+    invariant: str
+    cause: str
+    example: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def first(self) -> dict[str, Any]:
+        """The record whose replay command is shown: a family's run without any fault where one
+        fails (no fault to inject, the shortest to replay; a fault plan's baseline item before a
+        crash_matrix test, which replays whole), else the first point."""
+        bases = [r for r in self.records if r.get("kind") == "baseline"]
+        return min(bases, key=lambda r: bool(r.get("matrix"))) if bases else self.records[0]
+
+    @property
+    def baselines(self) -> int:
+        return sum(1 for r in self.records if r.get("kind") == "baseline")
+
+    @property
+    def fix(self) -> str:
+        return fix_for(self.invariant, self.example)
+
+    @property
+    def where(self) -> str:
+        return user_line(self.example)
+
+    def counted(self) -> str:
+        """How often it was seen, e.g. ``561 points, 2 families without any fault``."""
+        parts = []
+        points = sum(1 for r in self.records if r.get("kind") == "point")
+        scenarios = len(self.records) - points - self.baselines
+        if points:
+            parts.append(plural(points, "point"))
+        if self.baselines:
+            parts.append(plural(self.baselines, "family", "families") + " without any fault")
+        if scenarios:
+            parts.append(plural(scenarios, "scenario"))
+        return ", ".join(parts)
+
+    def lines(self, indent: str = "  ", detail_max: int = 300) -> list[str]:
+        """The finding as the terminal shows it: count and what was seen (with the user's line,
+        where the detail names it), the fix for this cause and one replay command."""
+        detail = self.example if len(self.example) <= detail_max else self.example[: detail_max - 3] + "..."
+        out = [f"{indent}{self.invariant} ({self.counted()}): {detail}"]
+        if self.where and self.where not in detail:  # cut off with the rest of a long detail
+            out.append(f"{indent}  at: {self.where}")
+        if self.fix:
+            out.append(f"{indent}  fix: {self.fix}")
+        out.append(f"{indent}  replay: {self.first.get('replay') or self.first.get('pytest_id') or self.first['nodeid']}")
+        return out
+
+
+def record_findings(failed: Iterable[dict[str, Any]]) -> list[RecordFinding]:
+    """Failed records grouped as :func:`findings` groups a matrix's points: by the invariant their
+    first violation breaks and its cause (:func:`group_key`), a family that fails without any fault
+    and its points that fail alike being one finding; those with a family failing without any
+    fault first, then the largest. A record without a violation (an expectation of a plan failed)
+    is grouped by its first failure."""
+    groups: dict[tuple[str, str], RecordFinding] = {}
+    for r in failed:
+        invariant, detail = (r["violations"][0] if r["violations"]
+                             else ("expectation", r["failures"][0] if r["failures"] else "failed"))
+        key = group_key(invariant, detail)
+        groups.setdefault(key, RecordFinding(invariant, normalise(detail), detail)).records.append(r)
+    return sorted(groups.values(), key=lambda g: (not g.baselines, -len(g.records)))

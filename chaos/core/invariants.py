@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Evidence",
     "FIXES",
+    "CAUSE_FIXES",
     "initial_states",
     "submit_policy",
     "Violation",
@@ -471,12 +472,9 @@ FIXES: dict[str, str] = {
                          "one transaction",
     "effects-complete": "a finished job lacks an effect, or has it twice: declare each effect on its Step and return it in "
                         "StepOutput(effects=...), so that the engine commits it with the step and the outbox sends it",
-    "outbox-at-least-once": "an effect reached the receiver without a committed outbox row, or a row was marked sent but "
-                            "never delivered: return the effect in StepOutput(effects=...) and declare it on the Step, "
-                            "instead of sending from the step; mark a row sent only after delivering it. An effect "
-                            "applied twice was re-sent to a receiver that does not dedupe (receiver = 'strict'): send "
-                            "each effect's idempotency key to a receiver that dedupes on it, or make the delivery and "
-                            "the mark-sent one transaction with the receiver",
+    "outbox-at-least-once": "an effect reached the receiver without a committed outbox row, twice, or never: return each "
+                            "effect in StepOutput(effects=...) instead of sending it from the step, mark a row sent only "
+                            "after delivering it, and send each effect's idempotency key to a receiver that dedupes on it",
     "effects-through-outbox": "a step acted on the world itself (a file written, a connection, a process started) instead "
                               "of returning the effect: return it in StepOutput(effects=...) and declare it on the Step, so "
                               "that it commits with the step and the outbox delivers it under its idempotency key; if it is "
@@ -498,6 +496,37 @@ FIXES: dict[str, str] = {
                      "replay command reruns the scenario alone",
 }
 
+
+# The fix of each cause of an invariant that has several, chosen by what its violation's detail says
+# (a regular expression, searched in order; the first that matches wins, and FIXES holds the fix when
+# none does): the advice shown is the one that applies, not every cause's at once.
+_SENT_FROM_STEP = ("the step sent the effect itself, before the engine committed the step: return the effect in "
+                   "StepOutput(effects=...) and declare it on the Step (Step(..., effects=(KIND,))), so that the engine "
+                   "commits it with the step's result and the outbox sender delivers it afterwards")
+CAUSE_FIXES: dict[str, tuple[tuple[str, str], ...]] = {
+    "outbox-at-least-once": (
+        (r"without a committed outbox row", _SENT_FROM_STEP),
+        (r"applied \d+ times at the receiver \(.*sent from [^()]*\S+\.py:\d+", _SENT_FROM_STEP),
+        (r"marked sent but was never delivered", "a row was marked sent although the receiver never had it: deliver "
+                                                 "first, then mark the row sent, so that a crash in between re-sends "
+                                                 "instead of losing the effect"),
+        (r"committed but never delivered", "a committed outbox row was never sent: run the outbox sender after the "
+                                           "steps, let it pick up every unsent row (also one a crashed sender left), "
+                                           "and retry a failed delivery"),
+        (r"applied \d+ times at the receiver", "the outbox sender re-sent an effect that had arrived, to a receiver "
+                                                "that applies every delivery: send each effect's idempotency key to a "
+                                                "receiver that dedupes on it, or make the delivery and the mark-sent one "
+                                                "transaction with the receiver"),
+    ),
+    "effects-complete": (
+        (r"was applied 0 times", "a finished job lacks an effect: declare each effect on its Step and return it in "
+                                 "StepOutput(effects=...), so that the engine commits it with the step and the outbox "
+                                 "sends it"),
+        (r"was applied \d+ times", "a finished job has an effect more than once: return the effect in "
+                                    "StepOutput(effects=...) instead of sending it from the step, and send its "
+                                    "idempotency key to a receiver that dedupes on it"),
+    ),
+}
 
 # Checked at every observable moment (right after a kill, after every state-machine rule).
 ALWAYS: dict[str, Callable[[Evidence], list[Violation]]] = {

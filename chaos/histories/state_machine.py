@@ -95,7 +95,7 @@ class InvariantViolated(AssertionError):
     def __init__(self, violations: list[Violation], when: str, log: list[str], replay: str) -> None:
         self.violations = violations
         self.log = list(log)  # what happened, kept for a failure Hypothesis could not replay (flaky)
-        lines = [f"{len(violations)} violation(s) {when}:"]
+        lines = [f"{len(violations)} {'violation' if len(violations) == 1 else 'violations'} {when}:"]
         lines += [f"  {v}" for v in violations]
         for name in sorted({v.invariant for v in violations}):
             doc = HUMAN_ACTIONS_DOC if name == HUMAN_ACTIONS else describe(INVARIANTS[name]) if name in INVARIANTS else ""

@@ -83,7 +83,7 @@ def copy_plans(directory: str | os.PathLike[str], *, force: bool = False) -> lis
     existing = [p.name for p in plans if os.path.lexists(target / p.name)]
     if existing and not force:
         raise PlansExist(
-            f"{len(existing)} plan(s) already in {str(target)!r}: {', '.join(existing)}; nothing was copied. "
+            f"{len(existing)} {'plan' if len(existing) == 1 else 'plans'} already in {str(target)!r}: {', '.join(existing)}; nothing was copied. "
             "Pass --force to overwrite them, or choose another folder"
         )
     # --force overwrites files, and only files: anything else under a plan's name stops it before a copy.

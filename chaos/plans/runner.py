@@ -36,6 +36,7 @@ from typing import Any, Iterable, TYPE_CHECKING
 from chaos.adapters.postgres import is_postgres
 from chaos.core import effects, libfiu
 from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
+from chaos.core.findings import plain, plural
 from chaos.hostfaults.faults import (
     CHECKS,
     KIND_OF,
@@ -502,7 +503,7 @@ def _box_failures(box: Sandbox, expect: Expect) -> list[str]:
     if expect.job_rows is not None:
         rows = len(box.states())
         if rows != expect.job_rows:
-            failures.append(f"{expect.where}: expected {expect.job_rows} job row(s), found {rows}")
+            failures.append(f"{expect.where}: expected {plural(expect.job_rows, 'job row')}, found {rows}")
     if expect.burst_max is not None:
         b = expect.burst_max
         since = box.started_at + b["from_s"]
@@ -543,11 +544,11 @@ def expect_failures(expect: Expect, *, states: dict[str, str], calls_by_step: Co
             out.append(f"{expect.where}: expected job {job_id!r} in {state!r}, found {states.get(job_id)!r}{why([job_id])}")
     for step, count in expect.calls.items():
         if calls_by_step.get(step, 0) != count:
-            out.append(f"{expect.where}: expected {count} paid call(s) during step {step!r}, the ledger has {calls_by_step.get(step, 0)}")
+            out.append(f"{expect.where}: expected {plural(count, 'paid call')} during step {step!r}, the ledger has {calls_by_step.get(step, 0)}")
     if expect.applied is not None and applied != expect.applied:
-        out.append(f"{expect.where}: expected {expect.applied} effect(s) applied at the receiver, found {applied}")
+        out.append(f"{expect.where}: expected {plural(expect.applied, 'effect')} applied at the receiver, found {applied}")
     if expect.wasted_max is not None and wasted > expect.wasted_max:
-        out.append(f"{expect.where}: {wasted} wasted paid call(s); at most {expect.wasted_max} allowed")
+        out.append(f"{expect.where}: {plural(wasted, 'wasted paid call')}; at most {expect.wasted_max} allowed")
     return out
 
 
@@ -586,7 +587,7 @@ def why(invariant: str) -> str:
     params = [f"``{name}``" for name in getattr(getattr(fn, "__code__", None), "co_varnames", ())[: _arg_count(fn)]]
     sentences = [part for part in text.split(". ")
                  if "at_rest" not in part and not part.startswith("Returns") and not any(p in part for p in params)]
-    text = ". ".join(sentences).strip()
+    text = plain(". ".join(sentences).strip())  # the terminal shows it: no reST markup
     return text if not text or text.endswith((".", ".)")) else text + "."
 
 

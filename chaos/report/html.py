@@ -34,8 +34,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.core.findings import normalise, user_line
-from chaos.core.invariants import FIXES
+from chaos.core.findings import plural, record_findings, user_line
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.whole_file import write_whole
 
@@ -43,6 +42,9 @@ __all__ = [
     "Summary",
     "summarize",
     "terminal_lines",
+    "findings_lines",
+    "FINDINGS_SHOWN_MAX",
+    "ALL_FAILURES_FLAG",
     "render_html",
     "write_html",
     "check_report_path",
@@ -93,7 +95,8 @@ MACHINE_OUTCOMES = {
                   "the worker died or stalled on it, and a check failed",
     "no-effect": "the fault had no effect here: no statement needed what it took away, or there was nothing to damage",
 }
-VIOLATIONS_LISTED_MAX = 20
+FINDINGS_SHOWN_MAX = 5  # findings the terminal summary shows in full; the rest are counted
+ALL_FAILURES_FLAG = "--chaos-all-failures"  # chaos.plugin's flag that lists every failed point (a test checks they agree)
 FINDING_DETAIL_MAX = 300  # characters of a finding's first detail in the terminal summary
 CONTEXT_BEFORE = 3  # source lines shown before an executable line
 CONTEXT_AFTER = 1
@@ -217,8 +220,10 @@ def summarize(records: list[dict[str, Any]], *, rootdir: str = "") -> Summary:
 
 
 # -- terminal -----------------------------------------------------------------------------------
-def terminal_lines(summary: Summary) -> list[str]:
-    """The summary pytest prints at the end of the run."""
+def terminal_lines(summary: Summary, *, all_failures: bool = False, folded: int = 0) -> list[str]:
+    """The summary pytest prints at the end of the run: counts, then the failures as findings
+    (``all_failures``: and every failed point, scenario and baseline; ``folded``: how many failed
+    items pytest was not shown, since a finding here stands for them)."""
     s = summary
     runs = f" ({s.modes()})" if s.modes() else ""
     rows = s.by_fault() or {"crash": {"scenarios": 0, "held": 0, "violated": 0, "wasted": 0}}
@@ -245,32 +250,44 @@ def terminal_lines(summary: Summary) -> list[str]:
         others.append(f"baselines (no crash): {base_held} held, {len(s.baselines) - base_held} violated")
     if others:
         out.append("; ".join(others))
-    slowest = sorted(s.points, key=lambda r: -r["seconds"])[:SLOWEST_MAX]
-    if slowest:
-        out.append("slowest points:")
-        out += [f"  {r['seconds']:.3f}s {r.get('pytest_id', r['nodeid'])}" for r in slowest]
     failed = [r for r in s.failed if not r.get("known")]
     known = len(s.failed) - len(failed)
+    slowest = sorted(s.points, key=lambda r: -r["seconds"])[:SLOWEST_MAX]
+    if slowest and (not failed or all_failures):  # while the gate is red, its findings take the screen
+        out.append("slowest points:")
+        out += [f"  {r['seconds']:.3f}s {r.get('pytest_id', r['nodeid'])}" for r in slowest]
     if known:
-        out.append(f"known findings: {known} violated point(s) or scenario(s), all in the file of known findings (not listed)")
+        out.append(f"known findings: {plural(known, 'violated point or scenario', 'violated points or scenarios')}, "
+                   "all in the file of known findings (not listed)")
     if failed:
-        groups = finding_groups(failed)
-        out.append(f"findings: {len(failed)} violated in {len(groups)} finding{'s' if len(groups) != 1 else ''} "
-                   "(grouped by invariant and cause, each shown once):")
-        for (invariant, _cause, baseline), records in groups:
-            first = records[0]
-            detail = _first_detail(first)
-            out.append(f"  {len(records)} x {invariant}{' without any fault' if baseline else ''}: "
-                       f"{detail if len(detail) <= FINDING_DETAIL_MAX else detail[:FINDING_DETAIL_MAX - 3] + '...'}")
-            if FIXES.get(invariant):
-                out.append(f"    fix: {FIXES[invariant]}")
-            out.append(f"    first: {first.get('pytest_id', first['nodeid'])}")
+        out += findings_lines(failed, all_failures=all_failures, folded=folded)
+    return out
+
+
+def findings_lines(failed: list[dict[str, Any]], *, all_failures: bool = False, folded: int = 0,
+                   shown_max: int = FINDINGS_SHOWN_MAX) -> list[str]:
+    """The failed records as findings, each once: its count, what was seen, the user's line, the
+    fix for its cause and one replay command; then, with ``all_failures``, every failed record on
+    a line of its own, else the flag that lists them (and how many failed items of fault plans
+    pytest's failures leave out for them: ``folded``)."""
+    groups = record_findings(failed)
+    out = [f"findings: {plural(len(groups), 'finding')} in {plural(len(failed), 'violated point, baseline or scenario', 'violated points, baselines and scenarios')}"
+           " (grouped by invariant and cause, each shown once):"]
+    for group in groups[:shown_max]:
+        out += group.lines("  ", FINDING_DETAIL_MAX)
+    if len(groups) > shown_max:
+        out.append(f"  ... and {plural(len(groups) - shown_max, 'finding')} more, with their failures above")
+    if all_failures:
         out.append("violated:")
-        for r in failed[:VIOLATIONS_LISTED_MAX]:
+        for r in failed:
             what = [f"{inv}: {detail}" for inv, detail in r["violations"]] + list(r["failures"])
             out.append(f"  {r.get('pytest_id', r['nodeid'])}: {what[0] if what else 'failed'}")  # an id pytest accepts
-        if len(failed) > VIOLATIONS_LISTED_MAX:
-            out.append(f"  ... and {len(failed) - VIOLATIONS_LISTED_MAX} more (see the failures above)")
+    elif folded:
+        out.append(f"{plural(folded, 'failed item')} of fault plans left out of pytest's failures and short summary, each "
+                   f"failing for a finding above: {ALL_FAILURES_FLAG} lists every violated point (the JUnit XML and the "
+                   "HTML report always have them all)")
+    elif len(failed) > len(groups[:shown_max]):
+        out.append(f"every violated point: {ALL_FAILURES_FLAG} lists each (the JUnit XML and the HTML report always have them all)")
     return out
 
 
@@ -430,20 +447,6 @@ def _faults(s: Summary) -> list[str]:
     return out
 
 
-def finding_groups(failed: list[dict[str, Any]]) -> list[tuple[tuple[str, str, bool], list[dict[str, Any]]]]:
-    """Failed records grouped by (first invariant, cause, without any fault), as the command line's
-    findings are: the failures without any fault first, then the largest groups."""
-    groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
-    for r in failed:
-        first = r["violations"][0] if r["violations"] else ["expectation", r["failures"][0] if r["failures"] else "failed"]
-        groups.setdefault((first[0], normalise(first[1]), r["kind"] == "baseline"), []).append(r)
-    return sorted(groups.items(), key=lambda item: (not item[0][2], -len(item[1])))
-
-
-def _first_detail(r: dict[str, Any]) -> str:
-    return r["violations"][0][1] if r["violations"] else (r["failures"][0] if r["failures"] else "")
-
-
 def _violations(s: Summary) -> list[str]:
     """The failures grouped by invariant and cause (as the command line groups them), each with
     its count, the user's line where the ledger knows it, its first point and its replay."""
@@ -452,22 +455,23 @@ def _violations(s: Summary) -> list[str]:
         return ['<section id="violations" class="ok"><h2>No violations</h2>',
                 "<p>Every crash point, baseline and scenario held.</p></section>"]
     index = {f: i for i, f in enumerate(_file_order(s))}
-    ordered = finding_groups(failed)
-    out = [f'<section id="violations"><h2>{len(failed)} violated, in {len(ordered)} finding{"s" if len(ordered) != 1 else ""}</h2>'
+    ordered = record_findings(failed)
+    out = [f'<section id="violations"><h2>{len(failed)} violated, in {plural(len(ordered), "finding")}</h2>'
            '<ol class="violations">']
-    for (invariant, _cause, baseline), records in ordered:
-        r = records[0]
-        detail = _first_detail(r)
-        where = user_line(detail)
+    for group in ordered:
+        r = group.first
+        detail = group.example
+        where = group.where
         link = ""
         if r["kind"] == "point":
             link = f' <a href="#{_line_id(index[r["file"]], r["line"])}">{e(s.short(r["file"]))}:{r["line"]}</a>'
+        baseline = bool(group.baselines)
         marks = ('<span class="tag baseline">without any fault</span> ' if baseline else "") + \
             (f'<span class="tag culprit">at {e(where)}</span> ' if where else "")
-        fix = FIXES.get(invariant, "")
+        fix = group.fix
         out.append(
-            f'<li class="finding{" baseline" if baseline else ""}"><div class="head">{marks}<b>{e(invariant)}</b> '
-            f'<span class="count">{len(records)} {"item" if len(records) == 1 else "items"}</span></div>'
+            f'<li class="finding{" baseline" if baseline else ""}"><div class="head">{marks}<b>{e(group.invariant)}</b> '
+            f'<span class="count">{plural(len(group.records), "item")}</span> <span class="seen">({e(group.counted())})</span></div>'
             f'<div>{e(detail)}</div>' + (f'<div class="fix">fix: {e(fix)}</div>' if fix else "")
             + f'<div class="first">first: <code class="nodeid">{e(r.get("pytest_id", r["nodeid"]))}</code>{link}</div>'
             f'<div class="lesson">{e(r["lesson"])}</div><code class="replay">{e(r.get("replay", ""))}</code></li>'
@@ -635,7 +639,7 @@ def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, in
             reached = "froze at" if r.get("exit") == "interleaved" else "never reached"
             out.append(f'<div class="what">worker B {reached} {where}</div>')
         if r.get("zombie"):
-            out.append(f'<div class="what">{r["zombie"]} paid call(s) without a valid lease, after the memo was committed</div>')
+            out.append(f'<div class="what">{plural(r["zombie"], "paid call")} without a valid lease, after the memo was committed</div>')
         for inv, detail in r["violations"]:
             out.append(f'<div class="inv"><b>{e(inv)}</b>: {e(detail)}<div class="why">{e(why(inv))}</div></div>')
         for failure in r["failures"]:

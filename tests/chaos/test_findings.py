@@ -55,7 +55,11 @@ def test_one_unsafe_step_is_one_finding_that_names_the_fix_and_the_users_line(un
 def test_under_github_actions_each_finding_is_an_error_annotation_at_the_users_line(unsafe_run):
     errors = [line for line in unsafe_run.stdout.splitlines() if line.startswith("::error ")]
     assert len(errors) == 1, errors
-    assert errors[0].startswith(f"::error file=invoices/unsafe.py,line={_unsafe_line()},title=crashgate outbox-at-least-once")
+    # Named relative to the repository's root (the git work tree), as GitHub attaches annotations.
+    from chaos.core.annotations import repository_root
+
+    shown = os.path.relpath(os.path.join(EXAMPLES, "invoices", "unsafe.py"), repository_root(EXAMPLES))
+    assert errors[0].startswith(f"::error file={shown},line={_unsafe_line()},title=crashgate outbox-at-least-once")
     assert "%0A" not in errors[0].split("::", 2)[1]  # properties are escaped, one line
 
 

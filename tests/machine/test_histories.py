@@ -185,7 +185,7 @@ shrunk program:
   state.every_invariant_holds_now()
   state.teardown()
 
-InvariantViolated: 1 violation(s) after step 2:
+InvariantViolated: 1 violation after step 2:
   outbox-at-least-once: effect 'doc-1:delivery' arrived at the receiver without a committed outbox row (sent from tests/quality/variants.py:{SENT_AT})
   outbox-at-least-once holds when: Every committed outbox row is delivered at least once; the receiver applies exactly one effect per key; no effect arrives without a committed outbox row; ``sent_at`` set implies delivered.
 what happened:
@@ -450,7 +450,7 @@ def test_a_flaky_failure_prints_the_program_that_ran_and_the_violation_that_was_
     text = report.format()
     assert "(not printed)" not in text
     assert "program (flaky: it failed, then passed when run again; as it ran when it failed):\n  1. Submit(job='doc-1', payload='plain'): created\n  2. Run(" in text
-    assert "what was seen when it failed:\nInvariantViolated: 1 violation(s) after step 2:\n  bounded-spend: step 'extract' of 'doc-1' paid 2 times" in text
+    assert "what was seen when it failed:\nInvariantViolated: 1 violation after step 2:\n  bounded-spend: step 'extract' of 'doc-1' paid 2 times" in text
     assert report.invariants == {"bounded-spend"} and report.findings[0].flaky
     assert text.endswith("replay: python -m chaos explore --target t:a --profile ci --seed 0")
 

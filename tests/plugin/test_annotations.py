@@ -69,7 +69,9 @@ def test_findings_at_crash_points_are_annotated_where_the_command_line_annotates
                          cwd=str(project.path), env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), tests_dir])))
     assert cli.returncode == 1, cli.stdout + cli.stderr
     expected = [line.partition("::")[2].rpartition("; replay: ")[0] for line in cli.stdout.splitlines() if line.startswith("::error ")]
-    assert expected and all("file=" in line for line in expected), cli.stdout
+    # The crash points are lines of the engine, outside this project: annotated without a file,
+    # never at an absolute path GitHub cannot attach to the repository.
+    assert expected and all(line.startswith("error title=") for line in expected), cli.stdout
 
     project.makepyfile(test_sender=SENDER_TEST)
     result = project.runpytest()
@@ -99,3 +101,37 @@ def test_a_known_finding_is_not_annotated(project, monkeypatch, tmp_path):
 def test_an_annotation_escapes_what_would_end_its_properties_or_its_line():
     line = error_command("", None, "crashgate a,b: c", "first\nsecond 100%")
     assert line == "::error title=crashgate a%2Cb%3A c::first%0Asecond 100%25"
+
+
+def test_an_annotation_names_a_file_of_the_repository_relative_to_it_and_never_a_path_outside(tmp_path, monkeypatch):
+    """GitHub attaches an annotation to a file of the repository, named relative to its root: a
+    user's line in site-packages or a temporary folder (an absolute path) attached to nothing."""
+    from chaos.core.annotations import repository_root
+    from chaos.core.points import Point
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "app").mkdir()
+    (repo / "app" / "orders.py").write_text("def charge(ctx):\n    return ctx\n")
+    venv = repo / ".venv" / "lib" / "python3.11" / "site-packages" / "engine"
+    venv.mkdir(parents=True)
+    (venv / "_sqlstore.py").write_text("x = 1\n")
+    elsewhere = tmp_path / "elsewhere" / "orders.py"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("x = 1\n")
+    monkeypatch.chdir(repo / "app")  # pytest run from a folder of the work tree
+    assert repository_root() == os.path.realpath(repo)
+
+    def at(where, point=None):
+        return error_command(where, point, "crashgate same-outcome", "seen").partition(",title=")[0]
+
+    assert at("orders.py:2") == "::error file=app/orders.py,line=2"  # relative to the working directory
+    assert at(f"{repo / 'app' / 'orders.py'}:2") == "::error file=app/orders.py,line=2"
+    engine_point = Point(str(venv / "_sqlstore.py"), 1, 1, "f")
+    outside = [at(f"{elsewhere}:1"), at("/usr/lib/python3/site-packages/engine/_sqlstore.py:301"), at(f"{venv / '_sqlstore.py'}:1"),
+               at("", engine_point), at(f"{elsewhere}:1", engine_point)]
+    assert all(line == "::error title=crashgate same-outcome::seen" for line in outside), outside
+    # A user's line outside, and a point of the record in the repository: at the point.
+    assert at(f"{elsewhere}:1", Point(str(repo / "app" / "orders.py"), 2, 1, "charge")) == "::error file=app/orders.py,line=2"
+    # Without a git work tree, pytest's rootdir is the repository.
+    assert repository_root(str(tmp_path / "elsewhere"), rootdir=str(tmp_path)) == os.path.realpath(tmp_path)

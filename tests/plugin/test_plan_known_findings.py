@@ -75,8 +75,8 @@ def test_a_known_finding_of_a_plan_is_an_xfail_and_a_new_one_still_fails(example
     assert "crashgate-baseline.json): 2 seen, 0 new" in out
     assert "no longer seen" not in out
     # The summary lists only what is new: the known ones are counted, not listed as violated.
-    assert "known findings: 9 violated point(s) or scenario(s), all in the file of known findings (not listed)" in out
-    assert "\nviolated:" not in out
+    assert "known findings: 9 violated points or scenarios, all in the file of known findings (not listed)" in out
+    assert "\nfindings:" not in out
 
     example.makepyfile(second_bug=SECOND_BUG)
     new = example.runpytest_subprocess(*PLAN, "--chaos-target", "second_bug:SecondUnsafe", "--chaos-baseline", known)
@@ -84,7 +84,7 @@ def test_a_known_finding_of_a_plan_is_an_xfail_and_a_new_one_still_fails(example
     out = new.stdout.str()
     assert "(sent from second_bug.py:" in out
     assert "crashgate-baseline.json): 0 seen, 2 new" in out
-    assert "\nviolated:\n" in out and "all in the file of known findings (not listed)" not in out
+    assert "\nfindings: 1 finding in 9 violated" in out and "all in the file of known findings (not listed)" not in out
     assert "known findings no longer seen (2), to drop from " in out
     assert "  outbox-at-least-once in family 'every_line' without any fault: effect '…' arrived" in out
 

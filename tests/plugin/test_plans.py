@@ -153,22 +153,33 @@ def test_a_violated_point_names_the_invariant_why_it_matters_the_line_and_the_re
 
 def test_many_points_failing_alike_are_one_finding_in_the_summary_and_explained_once(project):
     """One unsafe commit fails a point after another with the same cause: the summary groups them
-    (count, fix, first id), and the paragraph on why the invariant matters is printed once."""
+    (count, fix, one replay command) and stands for them in pytest's failures section; with
+    --chaos-all-failures each is there, and the paragraph on why the invariant matters is printed
+    once."""
     add_plan(project, "every_line")
     ids = collected_ids(project.runpytest("--collect-only", "-q", "--chaos-target", "quality.variants:SplitMemo"))
-    result = project.runpytest("--chaos-target", "quality.variants:SplitMemo", *[i for i in ids if "::extract::" in i])
+    extract = [i for i in ids if "::extract::" in i]
+    result = project.runpytest("--chaos-target", "quality.variants:SplitMemo", *extract)
     out = result.stdout.str()
     failed = result.parseoutcomes()["failed"]
     assert failed >= 2, out[-3000:]
+    found = re.search(r"^findings: (\d+) findings? in (\d+) violated points?, baselines? (?:and|or) scenarios? "
+                      r"\(grouped by invariant and cause, each shown once\):$", out, re.M)
+    assert found and int(found.group(2)) == failed and int(found.group(1)) < failed, out[-3000:]
+    counted = re.search(r"^  progress-recorded \((\d+) points?\): job 'doc-1' reached '\w+' but step '\w+' has no memo row", out, re.M)
+    assert counted and int(counted.group(1)) >= 2, out[-3000:]
+    assert re.search(r"^    fix: .*one transaction", out, re.M)
+    assert re.search(r"^    replay: python -m pytest '?fault_plans/every_line\.toml::extract::\S+ ", out, re.M)
+    assert "VIOLATED progress-recorded" not in out  # pytest's failures section leaves them to the summary
+    assert re.search(r"^\d+ failed items of fault plans left out of pytest's failures and short summary", out, re.M)
+
+    every = project.runpytest("--chaos-target", "quality.variants:SplitMemo", "--chaos-all-failures", *extract)
+    out = every.stdout.str()
     # The failures section (pytest's short summary repeats a failure's text whole when CI is set).
     failures = out.split("short test summary info")[0]
     assert failures.count("why it matters: Protects against advancing the state in one transaction") == 1
     assert failures.count("why it matters: as in the first failure of progress-recorded above") == failed - 1
-    found = re.search(r"^findings: (\d+) violated in (\d+) findings? \(grouped by invariant and cause, each shown once\):$", out, re.M)
-    assert found and int(found.group(1)) == failed and int(found.group(2)) < failed, out[-3000:]
-    assert re.search(r"^  \d+ x progress-recorded: job 'doc-1' reached '\w+' but step '\w+' has no memo row", out, re.M)
-    assert re.search(r"^    fix: .*one transaction", out, re.M)
-    assert re.search(r"^    first: fault_plans/every_line\.toml::extract::\S+$", out, re.M)
+    assert len(re.findall(r"^  fault_plans/every_line\.toml::extract::\S+: progress-recorded", out, re.M)) == failed
 
 
 def test_a_pause_plan_collects_two_items_per_point_with_pasteable_ids_and_they_pass(project):

@@ -81,7 +81,7 @@ def test_each_fault_kind_is_counted_beside_the_crashes_and_a_line_is_coloured_ac
     assert '<tr class="violated" id="f0-L2"' in page  # a pause broke at a line where every crash held
     assert 'title="crash 1, pause-live 1, pause-expired 1"' in row
     assert '<span class="fault pause-expired">pause-expired</span>' in row and "other worker blocked 0.051s" in row
-    assert "while another takes over its expired lease" in row and "1 paid call(s) without a valid lease" in row
+    assert "while another takes over its expired lease" in row and "1 paid call without a valid lease" in row
 
 
 def _run_with_report(pytester, monkeypatch, plans, project):
@@ -256,7 +256,7 @@ def test_violations_are_grouped_by_cause_and_the_users_line_is_marked(tmp_path):
     findings = re.findall(r'<li class="finding( baseline)?">(.*?)</li>', page, flags=re.S)
     assert findings[0][0] == " baseline" and "without any fault" in findings[0][1]  # first
     assert "outbox-at-least-once" in findings[1][1] and "2 items" in findings[1][1]
-    assert f"at {source.name}:3" in findings[1][1] and "fix: an effect reached the receiver" in findings[1][1]
+    assert f"at {source.name}:3" in findings[1][1] and "fix: the step sent the effect itself" in findings[1][1]
     assert re.search(r'<tr class="culprit" id="f0-L3"><td class="ln">3</td><td class="badge">from here</td>', page)
 
 
