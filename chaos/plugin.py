@@ -912,7 +912,13 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
             pytest.fail(f"crash_matrix(): {exc}", pytrace=False)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        records = _matrix_records(request.node.nodeid, report)
+        # The settings a replay of this test needs besides its id: those the test itself does not set.
+        settings: list[str] = []
+        if not options.get("target") and s.target != REFERENCE_TARGET:
+            settings += ["--chaos-target", s.target]
+        if s.allowed_effects:
+            settings += ["--chaos-allow-effects", ",".join(s.allowed_effects)]
+        records = _matrix_records(request.node.nodeid, report, settings)
         for rec in records:
             request.node.user_properties.append((RECORD_KEY, rec))
         request.node.user_properties.extend(junit_properties(records))
@@ -998,16 +1004,21 @@ def _family(rec: dict[str, Any]) -> str:
     return rec.get("family") or rec["group"]
 
 
-def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
+def _matrix_records(nodeid: str, report: Any, settings: list[str] | tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """A crash_matrix test's records, one per family's baseline and per point; each replay is the
+    pytest command that runs that one item again, with the ``settings`` it needs (the target a
+    command line gave, say)."""
     out: list[dict[str, Any]] = []
     first = True
+    tail = "".join(" " + shlex.quote(p) for p in settings)
     for name, base in report.baselines.items():
         out.append({
             "nodeid": f"{nodeid}::{name}::baseline", "plan": nodeid, "family": name, "lesson": report.lessons.get(name, ""),
             "target": report.target, "mode": report.mode, "seed": report.seed, "kind": "baseline", "matrix": True, "group": name,
             "held": base.held, "violations": [[v.invariant, v.detail] for v in base.violations], "failures": [],
             "wasted": base.wasted_calls, "seconds": round(base.seconds, 5),
-            "replay": " ".join(shlex.quote(p) for p in ["python", "-m", "pytest", nodeid]),
+            "replay": " ".join(shlex.quote(p) for p in ["python", "-m", "pytest", nodeid]) + tail,
+            "pytest_id": nodeid + tail,  # a family without any fault is replayed by the test itself
         })
     for r in report.results:
         suffix = "" if r.fault == "crash" else f"@{r.fault}"
@@ -1021,8 +1032,8 @@ def _matrix_records(nodeid: str, report: Any) -> list[dict[str, Any]]:
             "blocked_s": round(r.outcome.blocked_s, 4), "seconds": round(r.outcome.seconds, 5),
             # What pytest accepts: the test's own id, narrowed to this one point by --chaos-points.
             "replay": " ".join(shlex.quote(p) for p in ["python", "-m", "pytest", nodeid, "--chaos-points", f"{r.id}{suffix}",
-                                                        "--chaos-mode", report.mode, "--chaos-seed", str(report.seed)]),
-            "pytest_id": f"{nodeid} --chaos-points {shlex.quote(r.id + suffix)}",
+                                                        "--chaos-mode", report.mode, "--chaos-seed", str(report.seed)]) + tail,
+            "pytest_id": f"{nodeid} --chaos-points {shlex.quote(r.id + suffix)}" + tail,
             "replay_cli": r.replay,  # the same point outside pytest
         }
         if r.second is not None:

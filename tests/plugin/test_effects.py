@@ -94,3 +94,12 @@ def test_the_command_line_fails_the_spool_write_and_names_what_a_run_allows(orde
     green = subprocess.run(command + ["--allow-effects", allowed], cwd=orders.path, env=env, capture_output=True, text=True, timeout=600)
     assert green.returncode == 0, green.stdout + green.stderr
     assert f"effects allowed (by the run), not findings: {allowed}" in green.stdout
+
+
+def test_a_crash_matrix_replay_names_the_target_the_command_line_gave(orders):
+    (orders.path / "fault_plans" / "orders.toml").unlink()
+    result = orders.runpytest_subprocess("-p", "no:randomly", "--chaos-points", "6", "--chaos-target", "orders.crash:cached")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    replays = [line for line in out.splitlines() if "replay:" in line and "python -m pytest" in line]
+    assert replays and all("--chaos-target orders.crash:cached" in line for line in replays), replays
