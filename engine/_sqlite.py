@@ -115,6 +115,16 @@ class SqliteStore(SqlStore):
             raise
 
     # -- the write lock and errors ------------------------------------------------------------------
+    @staticmethod
+    def redacted(url: str) -> str:
+        """``url`` as it may be shown in a message: a SQLite path holds no password, so as it is
+        (the same call on :class:`PostgresStore` hides one).
+
+        >>> SqliteStore.redacted("jobs.db")
+        'jobs.db'
+        """
+        return url
+
     def _begin(self) -> None:
         if self.read_only:
             raise InvalidInput(f"database {self.path!r} was opened read_only=True; open it without read_only to change it")  # not a crash point: a read-only store is never given to a worker

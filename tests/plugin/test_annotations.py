@@ -41,7 +41,8 @@ def test_an_email_sent_inside_a_step_is_one_annotation_per_test_at_the_users_lin
     assert all("fix: " in line and "StepOutput(effects=...)" in line for line in errors)
     replays = sorted(line.rpartition("; replay: ")[2] for line in errors)
     assert replays[0].startswith("python -m pytest fault_plans/every_line.toml::baseline --chaos-mode fork --chaos-seed 0")
-    assert replays[1] == "python -m pytest tests/test_crash_gate.py::test_invoices_survive_a_crash_at_every_line"
+    # The target came from the command line: the replay names it, or it would run the ini file's and pass.
+    assert replays[1] == "python -m pytest tests/test_crash_gate.py::test_invoices_survive_a_crash_at_every_line --chaos-target invoices.crash:unsafe_adapter"
 
 
 def test_outside_github_actions_nothing_is_annotated(example, monkeypatch):
