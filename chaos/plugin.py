@@ -241,6 +241,8 @@ def resolve(config: pytest.Config) -> Settings:
 
 
 def _check_allowed_effects(value: str, source: str) -> tuple[str, ...]:
+    if not value.strip():
+        return ()  # nothing declared: the plugin imports nothing of the harness for it
     from chaos.core.effects import parse_allowed
 
     try:

@@ -42,7 +42,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-import chaos
 import engine
 
 __all__ = ["Allowed", "RUN_ENV", "KINDS", "ENTRIES_MAX", "parse_allowed", "allowing", "declared", "watch", "watching", "describe"]
@@ -58,7 +57,10 @@ _EVENTS = frozenset({
 # HTTP methods that only read: a request with one of them is not an effect on its own (its connection may be).
 _READS = (b"GET ", b"HEAD ", b"OPTIONS ")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-_OURS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (chaos, engine))
+# The harness's folder (this module's package's parent) and the engine's: their frames are not the user's.
+_OURS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep
+              for path in (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + "__init__.py",
+                           getattr(engine, "__file__", None) or "") if path)
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 _SITE = tuple(p + os.sep for p in {os.path.join(_STDLIB, "site-packages"), os.path.join(_STDLIB, "dist-packages")})
 # Library modules whose own writes are not effects: a log file (not a log sent by mail or over the

@@ -20,14 +20,16 @@ import threading
 from types import CodeType, FrameType
 from typing import Any, Callable
 
-import chaos
 import engine
 
 __all__ = ["watch_raises", "is_users", "RAISED_MAX"]
 
 RAISED_MAX = 200  # exceptions one process records
 ENABLED = True  # off only for the benchmark's side-by-side figure of what tracing costs (chaos.matrix.bench)
-_OURS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (chaos, engine))
+# The harness's folder (this module's package's parent) and the engine's: their frames are not the user's.
+_OURS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep
+              for path in (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + "__init__.py",
+                           getattr(engine, "__file__", None) or "") if path)
 _PYTHON = os.path.dirname(os.path.abspath(os.__file__)) + os.sep  # the library and its installed packages
 
 
