@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 from contextlib import redirect_stderr, redirect_stdout
 
 import psycopg
@@ -132,7 +133,7 @@ def test_the_command_refuses_disk_on_postgresql_and_runs_lock_there(pg_server):
     report = json.loads(out.getvalue())
     assert code == 0, report["violations"]
     assert set(report["by_fault"]) == {"lock-held"} and report["points"] == 3
-    assert all("--faults lock-held" in r["replay"] and r["replay"].endswith(f"--db {pg_server.url()}") for r in report["results"])
+    assert all("--faults lock-held" in r["replay"] and r["replay"].endswith("--db " + shlex.quote(pg_server.url())) for r in report["results"])  # the URL names its password file: quoted
     assert _databases(pg_server) == set()
 
 

@@ -99,8 +99,9 @@ def test_a_sigterm_still_unmounts_and_detaches_the_image(power, tmp_path):
 NOT_ROOT_MATRIX = """
 import os, sys
 os.geteuid = lambda: 1000  # as an ordinary user
-from chaos.cli import main
-sys.exit(main(["matrix", "--faults", "power", "--family", "clean"]))
+sys.argv = ["chaos", "matrix", "--faults", "power", "--family", "clean"]
+from chaos.__main__ import main  # the command line's own process: it runs the matrix itself, as ordinary user too
+sys.exit(main())
 """
 
 
