@@ -360,6 +360,7 @@ class _State:
         self.failed_records: list[dict[str, Any]] = []  # the records of failed items and tests
         self.explained: set[str] = set()  # invariants whose "why it matters" a failure printed (see explain)
         self.folded: _Folded | None = None  # the plan items the summary stands for, while pytest writes its own
+        self.shortened: list[tuple[Any, str]] = []  # (a failure's crash entry, its whole message), while pytest writes its short summary
 
     def workdir(self) -> str:
         if self._workdir is None:
@@ -1100,6 +1101,7 @@ class _Reporter:
 
         _mark_known(state)
         summary = summarize(state.records, rootdir=str(config.rootpath))
+        _one_line_messages(state, terminalreporter.stats.get("failed", []))
         terminalreporter.section("crashgate")
         folded = state.folded
         for line in terminal_lines(summary, all_failures=state.settings.all_failures, folded=len(folded.hidden) if folded else 0):
@@ -1210,6 +1212,20 @@ def _record_group(rec: dict[str, Any]) -> tuple[str, str]:
     return group_key(invariant, detail)
 
 
+def _one_line_messages(state: _State, failed: list[Any]) -> None:
+    """Cut the messages of crashgate's failed reports to their first line for pytest's short
+    summary, which prints them whole where ``CI`` is set (the failures section above has them
+    whole already): one line per item, as on a terminal. :class:`_FoldFailures` puts them back."""
+    for rep in failed:
+        if not any(key == RECORD_KEY for key, _ in getattr(rep, "user_properties", ())):
+            continue
+        crash = getattr(getattr(rep, "longrepr", None), "reprcrash", None)
+        message = getattr(crash, "message", None)
+        if isinstance(message, str) and "\n" in message:
+            state.shortened.append((crash, message))
+            crash.message = message.split("\n", 1)[0]
+
+
 class _FoldFailures:
     """Folds the failures of fault-plan items into the findings of the crashgate summary while
     pytest writes its failures section and short summary (see :class:`_Folded`)."""
@@ -1219,6 +1235,14 @@ class _FoldFailures:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> Iterator[None]:
+        try:
+            return (yield from self._folded(terminalreporter, config))
+        finally:  # the messages the short summary had on one line (see _one_line_messages)
+            for crash, message in self.state.shortened:
+                crash.message = message
+            self.state.shortened = []
+
+    def _folded(self, terminalreporter: Any, config: pytest.Config) -> Iterator[None]:
         state = self.state
         failed = terminalreporter.stats.get("failed", [])
         if hasattr(config, "workerinput") or state.settings.all_failures or not failed or not state.records:

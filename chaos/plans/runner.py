@@ -355,7 +355,9 @@ def prepare_target_points(plan: Plan, target: str, workdir: str, *, seed: int, f
     recorded and run in a process that never ran the code under test, whatever the tests before
     them ran in the test's own process. ``allowed_effects``: what the run declares is no effect.
     """
-    key = (plan.file or os.path.abspath(plan.path), target, seed, tuple(faults))
+    # The folder is part of the key: a new test session prepares into a folder of its own, and
+    # what an earlier session prepared (its folder removed since) is never handed to it.
+    key = (plan.file or os.path.abspath(plan.path), target, seed, tuple(faults), os.path.abspath(workdir))
     if key not in _PREPARED:
         if os.path.isdir(workdir) and os.listdir(workdir):  # prepared by an earlier server, which ended: start afresh beside it
             import tempfile

@@ -70,7 +70,7 @@ class _Without:
         self._inner, self._hidden = inner, hidden
 
     def __getattr__(self, name):
-        if name in self._hidden or name in ("_inner", "_hidden"):  # the latter: not set yet while it is unpickled
+        if name in ("_inner", "_hidden") or name in self._hidden:  # the former: not set yet while it is unpickled
             raise AttributeError(name)
         return getattr(self._inner, name)
 
