@@ -360,7 +360,7 @@ class _State:
         self.failed_records: list[dict[str, Any]] = []  # the records of failed items and tests
         self.explained: set[str] = set()  # invariants whose "why it matters" a failure printed (see explain)
         self.folded: _Folded | None = None  # the plan items the summary stands for, while pytest writes its own
-        self.shortened: list[tuple[Any, str]] = []  # (a failure's crash entry, its whole message), while pytest writes its short summary
+        self.shortened: list[tuple[Any, str, str]] = []  # (a failure's holder, attribute, whole message), while pytest writes its short summary
 
     def workdir(self) -> str:
         if self._workdir is None:
@@ -1101,7 +1101,7 @@ class _Reporter:
 
         _mark_known(state)
         summary = summarize(state.records, rootdir=str(config.rootpath))
-        _one_line_messages(state, terminalreporter.stats.get("failed", []))
+        _one_line_messages(state, state.folded.original if state.folded else terminalreporter.stats.get("failed", []))
         terminalreporter.section("crashgate")
         folded = state.folded
         for line in terminal_lines(summary, all_failures=state.settings.all_failures, folded=len(folded.hidden) if folded else 0):
@@ -1219,11 +1219,12 @@ def _one_line_messages(state: _State, failed: list[Any]) -> None:
     for rep in failed:
         if not any(key == RECORD_KEY for key, _ in getattr(rep, "user_properties", ())):
             continue
-        crash = getattr(getattr(rep, "longrepr", None), "reprcrash", None)
-        message = getattr(crash, "message", None)
+        # pytest reads a failure's message from its text, or from its crash entry.
+        holder, attribute = (rep, "longrepr") if isinstance(rep.longrepr, str) else (getattr(rep.longrepr, "reprcrash", None), "message")
+        message = getattr(holder, attribute, None)
         if isinstance(message, str) and "\n" in message:
-            state.shortened.append((crash, message))
-            crash.message = message.split("\n", 1)[0]
+            state.shortened.append((holder, attribute, message))
+            setattr(holder, attribute, message.split("\n", 1)[0])
 
 
 class _FoldFailures:
@@ -1238,8 +1239,8 @@ class _FoldFailures:
         try:
             return (yield from self._folded(terminalreporter, config))
         finally:  # the messages the short summary had on one line (see _one_line_messages)
-            for crash, message in self.state.shortened:
-                crash.message = message
+            for holder, attribute, message in self.state.shortened:
+                setattr(holder, attribute, message)
             self.state.shortened = []
 
     def _folded(self, terminalreporter: Any, config: pytest.Config) -> Iterator[None]:
