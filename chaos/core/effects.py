@@ -44,6 +44,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import engine
 
+from chaos.core.world import shown
+
 __all__ = ["Allowed", "RUN_ENV", "KINDS", "ENTRIES_MAX", "parse_allowed", "allowing", "declared", "watch", "watching", "describe"]
 
 KINDS = ("file", "connect", "http", "mail", "subprocess")
@@ -360,15 +362,11 @@ def _culprit(glue: tuple[str, ...], kind: str = "", subject: str = "") -> str:
                 pass
             elif path in glue:
                 owner_seen = True
-                candidate = candidate or f"{_shown(path)}:{frame.f_lineno}"
+                candidate = candidate or f"{shown(path)}:{frame.f_lineno}"
             else:
-                return f"{_shown(path)}:{frame.f_lineno}"
+                return f"{shown(path)}:{frame.f_lineno}"
             frame = frame.f_back
         return candidate
     finally:
         del frame
 
-
-def _shown(path: str) -> str:
-    cwd = os.getcwd() + os.sep
-    return path[len(cwd):] if path.startswith(cwd) else path

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import engine
 
+from chaos.core.world import shown
+
 __all__ = ["watch_raises", "is_users", "RAISED_MAX"]
 
 RAISED_MAX = 200  # exceptions one process records
@@ -57,7 +59,7 @@ def watch_raises(record: Callable[[str, str], None]) -> bool:
             if id(exc) not in seen:
                 seen[id(exc)] = exc
                 try:
-                    record(f"{type(exc).__name__}: {exc}", f"{_shown(frame.f_code.co_filename)}:{frame.f_lineno}")
+                    record(f"{type(exc).__name__}: {exc}", f"{shown(frame.f_code.co_filename)}:{frame.f_lineno}")
                 except Exception:  # an exception whose str() raises, a ledger that cannot be written: not the step's concern
                     pass
         return local
@@ -76,7 +78,3 @@ def watch_raises(record: Callable[[str, str], None]) -> bool:
     sys.settrace(calls)
     return True
 
-
-def _shown(path: str) -> str:
-    cwd = os.getcwd() + os.sep
-    return path[len(cwd):] if path.startswith(cwd) else path

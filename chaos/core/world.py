@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
 __all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "HANG", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "UNPRICED", "PRICE_FAULTS", "ASTRAL", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
-           "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model"]
+           "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model", "shown"]
 
 FAULT_KINDS = (
     "timeout",
@@ -215,16 +215,17 @@ def origin(glue: tuple[str, ...] = ()) -> str:
                 if candidate:
                     return candidate  # the run of the user's frames ended: only glue was in it
             elif path not in glue:
-                return f"{_shown(path)}:{frame.f_lineno}"
+                return f"{shown(path)}:{frame.f_lineno}"
             elif not candidate:
-                candidate = f"{_shown(path)}:{frame.f_lineno}"
+                candidate = f"{shown(path)}:{frame.f_lineno}"
             frame = frame.f_back
         return candidate
     finally:
         del frame
 
 
-def _shown(path: str) -> str:
+def shown(path: str) -> str:
+    """``path`` relative to the working folder where it lies in it (a user's line as a reader wants it)."""
     cwd = os.getcwd() + os.sep
     return path[len(cwd):] if path.startswith(cwd) else path
 
