@@ -1,7 +1,8 @@
 """The wheel a user installs: only the library, the fault plans inside it, and a console script.
 
 Goal: what ``pip install crashgate`` puts into site-packages works on its own, outside the checkout.
-Method: build the wheel from the checkout (``pip wheel --no-deps``), list its top-level names,
+Method: build the wheel from the checkout (``pip wheel --no-deps``, verbose so that the build
+backend's warnings are kept), read its metadata, list its top-level names,
 install it into a fresh virtual environment (with the system's site-packages, so that pytest,
 Hypothesis and the rest need no download, and ``--force-reinstall`` so that the wheel's copy is
 the one imported, never an editable install of a checkout), then, in a directory outside the
@@ -15,8 +16,11 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 import zipfile
+from email.parser import HeaderParser
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -31,13 +35,23 @@ def _run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None, ti
     return out
 
 
+class Built(NamedTuple):
+    wheel: Path
+    log: str  # what pip and the build backend printed, warnings included
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def built(tmp_path_factory) -> Built:
     out = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
+    run = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "-w", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
     wheels = list(out.glob("crashgate-*.whl"))
     assert len(wheels) == 1, wheels
-    return wheels[0]
+    return Built(wheels[0], run.stdout + run.stderr)
+
+
+@pytest.fixture(scope="module")
+def wheel(built) -> Path:
+    return built.wheel
 
 
 def _clean_env(venv: Path) -> dict[str, str]:
@@ -57,6 +71,29 @@ def test_the_wheel_holds_only_engine_and_chaos_with_the_fault_plans_as_package_d
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[console_scripts]\ncrashgate = " in text
     assert "[pytest11]\ncrashgate = chaos.plugin" in text
+
+
+def test_the_build_backend_warns_of_nothing_in_the_project_s_configuration(built):
+    """setuptools prints a deprecation (``project.license`` as a table, say) long before it fails
+    the build; a warning of the build backend's is a failure here, while it is one line to fix."""
+    warnings = [line.strip() for line in built.log.splitlines()
+                if "Warning" in line or "deprecat" in line.lower()]
+    assert warnings == [], "the build warned:\n" + "\n".join(warnings)
+
+
+def test_the_wheel_declares_an_spdx_license_with_its_text_and_the_project_s_urls(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    metadata_name = next(name for name in names if name.endswith(".dist-info/METADATA"))
+    metadata = HeaderParser().parsestr(zipfile.ZipFile(wheel).read(metadata_name).decode())
+    assert metadata["License-Expression"] == "MIT"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    license_text = next(name for name in names if name.endswith(".dist-info/licenses/LICENSE"))
+    assert zipfile.ZipFile(wheel).read(license_text).decode() == (ROOT / "LICENSE").read_text(encoding="utf-8")
+    urls = dict(line.split(", ", 1) for line in metadata.get_all("Project-URL"))
+    assert sorted(urls) == ["Documentation", "Homepage", "Issues", "Repository"]
+    home = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]["Repository"]
+    assert urls["Homepage"] == home
+    assert urls["Issues"] == f"{home}/issues"
 
 
 @pytest.mark.slow
