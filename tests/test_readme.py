@@ -3,7 +3,10 @@
 Each name is its own test, so a failure says exactly what is missing and where to add it. The
 lists come from the code (the commands in each CLI's own ``--help``, ``chaos.plugin.OPTIONS``)
 and from the files in ``fault_plans/``, never from a copy kept here. The README stays short: at
-most 200 lines, the Quickstart's two commands, links into the docs.
+most 200 lines, the Quickstart's two commands, links into the docs. Its links are absolute, into
+the repository's home (``[project.urls] Repository`` in pyproject.toml), so that they also work on a
+package index's page, where README.md is shown without the files beside it; each still names a file
+of this checkout.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import io
 import os
 import re
 import sys
+import tomllib
 
 import pytest
 
@@ -25,6 +29,21 @@ DOCS = os.path.join(ROOT, "docs")
 README_LINES_MAX = 200
 QUICKSTART_INSTALL = "pip install -e '.[test]' && python -m chaos demo"
 QUICKSTART_TESTS = "python -m pytest -n auto"
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _blob_prefix() -> str:
+    """Where README.md's links into the repository start: the files of its main branch."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        home = tomllib.load(f)["project"]["urls"]["Repository"]
+    return f"{home}/blob/main/"
+
+
+def _checkout_path(link: str) -> str | None:
+    """The file of this checkout a README link names, or None for a link out of the repository."""
+    if not link.startswith(_blob_prefix()):
+        return None
+    return os.path.join(ROOT, *link[len(_blob_prefix()):].split("#", 1)[0].split("/"))
 
 
 def _readme() -> str:
@@ -125,5 +144,15 @@ def test_the_readme_has_at_most_200_lines():
 def test_the_readme_links_into_the_docs_for_each_way_in():
     text = _readme()
     for page in ("docs/how-to/gate-in-ci.md", "docs/how-to/write-an-adapter.md", "docs/reference/invariants.md"):
-        assert f"]({page})" in text, f"README.md does not link {page}"
+        assert f"]({_blob_prefix()}{page})" in text, f"README.md does not link {page}"
         assert os.path.exists(os.path.join(ROOT, page)), page
+
+
+@pytest.mark.parametrize("link", LINK.findall(_readme()))
+def test_every_readme_link_is_absolute_and_a_link_into_the_repository_names_a_file_of_the_checkout(link):
+    if "://" not in link:
+        pytest.fail(f"README.md links {link!r}, which breaks on a package index's page; "
+                    f"write {_blob_prefix()}{link.lstrip('./')}", pytrace=False)
+    path = _checkout_path(link)
+    if path is not None and not os.path.exists(path):
+        pytest.fail(f"README.md links {link}, but {os.path.relpath(path, ROOT)} is not in the repository", pytrace=False)
