@@ -12,7 +12,6 @@ checkout and with no PYTHONPATH, run ``crashgate demo`` and a shipped plan copie
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -24,15 +23,7 @@ from typing import NamedTuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-BUILD_TIMEOUT_S = 300
-RUN_TIMEOUT_S = 300
-
-
-def _run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
-    out = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, f"{' '.join(command)} exited {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out
+from builds import BUILD_TIMEOUT_S, ROOT, RUN_TIMEOUT_S, clean_env, run, warnings_in
 
 
 class Built(NamedTuple):
@@ -43,22 +34,15 @@ class Built(NamedTuple):
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Built:
     out = tmp_path_factory.mktemp("wheel")
-    run = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "-w", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
+    build = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "-w", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
     wheels = list(out.glob("crashgate-*.whl"))
     assert len(wheels) == 1, wheels
-    return Built(wheels[0], run.stdout + run.stderr)
+    return Built(wheels[0], build.stdout + build.stderr)
 
 
 @pytest.fixture(scope="module")
 def wheel(built) -> Path:
     return built.wheel
-
-
-def _clean_env(venv: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP") and not k.startswith("CRASHGATE_")}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["VIRTUAL_ENV"] = str(venv)
-    return env
 
 
 def test_the_wheel_holds_only_engine_and_chaos_with_the_fault_plans_as_package_data(wheel):
@@ -76,8 +60,7 @@ def test_the_wheel_holds_only_engine_and_chaos_with_the_fault_plans_as_package_d
 def test_the_build_backend_warns_of_nothing_in_the_project_s_configuration(built):
     """setuptools prints a deprecation (``project.license`` as a table, say) long before it fails
     the build; a warning of the build backend's is a failure here, while it is one line to fix."""
-    warnings = [line.strip() for line in built.log.splitlines()
-                if "Warning" in line or "deprecat" in line.lower()]
+    warnings = warnings_in(built.log)
     assert warnings == [], "the build warned:\n" + "\n".join(warnings)
 
 
@@ -99,28 +82,28 @@ def test_the_wheel_declares_an_spdx_license_with_its_text_and_the_project_s_urls
 @pytest.mark.slow
 def test_the_installed_wheel_runs_the_demo_and_a_copied_plan_outside_the_checkout(wheel, tmp_path):
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
+    run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
     python = venv / "bin" / "python"
-    env = _clean_env(venv)
-    _run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], cwd=tmp_path, env=env)
+    env = clean_env(venv)
+    run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], cwd=tmp_path, env=env)
     project = tmp_path / "project"
     project.mkdir()
 
-    where = _run([str(python), "-c", "import chaos, engine; print(chaos.__file__); print(engine.__file__)"], cwd=project, env=env).stdout.split()
+    where = run([str(python), "-c", "import chaos, engine; print(chaos.__file__); print(engine.__file__)"], cwd=project, env=env).stdout.split()
     for path in where:
         assert Path(path).resolve().is_relative_to(venv.resolve()), f"imported {path}, not the wheel installed in {venv}"
     assert not any(Path(p).resolve().is_relative_to(ROOT) for p in where)
 
     crashgate = str(venv / "bin" / "crashgate")
-    demo = _run([crashgate, "demo", "--jobs", "20", "--kill-every", "0.3", "--kills-min", "1", "--lease", "1", "--plain"], cwd=project, env=env)
+    demo = run([crashgate, "demo", "--jobs", "20", "--kill-every", "0.3", "--kills-min", "1", "--lease", "1", "--plain"], cwd=project, env=env)
     assert "OK:" in demo.stdout, demo.stdout[-2000:]
 
-    init = _run([crashgate, "plans", "init"], cwd=project, env=env)
+    init = run([crashgate, "plans", "init"], cwd=project, env=env)
     assert "fault_plans/double_submit.toml" in init.stdout
     again = subprocess.run([crashgate, "plans", "init"], cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert again.returncode == 2 and "--force" in again.stderr
 
-    plans = _run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "fault_plans/double_submit.toml", "fault_plans/rate_limit.toml"],
+    plans = run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "fault_plans/double_submit.toml", "fault_plans/rate_limit.toml"],
                  cwd=project, env=env)
     summary = plans.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"\d+ passed in [\d.]+s", summary), plans.stdout[-2000:]
