@@ -25,8 +25,12 @@ from chaos.core.findings import KnownKey, findings, headlines, known_json, known
 from chaos.core.scenario import MODES
 from chaos.core.unreachable import MARKER
 
-__all__ = ["main", "COMMANDS", "format_report"]
+__all__ = ["main", "COMMANDS", "PROG", "format_report", "invoked_as", "version"]
 
+# The program's name in usage lines and errors when nothing says how it was started (a program that
+# calls main() with its own arguments, the generated reference page).
+PROG = "python -m chaos"
+DISTRIBUTION = "crashgate"
 POSTGRES_TARGET = "chaos:postgres_adapter"
 COMMANDS = ("matrix", "baseline", "explore", "adapter", "demo", "soak", "plans")
 SOURCE_CHARS_MAX = 60
@@ -63,8 +67,57 @@ def _matrix_arguments(m: argparse.ArgumentParser) -> None:
     m.add_argument("--quiet", action="store_true", help="print only findings and the summary (the default; kept for old scripts)")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m chaos", description="Crash-test a durable workflow engine.")
+def invoked_as(argv0: str) -> str:
+    """The program's name as its user typed it, from ``sys.argv[0]``: ``crashgate`` for the
+    console script (whatever folder it is in), ``python -m chaos`` for the module, whose
+    ``sys.argv[0]`` is the path of ``chaos/__main__.py``.
+
+    >>> invoked_as("/venv/bin/crashgate"), invoked_as("/src/chaos/__main__.py"), invoked_as("-c")
+    ('crashgate', 'python -m chaos', 'python -m chaos')
+    """
+    name = os.path.basename(argv0)
+    if not name or name.startswith("-") or name == "__main__.py":
+        return PROG
+    return name
+
+
+def version() -> str:
+    """crashgate's version: that of the checkout the code was imported from (its pyproject.toml,
+    beside the package), else that of the installed distribution, else "unknown". The checkout
+    comes first because an installed crashgate's metadata may belong to another copy than the one
+    running (a checkout on PYTHONPATH beside an installed wheel)."""
+    import tomllib
+    from importlib import metadata
+
+    pyproject = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml")
+    try:
+        with open(pyproject, "rb") as f:
+            project = tomllib.load(f).get("project", {})
+        if project.get("name") == DISTRIBUTION and isinstance(project.get("version"), str):
+            return project["version"]
+    except (OSError, tomllib.TOMLDecodeError):  # no checkout around the package: an installed copy
+        pass
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class _Version(argparse.Action):
+    """``--version``: print ``crashgate VERSION`` and exit 0, reading the version only when asked
+    (argparse's own version action wants it when the parser is built, at every run)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"{DISTRIBUTION} {version()}")  # on standard output, as argparse's own version action
+        parser.exit(0)
+
+
+def _parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=prog, description="Crash-test a durable workflow engine.")
+    parser.add_argument("--version", action=_Version, help="print crashgate's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("matrix", help="kill a worker at every crash point and check the invariants")
     _matrix_arguments(m)
@@ -101,8 +154,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
+    """Run one command; ``prog`` is the program's name in usage lines and errors."""
+    args = _parser(prog).parse_args(argv)
     try:
         return _command(args)
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error

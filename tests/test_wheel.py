@@ -6,8 +6,8 @@ backend's warnings are kept), read its metadata, list its top-level names,
 install it into a fresh virtual environment (with the system's site-packages, so that pytest,
 Hypothesis and the rest need no download, and ``--force-reinstall`` so that the wheel's copy is
 the one imported, never an editable install of a checkout), then, in a directory outside the
-checkout and with no PYTHONPATH, run ``crashgate demo`` and a shipped plan copied there by
-``crashgate plans init``, through pytest.
+checkout and with no PYTHONPATH, ask ``crashgate`` for its usage and version, run ``crashgate demo``
+and a shipped plan copied there by ``crashgate plans init``, through pytest.
 """
 
 from __future__ import annotations
@@ -95,6 +95,10 @@ def test_the_installed_wheel_runs_the_demo_and_a_copied_plan_outside_the_checkou
     assert not any(Path(p).resolve().is_relative_to(ROOT) for p in where)
 
     crashgate = str(venv / "bin" / "crashgate")
+    usage = run([crashgate, "--help"], cwd=project, env=env).stdout
+    assert usage.startswith("usage: crashgate "), usage[:200]
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert run([crashgate, "--version"], cwd=project, env=env).stdout == f"crashgate {version}\n"  # the wheel's metadata: no checkout there
     demo = run([crashgate, "demo", "--jobs", "20", "--kill-every", "0.3", "--kills-min", "1", "--lease", "1", "--plain"], cwd=project, env=env)
     assert "OK:" in demo.stdout, demo.stdout[-2000:]
 
