@@ -4,6 +4,9 @@ Goal: a warning (a broken link, a missing page, a generated section that failed)
 and the generated reference pages really hold every plugin option and every invariant. Method:
 build the site into a temporary folder with ``--strict``, then open the index and two reference
 pages in headless Chromium (``--dump-dom``, after Material's scripts ran) and assert on the DOM.
+The built folder must work opened from disk, as a reader who downloads it opens it: over the
+DevTools protocol (``browser.DevTools``) a test loads ``index.html`` from ``file://``, clicks a
+link of the navigation, checks the page it lands on, and searches.
 Without mkdocs or Chromium the test skips, saying what to install; under ``CI=true`` it fails.
 """
 
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import chromium, run_chromium
+from browser import DevTools, chromium, run_chromium
 from pg_fixtures import require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,15 +58,33 @@ def test_the_generated_reference_pages_show_every_plugin_option_and_invariant(si
     import chaos
     from chaos.plugin import OPTIONS
 
-    options = _dom(site / "reference" / "plugin-options" / "index.html", tmp_path / "profile")
+    options = _dom(site / "reference" / "plugin-options.html", tmp_path / "profile")
     for option in OPTIONS:
         for name in (option.flag, option.env, option.ini):
             assert name in options, f"{name} missing from the rendered plugin-options page"
-    invariants = _dom(site / "reference" / "invariants" / "index.html", tmp_path / "profile")
+    invariants = _dom(site / "reference" / "invariants.html", tmp_path / "profile")
     for name in chaos.INVARIANTS:
         assert f'id="{name}"' in invariants, f"no section for invariant {name} in the rendered page"
-    cli = _dom(site / "reference" / "chaos-cli" / "index.html", tmp_path / "profile")
+    cli = _dom(site / "reference" / "chaos-cli.html", tmp_path / "profile")
     assert "python -m chaos plans init" in cli
+
+
+def test_the_site_opened_from_disk_follows_a_navigation_link_to_the_next_page_and_searches(site, tmp_path):
+    with DevTools(chromium(), tmp_path / "profile") as page:
+        page.open((site / "index.html").as_uri())
+        page.click("nav.md-nav--primary a.md-nav__link[href*='demo']")
+        landed = page.evaluate("location.href")
+        # From file://, a link to a folder (tutorial/demo/) opens Chromium's listing of it.
+        assert landed == (site / "tutorial" / "demo.html").as_uri(), f"the navigation's link led to {landed}"
+        assert page.evaluate("document.title") == "The demo - crashgate"
+        assert page.evaluate("document.querySelector('article h1').firstChild.textContent") == "Tutorial: the demo"
+
+        page.evaluate("document.querySelector('input.md-search__input').focus()")
+        page.send("Input.insertText", {"text": "outbox"})
+        found = page.wait_for("document.querySelectorAll('.md-search-result__item').length")
+        assert found, f"no search result for 'outbox': {page.evaluate('document.querySelector(`.md-search-result__meta`).textContent.trim()')}"
+        first = page.evaluate("document.querySelector('.md-search-result__item a').href")
+        assert first.startswith(site.as_uri()) and ".html" in first, first
 
 
 def _hook():
