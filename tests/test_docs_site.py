@@ -12,8 +12,10 @@ Without mkdocs or Chromium the test skips, saying what to install; under ``CI=tr
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +47,16 @@ def _dom(page: Path, profile: Path) -> str:
     return run_chromium(chromium(), profile, "--dump-dom", page.as_uri()).stdout
 
 
-def test_the_site_builds_strict_and_its_index_shows_the_three_ways_in(site, tmp_path):
+def test_the_site_builds_strict_and_its_index_shows_the_install_an_example_and_the_three_ways_in(site, tmp_path):
     dom = _dom(site / "index.html", tmp_path / "profile")
     assert "Three ways in" in dom
+    # A newcomer reads how to install and a first example before the ways in.
+    # The page's own text (the navigation's table of contents comes first), its code unsplit from
+    # the highlighter's spans.
+    text = html.unescape(re.sub(r"<[^>]+>", "", dom.split("<article", 1)[-1]))
+    install = text.find("pip install 'crashgate @ git+https://github.com/crashgate/crashgate'")
+    example = text.find("send_outbox(store, PrintSender(), clock=clock)")
+    assert 0 <= install < example < text.find("Three ways in"), (install, example)
     for way in ("Gate my workflow in CI.", "Gate my own engine.", "Learn the invariants."):
         assert way in dom, way
     for section in ("Tutorial", "How-to guides", "Reference", "Explanation"):  # the navigation Material rendered
