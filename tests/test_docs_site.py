@@ -96,6 +96,25 @@ def test_the_site_opened_from_disk_follows_a_navigation_link_to_the_next_page_an
         assert first.startswith(site.as_uri()) and ".html" in first, first
 
 
+WIDE_CODE = ("[...document.querySelectorAll('.md-typeset pre > code')]"
+             ".filter(c => c.scrollWidth > c.clientWidth).map(c => c.textContent.split('\\n')[0].slice(0, 60))")
+
+
+def test_no_code_block_on_any_page_scrolls_sideways_at_1280_px(site, tmp_path):
+    pages = sorted(p for p in site.rglob("*.html") if "assets" not in p.relative_to(site).parts)
+    blocks = 0
+    scrolling = {}
+    with DevTools(chromium(), tmp_path / "profile", width=1280, height=800) as page:
+        for html_page in pages:
+            page.open(html_page.as_uri())
+            blocks += page.evaluate("document.querySelectorAll('.md-typeset pre > code').length")
+            wide = page.evaluate(WIDE_CODE)
+            if wide:
+                scrolling[str(html_page.relative_to(site))] = wide
+    assert blocks > 50, f"only {blocks} code blocks measured in {len(pages)} pages"
+    assert not scrolling, f"code blocks wider than their box at 1280 px (their first lines): {scrolling}"
+
+
 def _hook():
     """The build hook that fills the reference pages, loaded from its file as MkDocs loads it."""
     spec = importlib.util.spec_from_file_location("docs_reference_hook", ROOT / "docs" / "hooks" / "reference.py")
