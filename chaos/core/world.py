@@ -234,6 +234,8 @@ def shown(path: str) -> str:
 # a key once and only records its later deliveries; a strict one applies every delivery (the
 # effect table counts them), as the endpoint of an engine that promises exactly-once effects.
 class Receiver(StrEnum):
+    """How the world's receiver applies deliveries: ``dedupes`` (once per key) or ``strict`` (every one)."""
+
     DEDUPES = "dedupes"
     STRICT = "strict"
 
@@ -310,6 +312,13 @@ class Fault:
 
 @dataclass(frozen=True)
 class Call:
+    """One paid call of the world's model, as the ledger holds it (:meth:`World.calls`).
+
+    ``memo_committed`` says the step's result was already committed when the call was made (a call
+    paid twice), ``lease_valid`` that the caller still held the job's lease; both come from the
+    adapter's probe, and are ``False`` and ``True`` where it has none.
+    """
+
     seq: int
     job_id: str
     step: str
@@ -325,6 +334,9 @@ class Call:
 
 @dataclass(frozen=True)
 class Delivery:
+    """One request that reached the world's receiver (:meth:`World.deliveries`): ``applied`` says
+    whether it applied the effect (a receiver that dedupes applies a key once)."""
+
     seq: int
     key: str
     kind: str
@@ -337,7 +349,17 @@ Probe = Callable[[str, str, str, int, float], "tuple[bool, bool]"]
 
 
 class World:
-    """The outside world of one scenario, recorded in ``<directory>/world.db``."""
+    """The outside world of one scenario, recorded in ``<directory>/world.db``.
+
+    A step reaches it through three services, each written down in the ledger before it returns,
+    so that what a killed worker did is still known: ``world.model`` (a paid model:
+    ``complete(ctx, task, prompt)`` answers a :class:`engine.ModelReply`), ``world.documents``
+    (``fetch(ctx, source)`` answers the document's text) and ``world.sender`` (``send(key, kind,
+    payload)``, the receiver an outbox sender delivers effects to). An adapter hands them to the
+    user's workflow (``ReferenceAdapter.workflow(world)``); production passes real clients with the
+    same methods. Everything else here is for the harness and for tests: arming faults, and reading
+    back what the ledger recorded.
+    """
 
     def __init__(self, directory: str, clock: Any, *, lease_s: float = 120.0,
                  errors: Mapping[str, Callable[[str], BaseException]] | None = None, receiver: str = Receiver.DEDUPES) -> None:
@@ -403,12 +425,14 @@ class World:
         return [tuple(r) for r in self.conn.execute("SELECT job_id, task, kind FROM fault ORDER BY seq")]  # type: ignore[misc]
 
     def calls(self) -> list[Call]:
+        """Every paid call of the model, in order, with who made it and what the probe said of it."""
         rows = self.conn.execute(
             "SELECT seq, job_id, step, task, worker, token, at, memo_committed, lease_valid, fault, origin FROM call ORDER BY seq"
         )
         return [Call(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8]), r[9], r[10] or "") for r in rows]
 
     def deliveries(self) -> list[Delivery]:
+        """Every request that reached the receiver, in order, applied or not."""
         rows = self.conn.execute("SELECT seq, key, kind, applied, payload, origin FROM delivery ORDER BY seq")
         return [Delivery(r[0], r[1], r[2], bool(r[3]), r[4] or "", r[5] or "") for r in rows]
 
@@ -439,12 +463,15 @@ class World:
 
     # -- faults --------------------------------------------------------------------------------
     def arm(self, fault: Fault) -> None:
+        """Arm ``fault`` in this process: the next matching call meets it (every one, if sticky)."""
         self._faults.append(fault)
 
     def disarm(self) -> None:
+        """Drop every armed fault: the outage is over."""
         self._faults.clear()
 
     def pending_faults(self) -> list[Fault]:
+        """The faults armed and not used up yet, in the order they were armed."""
         return list(self._faults)
 
     def discard(self, fault: Fault) -> None:
@@ -487,6 +514,8 @@ class World:
         self.conn.execute(RECORD_FAULT, (ctx.job_id, ctx.step, task, fault.kind))
 
     def record_call(self, ctx: Any, task: str, fault: Fault | None) -> None:
+        """Write down a paid call of ``ctx``'s step (and the fault it met, if any) before it returns,
+        with the probe's word on whether its memo was already committed and its lease still held."""
         if fault is not None:
             self.record_fault(ctx, task, fault)
         now = self.clock.now()
@@ -561,12 +590,20 @@ def raise_fault(fault: Fault, task: str, errors: Mapping[str, Callable[[str], Ba
 
 
 class _Model:
-    """A paid model whose every call is in the ledger before it returns."""
+    """A paid model whose every call is in the ledger before it returns (``world.model``)."""
 
     def __init__(self, world: World) -> None:
         self.world = world
 
     def complete(self, ctx: Any, task: str, prompt: str) -> ModelReply:
+        """Answer ``prompt`` for ``task`` (a name of the caller's choosing, such as the step's; a
+        fault armed for that task meets this call), and record the call first.
+
+        The reply's ``text`` is the model's answer and ``cost_usd`` its price
+        (:data:`USD_PER_1K_CHARS` per thousand characters of the prompt): return it as the step's
+        cost. An armed fault makes the call raise the error a provider would (typed by the world's
+        ``errors``), answer text the step cannot use, or take its time, heartbeating through ``ctx``.
+        """
         world = self.world
         fault = world.take_fault(task, ctx.job_id)
         world.record_call(ctx, task, fault)
@@ -599,12 +636,16 @@ class _Model:
 
 
 class _Documents:
-    """The document source for ``fetch``: free, but it can fail like any dependency."""
+    """The document source (``world.documents``): free, so not in the ledger's calls, but it can
+    fail like any dependency (faults armed for the task ``fetch``, or for any task)."""
 
     def __init__(self, world: World) -> None:
         self.world = world
 
     def fetch(self, ctx: Any, source: str) -> str:
+        """The text of the document ``source`` names (any string: the same source always gives the
+        same text), or the error an armed ``fetch`` fault raises; a fault it met is recorded for
+        ``ctx``'s job."""
         fault = self.world.take_fault("fetch", ctx.job_id)
         if fault is not None:
             self.world.record_fault(ctx, "fetch", fault)
@@ -618,13 +659,17 @@ class _Documents:
 
 
 class _Receiver:
-    """The outbox sender's endpoint: an idempotent receiver keyed by the outbox's key, or a strict
-    one that applies every delivery (the world's ``receiver``)."""
+    """The outbox sender's endpoint (``world.sender``): an idempotent receiver keyed by the outbox's
+    key, or a strict one that applies every delivery (the world's ``receiver``)."""
 
     def __init__(self, world: World) -> None:
         self.world = world
 
     def send(self, key: str, kind: str, payload: Any) -> None:
+        """Deliver one effect: ``key`` is the outbox row's idempotency key (``job:effect``, such as
+        ``note-1:email``), ``kind`` the effect's name and ``payload`` its JSON-serialisable body.
+        Returns once the receiver recorded it; an armed ``send`` fault raises instead, before
+        anything arrives. It takes no ``ctx``: the outbox sender calls it, not a step."""
         fault = self.world.take_fault("send")
         if fault is not None:
             self.world.strike(fault)
