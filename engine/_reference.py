@@ -59,6 +59,10 @@ REFERENCE_STATES: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class ModelReply:
+    """What a paid model call answers: ``text``, the model's answer, and ``cost_usd``, its price
+    in US dollars (a step returns it as ``StepOutput(..., cost_usd=reply.cost_usd)``, so that the
+    engine records what each step cost)."""
+
     text: str
     cost_usd: float
 

@@ -205,10 +205,12 @@ class StepContext:
         self._lease_until = claim.lease_until
 
     def now(self) -> float:
+        """The worker's clock now (a fake one under the harness): a step reads the time here."""
         return self._worker.clock.now()
 
     @property
     def lease_until(self) -> float:
+        """When the job's lease runs out unless renewed (``heartbeat`` renews it), on the worker's clock."""
         return self._lease_until
 
     def heartbeat(self) -> None:

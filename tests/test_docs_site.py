@@ -12,8 +12,10 @@ Without mkdocs or Chromium the test skips, saying what to install; under ``CI=tr
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import importlib.util
+import inspect
 import os
 import re
 import subprocess
@@ -121,6 +123,50 @@ def _hook():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _public_api(cls: type) -> list[str]:
+    """The class's public methods and properties, found here independently of the build hook."""
+    return [name for name, _ in inspect.getmembers(cls, lambda v: callable(v) or isinstance(v, property)) if not name.startswith("_")]
+
+
+def test_the_world_page_shows_every_public_method_of_the_world_its_services_and_the_fixture(site, tmp_path):
+    import chaos
+    import engine
+
+    dom = _dom(site / "reference" / "world.html", tmp_path / "profile")
+    text = html.unescape(re.sub(r"<[^>]+>", "", dom.split("<article", 1)[-1]))
+    for signature in ("world.model.complete(ctx: Any, task: str, prompt: str) -> ModelReply",
+                      "world.documents.fetch(ctx: Any, source: str) -> str",
+                      "world.sender.send(key: str, kind: str, payload: Any) -> None"):
+        assert signature in text, signature
+    world = chaos.World(str(tmp_path), engine.FakeClock(0.0))
+    for service in ("model", "documents", "sender"):
+        for name in _public_api(type(getattr(world, service))):
+            assert f"world.{service}.{name}(" in text, f"world.{service}.{name} missing from the world page"
+    for name in _public_api(chaos.World):
+        assert f"world.{name}" in text or f"World.{name}(" in text, f"World.{name} missing from the world page"
+    for name in _public_api(chaos.Sandbox):
+        assert f"chaos_world.{name}" in text, f"Sandbox.{name} (the chaos_world fixture) missing from the world page"
+    for name in ("job_id", "step", "worker_id", "token", "heartbeat", "payload", "inputs"):
+        assert f"ctx.{name}" in text, f"ctx.{name} missing from the world page"
+    for field in dataclasses.fields(engine.ModelReply):
+        assert re.search(rf"{field.name}\s+{field.type.__name__ if isinstance(field.type, type) else field.type}", text), field.name
+
+
+def test_the_world_page_fails_the_build_when_the_world_gains_a_method_or_reads_ctx_the_docs_do_not_describe(monkeypatch):
+    import chaos
+
+    hook = _hook()
+    monkeypatch.setattr(chaos.World, "replay", lambda self: None, raising=False)
+    with pytest.raises(RuntimeError, match="update WORLD_GROUPS"):
+        hook.world_api()
+    monkeypatch.delattr(chaos.World, "replay")
+    described = dict(hook.CTX_DESCRIPTIONS)
+    del described["token"]
+    monkeypatch.setattr(hook, "CTX_DESCRIPTIONS", described)
+    with pytest.raises(RuntimeError, match=r"reads ctx\.\{.*token.*update CTX_DESCRIPTIONS"):
+        hook.world_api()
 
 
 def test_the_schema_page_fails_the_build_when_the_loader_allows_a_key_the_docs_do_not_describe(monkeypatch):

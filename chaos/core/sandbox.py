@@ -117,10 +117,12 @@ class Sandbox(RunContext):
         raise AssertionError(f"the outbox still had rows due after {SENDS_MAX} passes")
 
     def advance(self, seconds: float) -> None:
+        """Move the run's fake clock on by ``seconds``: leases expire, retries and outbox rows come due."""
         self.clock.advance(seconds)
 
     # -- faults ----------------------------------------------------------------------------------
     def arm(self, fault: Fault) -> None:
+        """Arm ``fault`` in the world: the next matching call meets it (every one, if sticky)."""
         self.world.arm(fault)
 
     def heal(self) -> None:
@@ -166,6 +168,7 @@ class Sandbox(RunContext):
         self._human(worker, "resolve", job_id, action)
 
     def cancel(self, job_id: str, *, worker: str = "w1") -> None:
+        """Cancel ``job_id``, as a person would, where the engine's table allows it."""
         self._human(worker, "cancel", job_id)
 
     def _human(self, worker: str, action: str, job_id: str, *args: Any) -> None:
@@ -193,6 +196,7 @@ class Sandbox(RunContext):
 
     # -- what happened ---------------------------------------------------------------------------
     def states(self) -> dict[str, str]:
+        """Each job's state in the engine's database, by job id."""
         return {job_id: job.state for job_id, job in sorted(self.adapter.inspect(self.db).jobs.items())}
 
     def last_errors(self) -> dict[str, str | None]:
@@ -208,9 +212,11 @@ class Sandbox(RunContext):
         return self.world.applied_effects()
 
     def evidence(self) -> Evidence:
+        """What the invariants are checked against: the engine's database and the world's ledger, read now."""
         return Evidence.gather(self.adapter, self.db, self.world, submitted=dict(self.submitted), interruptions=Counter(self.interruptions))
 
     def wasted_calls(self) -> int:
+        """Paid calls whose result was not memoised: what crashes, faults and retries cost so far."""
         return wasted_calls(self.evidence())
 
     def check(self, *, at_rest: bool = True) -> list[Violation]:
@@ -224,6 +230,7 @@ class Sandbox(RunContext):
         return violations
 
     def close(self) -> None:
+        """Close every worker's session and give the database and the ledger back."""
         for session in self._sessions.values():
             close_quietly(session)
         self._sessions.clear()

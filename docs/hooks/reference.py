@@ -5,7 +5,9 @@ A page asks for a generated section with an HTML comment on a line of its own,
 section is read through a public entry point only: the ``--help`` of ``python -m chaos`` and
 ``python -m engine`` (their ``main``), ``chaos.plugin.OPTIONS`` checked against what pytest's own
 ``--help`` lists, the plan loader's own "allowed" messages (``chaos.load_plan``),
-``chaos.INVARIANTS`` and the ``chaos.Adapter`` / ``chaos.Session`` protocols. The code is imported
+``chaos.INVARIANTS``, the ``chaos.Adapter`` / ``chaos.Session`` protocols, and ``chaos.World``
+with the services it hands a step (read by ``inspect``, and the ``ctx`` attributes its code reads
+by ``ast``). The code is imported
 from the checkout that holds ``mkdocs.yml``. A section that cannot be produced fails the build.
 """
 
@@ -240,7 +242,7 @@ def fault_plan_schema() -> str:
 
 def _markdown(docstring: str) -> str:
     text = re.sub(r"``([^`]+)``", r"`\1`", inspect.cleandoc(docstring))
-    return re.sub(r":[a-z]+:`([^`]+)`", r"`\1`", text)  # Sphinx roles (:class:`X`) read as code
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", text)  # Sphinx roles (:class:`X`, :class:`~X`) read as code
 
 
 def invariants() -> str:
@@ -300,6 +302,184 @@ def adapter_protocol() -> str:
     return "\n".join(parts)
 
 
+# What the world does with each attribute of a call's ``ctx``. The names come from the world's own
+# code (every ``ctx.NAME`` it reads is required, every ``getattr(ctx, "NAME", ...)`` optional); a
+# name it reads and this table does not describe, or the other way round, fails the build.
+CTX_DESCRIPTIONS = {
+    "job_id": "the job the call belongs to: the ledger's record, and the job a `per_job` or `jobs` fault counts",
+    "step": "the step making the call, as the engine names it",
+    "worker_id": "the worker making the call",
+    "token": "the lease's fencing token, handed to the adapter's probe (none: the engine has no fencing)",
+    "heartbeat": "called (no arguments) while a slow or stalled call goes on, as a long call renews its lease "
+                 "(none: the lease simply runs out)",
+}
+# Each public method of chaos.World, by what it is for; a method in no group (or a group naming a
+# method the class lacks) fails the build, so that the page lists every one.
+WORLD_GROUPS = {
+    "Faults": ("arm", "disarm", "pending_faults", "discard", "take_fault", "strike"),
+    "What the ledger recorded": ("calls", "deliveries", "applied_effects", "faults_met", "escapes", "raised"),
+    "Making and closing a world": ("for_adapter", "close", "conn"),
+    "The harness's own (the services and the checks call these; a step never does)":
+        ("record_call", "record_fault", "record_escape", "record_raised", "deliver", "stall", "slow"),
+}
+WORLD_SERVICES = ("model", "documents", "sender")
+
+
+def _ctx_reads() -> dict[str, bool]:
+    """Each attribute of ``ctx`` that chaos/core/world.py reads -> whether it is required."""
+    import ast
+
+    import chaos.core.world
+
+    tree = ast.parse(Path(chaos.core.world.__file__).read_text(encoding="utf-8"))
+    reads: dict[str, bool] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ctx":
+            reads[node.attr] = True
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) == 3 and isinstance(node.args[0], ast.Name) and node.args[0].id == "ctx"
+              and isinstance(node.args[1], ast.Constant)):
+            reads.setdefault(node.args[1].value, False)
+    return reads
+
+
+def _public(obj: object) -> list[str]:
+    """The public methods and properties of ``obj``'s class (or of ``obj``, a class), inherited ones
+    included, in the order of their definition."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    names: list[str] = []
+    for klass in reversed(cls.__mro__[:-1]):  # object's own are not the class's API
+        names.extend(n for n, v in vars(klass).items()
+                     if not n.startswith("_") and n not in names and (callable(v) or isinstance(v, (property, classmethod, staticmethod))))
+    return names
+
+
+def _annotation(annotation: object) -> str:
+    # A postponed annotation is the string it was written as; inspect would show it quoted.
+    return annotation.strip("'\"") if isinstance(annotation, str) else inspect.formatannotation(annotation)
+
+
+def _default(value: object) -> str:
+    import enum
+
+    return f"{type(value).__name__}.{value.name}" if isinstance(value, enum.Enum) else repr(value)
+
+
+def _signature(member: object) -> str:
+    """``(name: type = default, ...) -> type`` as written in the code, without ``self``."""
+    signature = inspect.signature(member)
+    shown: list[str] = []
+    star = False  # a '*' (or '*args') already separates the keyword-only parameters
+    for p in signature.parameters.values():
+        if p.name == "self" and not shown:
+            continue
+        if p.kind is p.KEYWORD_ONLY and not star:
+            shown.append("*")
+        star = star or p.kind in (p.KEYWORD_ONLY, p.VAR_POSITIONAL)
+        text = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name
+        if p.annotation is not p.empty:
+            text += f": {_annotation(p.annotation)}"
+        if p.default is not p.empty:
+            text += f" = {_default(p.default)}" if p.annotation is not p.empty else f"={_default(p.default)}"
+        shown.append(text)
+    returns = "" if signature.return_annotation is signature.empty else f" -> {_annotation(signature.return_annotation)}"
+    return f"({', '.join(shown)}){returns}"
+
+
+def _method(owner: object, name: str, prefix: str) -> str:
+    """One method (or property) as a bullet: its signature and its whole docstring, as one paragraph."""
+    static = inspect.getattr_static(owner if isinstance(owner, type) else type(owner), name)
+    member = getattr(owner, name)
+    if isinstance(static, classmethod):
+        prefix = f"{(owner if isinstance(owner, type) else type(owner)).__name__}."
+    if isinstance(static, property):
+        head, doc = f"`{prefix}{name}` (property)", inspect.getdoc(static)
+    else:
+        head, doc = f"`{prefix}{name}{_signature(member)}`", inspect.getdoc(member)
+    body = " ".join(_markdown(doc).split()) if doc else "(no docstring)"
+    return f"- {head} — {_cell(body)}"
+
+
+def _fields(cls: type) -> str:
+    import dataclasses
+
+    rows = ["| field | type | default |", "|---|---|---|"]
+    for f in dataclasses.fields(cls):
+        default = "" if f.default is dataclasses.MISSING else f"`{f.default!r}`"
+        rows.append(f"| `{f.name}` | `{_cell(str(f.type))}` | {default} |")
+    return "\n".join(rows)
+
+
+def world_api() -> str:
+    """What the world offers a step (its services, the model's reply, what ``ctx`` carries), and every
+    public method of ``chaos.World`` and of the ``chaos_world`` fixture's ``chaos.Sandbox``."""
+    _checkout_first()
+    import ast
+
+    import chaos
+    import engine
+    from chaos.core.world import Call, Delivery
+
+    parts = []
+    with tempfile.TemporaryDirectory() as folder:
+        world = chaos.World(folder, engine.FakeClock(0.0))  # its ledger opens on first use: never here
+        services = []
+        for name in WORLD_SERVICES:
+            service = getattr(world, name)
+            methods = _public(service)
+            if not methods:
+                raise RuntimeError(f"world.{name} has no public method to document")
+            services.append(f"### `world.{name}`\n\n{_markdown(inspect.getdoc(service) or '')}\n\n"
+                            + "\n".join(_method(service, m, f"world.{name}.") for m in methods) + "\n")
+        parts.append("## The services a step calls\n\n" + "\n".join(services))
+
+        reads = _ctx_reads()
+        if set(reads) != set(CTX_DESCRIPTIONS):
+            raise RuntimeError(f"chaos/core/world.py reads ctx.{{{', '.join(sorted(reads))}}}; the docs describe "
+                               f"{sorted(CTX_DESCRIPTIONS)}: update CTX_DESCRIPTIONS in docs/hooks/reference.py")
+        rows = ["| attribute | needed | what the world does with it |", "|---|---|---|"]
+        for name, required in sorted(reads.items(), key=lambda item: not item[1]):
+            rows.append(f"| `ctx.{name}` | {'yes' if required else 'where the engine has it'} | {_cell(CTX_DESCRIPTIONS[name])} |")
+        context = engine.StepContext
+        init = ast.parse(inspect.cleandoc("\n" + inspect.getsource(context.__init__)))
+        attributes = [t.attr for node in ast.walk(init) if isinstance(node, ast.Assign) for t in node.targets
+                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                      and not t.attr.startswith("_")]
+        missing = [name for name in reads if name not in attributes and name not in _public(context)]
+        if missing:
+            raise RuntimeError(f"engine.StepContext lacks {missing}, which the world reads from ctx")
+        parts.append("## What `ctx` must carry\n\nEvery call of the model and of the documents takes the step's "
+                     "context first. The world reads these from it:\n\n" + "\n".join(rows) + "\n\n"
+                     f"### The reference engine's context: `engine.StepContext`\n\n{_markdown(context.__doc__ or '')} "
+                     "It carries all of the above.\n\n"
+                     + "\n".join(f"- `ctx.{a}` (attribute)" for a in attributes) + "\n"
+                     + "\n".join(_method(context, m, "ctx.") for m in _public(context)) + "\n")
+
+        parts.append(f"## The model's reply: `engine.ModelReply`\n\n{_markdown(inspect.getdoc(engine.ModelReply) or '')}\n\n"
+                     + _fields(engine.ModelReply) + "\n")
+
+        methods = _public(chaos.World)
+        grouped = [m for group in WORLD_GROUPS.values() for m in group]
+        if sorted(grouped) != sorted(methods):
+            raise RuntimeError(f"chaos.World's public methods are {sorted(methods)}, the docs group {sorted(grouped)}: "
+                               "update WORLD_GROUPS in docs/hooks/reference.py")
+        doc = _markdown(inspect.getdoc(chaos.World) or "").split("\n\n")
+        lines = [f"## `chaos.World`: the whole class\n\n{' '.join(doc[0].split())}\n\n"
+                 f"`chaos.World{_signature(chaos.World)}`\n"]
+        for group, names in WORLD_GROUPS.items():
+            lines.append(f"### {group}\n\n" + "\n".join(_method(world, m, "world.") for m in names) + "\n")
+        parts.append("\n".join(lines))
+    for cls in (chaos.Fault, Call, Delivery):
+        module = "chaos" if getattr(chaos, cls.__name__, None) is cls else cls.__module__
+        parts.append(f"## `{module}.{cls.__name__}`\n\n{_markdown(inspect.getdoc(cls) or '').split(chr(10) * 2 + '>>>')[0]}\n\n"
+                     + _fields(cls) + "\n")
+    sandbox = chaos.Sandbox
+    parts.append("## The `chaos_world` fixture: `chaos.Sandbox`\n\n"
+                 + _markdown(inspect.getdoc(sandbox) or "").split("\n\n")[0] + "\n\n"
+                 + "\n".join(_method(sandbox, m, "chaos_world.") for m in _public(sandbox)) + "\n")
+    return "\n".join(parts)
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "chaos-cli": lambda: cli_reference("chaos.__main__", "python -m chaos"),
     "engine-cli": lambda: cli_reference("engine.__main__", "python -m engine"),
@@ -308,6 +488,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "fault-plan-schema": fault_plan_schema,
     "invariants": invariants,
     "adapter-protocol": adapter_protocol,
+    "world-api": world_api,
 }
 
 
