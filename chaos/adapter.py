@@ -295,6 +295,9 @@ CAPABILITIES: tuple[Capability, ...] = (
                "what your steps do that is no effect on the world (a cache, a read-only service)",
                "every file written outside the run's folder, connection and process a step starts is an effect", ""),
     Capability("scenarios", "adapter", "scenarios() -> your own families (chaos.Scenario)", "the reference families", ""),
+    Capability("scenario_timeout_s", "adapter", "scenario_timeout_s = 300.0: seconds one scenario of your engine may run "
+               "before it is a 'hangs' finding (an engine that launches slowly; --scenario-timeout overrides it)",
+               "60 s, and at least ten times a family's baseline (chaos.core.hangs)", ""),
 )
 
 
@@ -333,7 +336,7 @@ def _adapter_has(adapter: Any, name: str) -> bool:
         return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
     if name == "conflict_errors":  # needed only where a different payload must be refused
         return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
-    if name in ("fault_errors", "schema", *DECLARED_WORDS):
+    if name in ("fault_errors", "schema", "scenario_timeout_s", *DECLARED_WORDS):
         return getattr(adapter, name, None) is not None
     return callable(getattr(adapter, name, None))
 

@@ -21,6 +21,7 @@ from engine.terminal import printable, stdout_closed
 from chaos.adapter import REFERENCE_TARGET
 from chaos.matrix.runner import DEFAULT_FAULTS, DEFAULT_SEED, FAULTS, PAIRS_DEFAULT, MatrixReport, MatrixUsageError, run_matrix
 from chaos.core.annotations import annotations, on_github_actions, shown_path
+from chaos.core.hangs import BASELINE_FACTOR, SCENARIO_TIMEOUT_S, check_timeout
 from chaos.core.findings import KnownKey, findings, headlines, known_json, known_keys, known_line, plural, read_known
 from chaos.core.scenario import MODES
 from chaos.core.unreachable import MARKER
@@ -57,6 +58,10 @@ def _matrix_arguments(m: argparse.ArgumentParser) -> None:
                    help="what the steps do that is no effect on the world: file:GLOB, connect:HOST:PORT (read only), "
                         "http:HOST:PORT (POST, PUT, PATCH, DELETE), mail:HOST:PORT, subprocess:GLOB (every other file written, "
                         "connection, mail or process a step starts fails effects-through-outbox)")
+    m.add_argument("--scenario-timeout", type=_seconds, metavar="S",
+                   help=f"seconds one scenario may run before it is a 'hangs' finding (its processes' stacks taken, then "
+                        f"killed) and the run goes on (default: the adapter's scenario_timeout_s, else {SCENARIO_TIMEOUT_S:g}; "
+                        f"a family's points get at least {BASELINE_FACTOR:g} times its baseline's time)")
     m.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     m.add_argument("--exhaustive", action="store_true",
                    help="pause at every point, not once per pause class (points with no visible operation between them)")
@@ -257,6 +262,7 @@ def _matrix(args: argparse.Namespace) -> int:
                 replay_db=replay_db,
                 exhaustive=args.exhaustive,
                 allowed_effects=args.allow_effects.split(","),
+                scenario_timeout_s=args.scenario_timeout,
             )
         except MatrixUsageError as exc:  # what it was given; a ValueError of the run itself is a bug, with its traceback
             print(f"error: {printable(exc)}", file=sys.stderr)
@@ -323,6 +329,14 @@ def _plan_baseline(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         return stdout_closed()
     return 0
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0 (a scenario's bound)."""
+    try:
+        return check_timeout(text, "--scenario-timeout")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds > 0; pass e.g. 60") from None
 
 
 def _jobs(text: str) -> int:

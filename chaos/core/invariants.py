@@ -38,6 +38,7 @@ __all__ = [
     "baseline_failures",
     "raised",
     "point_reached",
+    "hangs",
     "HARNESS_CHECKS",
     "describe",
     "idempotent_submit",
@@ -491,6 +492,9 @@ FIXES: dict[str, str] = {
     "baseline": "the workflow fails without any fault: read the jobs' last_error above; for the payload, give your adapter "
                 "a payload(job_id) method",
     "raised": "the code under test raised: the traceback's last lines are above, the replay command reruns it alone",
+    "hangs": "a process of the scenario waited without end (its stack is in the report): give every wait a bound (the "
+             "database's busy timeout, each call's deadline), give up after a bounded number of retries and record why, "
+             "never wait for a worker that may be dead; if the engine is only slow, raise --scenario-timeout",
     "point-reached": "the worker never reached the point when run again, so its fault was never injected: make the "
                      "iteration deterministic (the clock and the random generator it is given, not the machine's); the "
                      "replay command reruns the scenario alone",
@@ -716,13 +720,30 @@ def point_reached(where: str) -> Violation:
                                       "so this scenario tested nothing")
 
 
+def hangs(what: str, point: str, bound_s: float, stuck_at: str = "") -> Violation:
+    """Every process of a scenario finishes within the scenario's bound: the worker killed or
+    frozen at the point, the workers run meanwhile, the one resumed, the recovery.
+
+    Protects against a worker that waits forever: a lock retried without limit, a call with no
+    timeout, a resumed worker waiting for an answer from a peer that is gone. In production that
+    is a job stuck with nobody told; in a gate, a run that never ends. Held by a timeout on every
+    wait (the database's busy timeout, each call's deadline) and by giving up, recorded, after a
+    bounded number of attempts. The harness's watchdog reports it with every thread's stack of
+    the stuck process (the user's and the engine's frames first), kills it, and runs the next
+    scenario; ``--scenario-timeout`` sets the bound.
+    """
+    at = f" at point '{point}'" if point else ""  # quoted: one cause at every point (chaos.core.findings.normalise)
+    where = f"; stuck at {stuck_at}" if stuck_at else ""
+    return Violation("hangs", f"{what} did not finish within {bound_s:g} s{at}{where}")
+
+
 def _short(value: Any, limit: int = 160) -> str:
     text = repr(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 INVARIANTS: dict[str, Callable[..., list[Violation]]] = {
-    **AT_REST, "idempotent-submit": idempotent_submit, "same-outcome": same_outcome,
+    **AT_REST, "idempotent-submit": idempotent_submit, "same-outcome": same_outcome, "hangs": hangs,
 }
 # Checks of the harness itself rather than of the engine, named in results like invariants.
 HARNESS_CHECKS: dict[str, Callable[..., Any]] = {"baseline": baseline_failures, "raised": raised, "point-reached": point_reached}

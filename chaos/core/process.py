@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import faulthandler
 import gc
 import os
 import pickle
@@ -37,10 +38,12 @@ import struct
 import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-__all__ = ["Exit", "Ended", "Child", "ChildFailed", "fork", "first_to_answer", "run_in_child", "tell", "stop_here", "die_here", "in_child", "ERROR_LINES_MAX"]
+__all__ = ["Exit", "Ended", "Child", "ChildFailed", "fork", "first_to_answer", "run_in_child", "tell", "stop_here", "die_here", "in_child",
+           "ERROR_LINES_MAX", "Hung", "Stack", "watchdog", "STACKS_SIGNAL"]
 
 
 class Exit(enum.StrEnum):
@@ -57,10 +60,19 @@ class Exit(enum.StrEnum):
     NO_EFFECT = "no-effect"  # the fault of the machine changed nothing there
     ERROR = "error"  # the code under test (or an adapter) raised
     DIED = "died"  # ended some other way (another signal, an exit of its own)
+    HUNG = "hung"  # did not finish within the scenario's bound (see watchdog): its stacks taken, then killed
 
 
 ERROR_LINES_MAX = 12  # the last lines of a traceback a result keeps
 WAIT_S_MAX = 900.0  # a child that neither ends nor stops by then is killed and reported
+# The signal that makes a watched child write every thread's stack (faulthandler, in C: it answers
+# while the interpreter is blocked in a lock, a sleep or a query). A real-time signal where there
+# is one, so that it meets no handler an engine installs for SIGUSR1 or SIGUSR2 (the inprocess
+# kill uses SIGUSR1 itself, see chaos.core.scenario.Abandoning).
+STACKS_SIGNAL: int = signal.SIGRTMIN + 3 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
+STACKS_SIGNAL_NAME = "SIGRTMIN+3" if hasattr(signal, "SIGRTMIN") else "SIGUSR2"
+STACKS_WAIT_S = 2.0  # how long a stuck child has to write its stacks before it is killed without them
+STACKS_QUIET_S = 0.05  # a dump that has not grown for this long is whole
 _FRAME = struct.Struct("!I")
 _STOP = "stop"
 _NOTE = "note"
@@ -68,6 +80,8 @@ _VALUE = "value"
 _ERROR = "error"
 
 _report_fd: int | None = None  # in a child: its end of the pipe
+_watch: "_Watch | None" = None  # in the harness's process, while a scenario runs under watchdog()
+_stacks_fd: int | None = None  # this process's file of stack dumps (O_APPEND), made at the first watched fork
 _LIBC = ctypes.PyDLL(None, use_errno=True)  # libc, called without releasing the GIL
 _LIBC.write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
 _LIBC.write.restype = ctypes.c_ssize_t
@@ -118,8 +132,11 @@ def die_here() -> None:
 class Child:
     """A forked child and its pipe. Use :func:`fork` to make one."""
 
-    def __init__(self, pid: int, fd: int) -> None:
+    def __init__(self, pid: int, fd: int, what: str = "a child", group: bool = False) -> None:
         self.pid = pid
+        self.what = what  # what it runs, as a finding names it ("the recovery, in a fresh process")
+        self.group = group  # it leads a process group of its own: killed, it takes whatever it started along
+        self.stopped = False  # frozen (SIGSTOP) at its point, waiting to be resumed
         self._fd = fd
         self._buffer = b""
         self._notes: list[Any] = []
@@ -132,18 +149,23 @@ class Child:
         """Read the child's pipe until it stops itself or ends; how it did.
 
         A child still running after ``timeout_s`` is killed and reported as an error (a hang in
-        the code under test is a finding, not a reason for the harness to hang too).
+        the code under test is a finding, not a reason for the harness to hang too). A child forked
+        under :func:`watchdog` is also waited for no longer than the scenario's bound: past it,
+        :class:`Hung` is raised, with the stacks of every process of the scenario.
         """
         if self.ended is not None:
             return self.ended
         deadline = time.monotonic() + timeout_s
+        watch = _watch if _watch is not None and self in _watch.children else None
         while True:
             left = deadline - time.monotonic()
+            if watch is not None and watch.deadline - time.monotonic() <= 0:
+                raise watch.expired(self)
             if left <= 0:
                 self.kill()
                 self.ended = Ended(Exit.ERROR, error=f"did not finish within {timeout_s:.0f} s: killed", notes=self._take_notes())
                 return self.ended
-            ready, _, _ = select.select([self._fd], [], [], min(left, 1.0))
+            ready, _, _ = select.select([self._fd], [], [], max(0.0, min(left, 1.0, watch.deadline - time.monotonic() if watch else 1.0)))
             if not ready:
                 continue
             chunk = os.read(self._fd, 1 << 16)
@@ -153,11 +175,13 @@ class Child:
             if self._consume():
                 _, status = os.waitpid(self.pid, os.WUNTRACED)
                 if os.WIFSTOPPED(status):
+                    self.stopped = True
                     return Ended(Exit.STOPPED, notes=self._take_notes(), status=status)
                 return self._finish(status)
 
     def resume(self, timeout_s: float = WAIT_S_MAX) -> Ended:
         """SIGCONT a stopped child, then wait for it as :meth:`wait` does."""
+        self.stopped = False
         os.kill(self.pid, signal.SIGCONT)
         return self.wait(timeout_s)
 
@@ -166,7 +190,10 @@ class Child:
         if self.ended is not None:
             return
         try:
-            os.kill(self.pid, signal.SIGKILL)
+            if self.group:
+                os.killpg(self.pid, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self._reap()
@@ -230,10 +257,14 @@ class Child:
         return self.ended
 
 
-def fork(body: Callable[[], Any]) -> Child:
+def fork(body: Callable[[], Any], what: str = "a child") -> Child:
     """Fork a child that runs ``body()`` and sends back what it returns (or raises); it never
-    returns into the caller's code (``os._exit``), whatever happens."""
-    global _report_fd
+    returns into the caller's code (``os._exit``), whatever happens. ``what`` names what it runs,
+    for a scenario that hangs in it (see :func:`watchdog`)."""
+    global _report_fd, _watch
+    watch = _watch
+    if watch is not None:
+        _stacks_file()
     read_fd, write_fd = os.pipe()
     gc.freeze()  # the child's collections then leave the parent's objects (and pages) alone
     pid = os.fork()
@@ -243,6 +274,10 @@ def fork(body: Callable[[], Any]) -> Child:
             gc.disable()  # a short life: no collection copying pages it shares with the parent
             os.close(read_fd)
             _report_fd = write_fd
+            _watch = None  # the parent's watch is the parent's: what this child forks stays in its group
+            if watch is not None and _stacks_fd is not None:
+                os.setpgid(0, 0)
+                faulthandler.register(STACKS_SIGNAL, file=_stacks_fd, all_threads=True, chain=False)
             value = body()
             # Without letting go of the interpreter: a thread the body left runnable (a step
             # thread handed a call just before the worker was abandoned) must not run again.
@@ -258,7 +293,126 @@ def fork(body: Callable[[], Any]) -> Child:
             os._exit(code)
     gc.unfreeze()
     os.close(write_fd)
-    return Child(pid, read_fd)
+    child = Child(pid, read_fd, what, group=watch is not None)
+    if watch is not None:
+        try:
+            os.setpgid(pid, pid)  # the child does it too: whichever runs first, the group exists before a kill
+        except OSError:  # the child did it first, or has ended already
+            pass
+        watch.children.append(child)
+    return child
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Every thread's stack of one process of a scenario that hung, as faulthandler wrote it."""
+
+    process: str  # what it ran (the fork's ``what``)
+    pid: int
+    text: str  # faulthandler's dump (most recent call first), or why there is none
+
+
+class Hung(BaseException):
+    """A scenario's process did not finish within the scenario's bound (:func:`watchdog`).
+
+    A BaseException, as KeyboardInterrupt is: it ends the scenario wherever the harness waits,
+    whatever the scenario's own code catches (an adapter's error is an Exception, reported as one).
+    """
+
+    def __init__(self, what: str, bound_s: float, stacks: list[Stack]) -> None:
+        self.what = what
+        self.bound_s = bound_s
+        self.stacks = stacks
+        super().__init__(f"{what} did not finish within {bound_s:g} s")
+
+
+@dataclass
+class _Watch:
+    bound_s: float
+    deadline: float
+    children: list[Child] = field(default_factory=list)
+
+    def expired(self, waited: Child) -> Hung:
+        """The bound has passed while ``waited`` ran: every thread's stack of each of the
+        scenario's processes still running (``waited`` first), then all of them killed."""
+        live = [waited] + [c for c in self.children if c is not waited and c.ended is None]
+        stacks = [Stack(c.what, c.pid, _frozen_text() if c.stopped else _stacks_of(c.pid)) for c in live]
+        for child in live:
+            child.kill()
+        return Hung(waited.what, self.bound_s, stacks)
+
+    def close(self) -> None:
+        """Kill what the scenario left running or frozen (it returned early, or was interrupted)."""
+        for child in self.children:
+            if child.ended is None:
+                child.kill()
+
+
+@contextmanager
+def watchdog(bound_s: float) -> Iterator[None]:
+    """Bound a scenario: every child forked inside is waited for until ``bound_s`` seconds after
+    the start at most; past it, :class:`Hung` is raised with every thread's stack of each child
+    still running, and those children are killed with whatever they started.
+
+    Each child it forks leads a process group of its own (a worker that started another process
+    takes it along when it is killed) and writes its threads' stacks when it gets
+    :data:`STACKS_SIGNAL`. A watchdog inside another adds nothing: the outer bound holds.
+
+    >>> with watchdog(0.5):
+    ...     fork(lambda: time.sleep(60), "a sleeper").wait()
+    Traceback (most recent call last):
+    ...
+    chaos.core.process.Hung: a sleeper did not finish within 0.5 s
+    """
+    global _watch
+    if not bound_s > 0:
+        raise ValueError(f"a scenario's bound must be a number of seconds > 0, not {bound_s!r}")
+    if _watch is not None or in_child():
+        yield
+        return
+    _watch = _Watch(bound_s, time.monotonic() + bound_s)
+    try:
+        yield
+    finally:
+        watch, _watch = _watch, None
+        watch.close()
+
+
+def _stacks_file() -> int:
+    """This process's file of stack dumps: unlinked, shared with every child it forks. A dump
+    moves the file's offset, which the children share, so dumps follow one another; each is read
+    from where the file ended before it was asked for."""
+    global _stacks_fd
+    if _stacks_fd is None:
+        import tempfile
+
+        _stacks_fd, path = tempfile.mkstemp(prefix="crashgate-stacks-")
+        os.unlink(path)
+    return _stacks_fd
+
+
+def _stacks_of(pid: int) -> str:
+    """Ask ``pid`` for its threads' stacks and read them (see :data:`STACKS_SIGNAL`)."""
+    fd = _stacks_file()
+    start = os.fstat(fd).st_size
+    try:
+        os.kill(pid, STACKS_SIGNAL)
+    except ProcessLookupError:
+        return "(no stack: the process had ended)"
+    deadline = time.monotonic() + STACKS_WAIT_S
+    size = start
+    while time.monotonic() < deadline:
+        time.sleep(STACKS_QUIET_S)
+        now = os.fstat(fd).st_size
+        if now > start and now == size:
+            break
+        size = now
+    text = os.pread(fd, size - start, start).decode("utf-8", "replace").rstrip()
+    return text or f"(no stack: the process did not answer {STACKS_SIGNAL_NAME} within {STACKS_WAIT_S:g} s)"
+
+
+def _frozen_text() -> str:
+    return "(no stack: the harness froze it (SIGSTOP) at its point, as the scenario does)"
 
 
 def first_to_answer(children: list[Child], timeout_s: float = WAIT_S_MAX) -> Child:

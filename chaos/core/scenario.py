@@ -44,6 +44,7 @@ from chaos.core.invariants import (
     Violation,
     baseline_failures,
     check,
+    hangs,
     idempotent_submit,
     point_reached,
     raised,
@@ -55,7 +56,8 @@ from chaos.core.invariants import (
 from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
 from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
-from chaos.core.process import Ended, Exit, die_here, fork, in_child, stop_here
+from chaos.core.hangs import bound_s, stacks_json, stuck_at
+from chaos.core.process import Ended, Exit, Hung, die_here, fork, in_child, stop_here, watchdog
 from chaos.core.raises import watch_raises
 from chaos.adapter import allowed_effects, payload_for
 from chaos.adapters.sql import HUMAN_WRITER
@@ -108,6 +110,7 @@ __all__ = [
     "steps_in_flight",
     "for_adapter",
     "task_names",
+    "watched",
 ]
 
 MODES = ("fork", "inprocess")
@@ -349,13 +352,14 @@ class Family:
     crash_contents: dict[int, Any] = field(default_factory=dict)
     template_db: str = ""  # an adapter's own template database (PostgreSQL); "" = the template's files
     skipped: str = ""  # why the family does not apply to this workflow (its points are not run)
+    timeout_s: float | None = None  # the run's bound on a scenario (None: the adapter's, else the default; see chaos.core.hangs)
 
     @property
     def completed(self) -> bool:
         """Whether the baseline (no fault) ran to the end as the family expects: only then are its
         points run. (A baseline that completed but broke an invariant, a race inside the iteration
         itself, still fails; its points run too and show where.)"""
-        return not any(v.invariant in ("baseline", "raised") for v in self.baseline.violations)
+        return not any(v.invariant in ("baseline", "raised", "hangs") for v in self.baseline.violations)
 
 
 @dataclass
@@ -382,6 +386,7 @@ class Outcome:
     raised: dict[str, str] = field(default_factory=dict)  # an exception's text -> the user's line a recovery raised it at
     faults_fired: list[str] = field(default_factory=list)  # the kinds of the world's faults that steps met
     lost_commits: list[str] = field(default_factory=list)  # acknowledged, then taken by a power cut (chaos.hostfaults.power_faults)
+    stacks: list[dict[str, Any]] = field(default_factory=list)  # a scenario that hung: its processes' stacks (chaos.core.hangs.stacks_json)
 
     def __post_init__(self) -> None:
         # An :class:`~chaos.core.process.Exit`, kept as its plain string: outcomes travel to pytest-xdist
@@ -525,12 +530,48 @@ def _human_action(run: Run, session: Any) -> Callable[[], None]:
     return human
 
 
-def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
+def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True,
+            timeout_s: float | None = None) -> Family:
     """Build the scenario's template (in a child), then record the points of its doomed iteration.
 
     A family whose setup raises, or whose baseline does not end as it expects, comes back with
-    no points and a failed baseline saying why (see :attr:`Family.completed`).
+    no points and a failed baseline saying why (see :attr:`Family.completed`); so does one whose
+    setup or baseline does not finish within the bound (``timeout_s``, see :mod:`chaos.core.hangs`),
+    with a ``hangs`` violation. Every point of the family is then bounded alike.
     """
+    started = time.perf_counter()
+    try:
+        with watchdog(bound_s(adapter, given=timeout_s)):
+            family = _prepare(adapter, scenario, workdir, seed=seed, deep=deep)
+    except Hung as hung:
+        baseline = _hung_outcome(hung, "baseline", "crash", started)
+        family = Family(scenario, os.path.join(workdir, "template-" + scenario.name), T0, {}, [], {}, baseline)
+    family.timeout_s = timeout_s
+    return family
+
+
+def _hung_outcome(hung: Hung, point_id: str, fault: str, started: float) -> Outcome:
+    """The result of a scenario that did not finish within its bound: a ``hangs`` violation that
+    names the process and where it was stuck, with every process's stacks."""
+    point = "" if point_id == "baseline" else point_id
+    outcome = Outcome(point_id, Exit.HUNG, fault=fault, violations=[hangs(hung.what, point, hung.bound_s, stuck_at(hung.stacks))],
+                      stacks=stacks_json(hung.stacks))
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def watched(adapter: Adapter, family: Family, point_id: str, fault: str, scenario: Callable[[], Outcome]) -> Outcome:
+    """``scenario()`` (one point's, whose id is ``point_id``), or, if it does not finish within the
+    family's bound, a ``hangs`` result (see :mod:`chaos.core.hangs`)."""
+    started = time.perf_counter()
+    try:
+        with watchdog(bound_s(adapter, family.baseline.seconds, given=family.timeout_s)):
+            return scenario()
+    except Hung as hung:
+        return _hung_outcome(hung, point_id, fault, started)
+
+
+def _prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
     template = os.path.join(workdir, "template-" + scenario.name)
     os.makedirs(template, exist_ok=True)
     # An adapter whose databases are not files (PostgreSQL) builds the template database itself.
@@ -570,7 +611,7 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
 
     family = Family(scenario, template, T0, {}, [], {}, Outcome("baseline", Exit.CLEAN),
                     template_db=run.db if template_db is not None else "")
-    ended = fork(setup).wait()
+    ended = fork(setup, f"the setup of family {scenario.name!r}").wait()
     run.world.close()
     if ended.exit is not Exit.FINISHED:
         family.baseline = Outcome("baseline", Exit.ERROR, error=ended.error,
@@ -797,7 +838,7 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
 
     started = time.perf_counter()
     try:
-        ended = fork(body).wait()
+        ended = fork(body, f"the baseline of family {family.scenario.name!r} (its iteration without any fault, then its drain)").wait()
         if ended.exit is not Exit.FINISHED:
             outcome = Outcome("baseline", Exit.ERROR, error=ended.error,
                               violations=[raised(f"the baseline of family {family.scenario.name!r}", ended.error or str(ended.exit))])
@@ -855,9 +896,13 @@ def _payload_hint(adapter: Adapter, family: Family) -> str:
 
 def run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
     """Kill the doomed iteration at ``point`` (in a child), recover in a fresh child, and check
-    every invariant."""
+    every invariant (a scenario past its bound is a ``hangs`` result, see :mod:`chaos.core.hangs`)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of: {', '.join(MODES)}")
+    return watched(adapter, family, point.id, "crash", lambda: _run_point(adapter, family, point, workdir, seed=seed, mode=mode, deep=deep))
+
+
+def _run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, mode: str, deep: bool) -> Outcome:
     started = time.perf_counter()
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     try:
@@ -879,7 +924,7 @@ def run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, s
 def kill_at(run: Run, point: Point, *, deep: bool = True, mode: str = "fork") -> tuple[Exit, str]:
     """Run the doomed iteration in a child and kill it at ``point``: how it ended, and the
     traceback it left when it raised instead."""
-    return _doomed_exit(fork(lambda: _run_to_point(run, point, deep, mode)).wait())
+    return _doomed_exit(fork(lambda: _run_to_point(run, point, deep, mode), "the doomed iteration (before its point)").wait())
 
 
 def _run_to_point(run: Run, point: Point, deep: bool, mode: str) -> bool:
@@ -1068,7 +1113,7 @@ def recover_and_check(run: Run, family: Family, interruptions: Counter, point_id
     """Let time pass every lease and backoff, drain in a fresh child, then check everything, and
     (with ``compare``) that the outcome is the baseline's."""
     run.clock.advance(recovery_wait_s(run.adapter))
-    ended = fork(lambda: _drain(run)).wait()
+    ended = fork(lambda: _drain(run), "the recovery (a fresh process)").wait()
     if ended.exit is Exit.FINISHED:
         drained = ended.value
     else:
@@ -1121,7 +1166,7 @@ OTHER_BUSY_TIMEOUT_S = 0.05
 EXIT_RESUMED = 0
 
 
-def _frozen_at(run: Run, point: Point, deep: bool, iteration_of: Callable[[], Callable[[], Any]]) -> Any:
+def _frozen_at(run: Run, point: Point, deep: bool, iteration_of: Callable[[], Callable[[], Any]], who: str = "the worker to freeze") -> Any:
     """Fork a worker that stops itself (SIGSTOP) just before ``point``; return the child, stopped
     (or ended, if it never reached the point)."""
     def body() -> bool:
@@ -1130,11 +1175,12 @@ def _frozen_at(run: Run, point: Point, deep: bool, iteration_of: Callable[[], Ca
             iteration()
         return killer.reached
 
-    child = fork(body)
+    child = fork(body, f"{who} (before its point)")
     return child, child.wait()
 
 
 def _resumed(child: Any, who: str) -> list[Violation]:
+    child.what = f"{who} (resumed)"
     ended = child.resume()
     if ended.exit is Exit.FINISHED:
         return []
@@ -1185,7 +1231,7 @@ def other_worker(run: Run, name: str) -> tuple[float, list[Violation]]:
         run.close()
         return blocked_s, []
 
-    ended = fork(body).wait()
+    ended = fork(body, f"worker {name!r} (run while a peer was frozen)").wait()
     if ended.exit is Exit.FINISHED:
         return ended.value
     return 0.0, [raised(f"worker {name!r}, while a peer was frozen", ended.error or str(ended.exit))]
@@ -1193,7 +1239,13 @@ def other_worker(run: Run, name: str) -> tuple[float, list[Violation]]:
 
 def run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
     """Freeze the worker at ``point``; another worker runs with its lease still valid
-    (``expired=False``) or past it; then resume the frozen worker, drain, and check."""
+    (``expired=False``) or past it; then resume the frozen worker, drain, and check (a scenario
+    past its bound is a ``hangs`` result)."""
+    kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
+    return watched(adapter, family, point.id, kind, lambda: _run_pause(adapter, family, point, workdir, seed=seed, expired=expired, deep=deep))
+
+
+def _run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool) -> Outcome:
     started = time.perf_counter()
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
@@ -1236,7 +1288,13 @@ def _worker_b(run: Run) -> Callable[[], Any]:
 
 def run_interleaving(adapter: Adapter, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
     """Two-level interleaving on one job: A frozen at ``first``; time passes A's lease; B runs
-    until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check."""
+    until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check (a
+    scenario past its bound is a ``hangs`` result)."""
+    return watched(adapter, family, f"{first.id}+{second.id}", "interleave",
+                    lambda: _run_interleaving(adapter, family, first, second, workdir, seed=seed, deep=deep))
+
+
+def _run_interleaving(adapter: Adapter, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool) -> Outcome:
     started = time.perf_counter()
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     problems: list[Violation] = []
@@ -1245,12 +1303,12 @@ def run_interleaving(adapter: Adapter, family: Family, first: Point, second: Poi
     point_id = f"{first.id}+{second.id}"
     children: list[Any] = []
     try:
-        a, a_ended = _frozen_at(run, first, deep, lambda: doomed_iteration(run))
+        a, a_ended = _frozen_at(run, first, deep, lambda: doomed_iteration(run), "worker A")
         children.append(a)
         if a_ended.exit is Exit.STOPPED:
             interruptions = steps_in_flight(run)
             run.clock.advance(adapter.lease_s + 1)
-            b, b_ended = _frozen_at(run, second, deep, lambda: _worker_b(run))
+            b, b_ended = _frozen_at(run, second, deep, lambda: _worker_b(run), "worker B")
             children.append(b)
             problems += _resumed(a, "worker A")
             if b_ended.exit is Exit.STOPPED:

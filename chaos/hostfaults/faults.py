@@ -83,6 +83,7 @@ from chaos.core.scenario import (
     recover_and_check,
     Run,
     setup_action,
+    watched,
 )
 from chaos.core.world import Fault
 
@@ -252,6 +253,10 @@ def run_machine_fault(adapter: Adapter, family: Family, point: Point, workdir: s
         return run_power_cut(adapter, family, point, workdir, seed=seed, fault=fault, deep=deep)
     if fault in IO_FAILURES and not libfiu.preloaded():
         raise ValueError(f"the {fault} fault runs in a process started by fiu-run -x: use run_matrix, or run_preloaded")
+    return watched(adapter, family, point.id, fault, lambda: _machine_fault(adapter, family, point, workdir, seed=seed, fault=fault, deep=deep))
+
+
+def _machine_fault(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool) -> Outcome:
     started = time.perf_counter()
     directory = os.path.join(workdir, "point")
     db = copy_template(family, directory, adapter)  # a PostgreSQL database of its own, dropped with the run

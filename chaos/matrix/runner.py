@@ -30,6 +30,7 @@ from chaos.core.store_faults import small_pages
 from chaos.core.world import STORE_FAULT_KINDS
 from chaos.core.points import Point, warm
 from chaos.core.sampling import sample_every_kind
+from chaos.core.hangs import bound_s, check_timeout
 from chaos.core.invariants import submit_policy
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.process import Exit
@@ -197,7 +198,7 @@ class MatrixReport:
             "allowed_effects": [{"effect": entry, "by": by} for entry, by in self.allowed_effects],
             "families": {
                 name: {"lesson": self.lessons[name], "baseline": [str(v) for v in base.violations],
-                       "skipped": self.skipped.get(name)}
+                       "skipped": self.skipped.get(name), "stacks": base.stacks}
                 for name, base in self.baselines.items()
             },
             "results": [
@@ -220,6 +221,7 @@ class MatrixReport:
                     "replay": r.replay,
                     "seconds": round(r.outcome.seconds, 5),
                     "lost_commits": r.outcome.lost_commits,  # taken by a power cut (chaos.hostfaults.power_faults)
+                    "stacks": r.outcome.stacks,  # a scenario that hung: each process's stacks, the user's frames first
                 }
                 for r in self.results
             ],
@@ -381,6 +383,7 @@ def run_matrix(
     replay_db: tuple[str, ...] | None = None,
     exhaustive: bool = False,
     allowed_effects: Iterable[str] = (),
+    scenario_timeout_s: float | None = None,
 ) -> MatrixReport:
     """Run the matrix for ``target`` (``module:attr`` or an adapter object).
 
@@ -402,6 +405,11 @@ def run_matrix(
     ``allowed_effects``: what the steps do that is no effect on the world (``file:GLOB``,
     ``connect:HOST:PORT``, ``subprocess:GLOB``, besides the adapter's ``allowed_effects``); every
     other effect a step has outside the outbox fails ``effects-through-outbox`` (see :mod:`chaos.core.effects`).
+
+    ``scenario_timeout_s``: how long one scenario (and one family's setup and baseline) may run
+    before it is a ``hangs`` finding, its processes' stacks taken and the processes killed, and
+    the run goes on (default: the adapter's ``scenario_timeout_s``, else 60 s; a family's points
+    get at least ten times its baseline's time, see :mod:`chaos.core.hangs`).
     """
     if not pristine.is_pristine():
         # Fork the scenarios from a process that never ran a job (chaos.core.pristine): this one
@@ -409,7 +417,7 @@ def run_matrix(
         # caches a crash must empty.
         arguments = dict(mode=mode, seed=seed, deep=deep, families=families, point=point, sample=sample, jobs=jobs, scenarios=scenarios,
                          workdir=workdir, faults=tuple(faults), pairs=pairs, db=db, replay_db=replay_db, exhaustive=exhaustive,
-                         allowed_effects=tuple(allowed_effects))
+                         allowed_effects=tuple(allowed_effects), scenario_timeout_s=scenario_timeout_s)
         unshippable = _unshippable(target, arguments)
         if not unshippable:
             return pristine.call(run_matrix, target, **arguments)
@@ -435,16 +443,20 @@ def run_matrix(
         raise MatrixUsageError(str(exc)) from exc
     try:
         allowed = effects.parse_allowed(allowed_effects)
+        if scenario_timeout_s is not None:
+            scenario_timeout_s = check_timeout(scenario_timeout_s, "scenario_timeout_s")
+        bound_s(setup.adapter)  # an adapter's scenario_timeout_s that is no number of seconds: said before any run
     except ValueError as exc:
         raise MatrixUsageError(str(exc)) from exc
     adapter, target_name, chosen = setup.adapter, setup.target_name, setup.chosen
+    replay_extra = setup.replay_extra + (("--scenario-timeout", f"{scenario_timeout_s:g}") if scenario_timeout_s is not None else ())
     owned = workdir is None
     workdir = workdir or scratch_dir()
     try:
         with effects.allowing(str(entry) for entry in allowed):
             report = _run(adapter, target_name, chosen, workdir, mode=mode, seed=seed, deep=deep, point=point, only_family=setup.only_family,
                           only_point=setup.only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
-                          replay_extra=setup.replay_extra, exhaustive=exhaustive)
+                          replay_extra=replay_extra, exhaustive=exhaustive, timeout_s=scenario_timeout_s)
             report.allowed_effects = ([(str(a), "the run") for a in allowed]
                                       + [(str(a), "the adapter") for a in adapter_allows(adapter)])
             if families is None and not point:  # a part of the matrix leaves out faults the rest would arm: nothing to say then
@@ -467,12 +479,12 @@ def _unshippable(target: Any, arguments: dict[str, Any]) -> str:
 
 def _run(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
          only_family: str, only_point: str, sample: int | None, jobs: int, faults: tuple[str, ...], pairs: int, started: float,
-         replay_extra: tuple[str, ...] = (), exhaustive: bool = False) -> MatrixReport:
+         replay_extra: tuple[str, ...] = (), exhaustive: bool = False, timeout_s: float | None = None) -> MatrixReport:
     prepared: dict[str, Family] = {}
     try:
         return _run_prepared(adapter, target_name, chosen, workdir, prepared, mode=mode, seed=seed, deep=deep, point=point,
                              only_family=only_family, only_point=only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs,
-                             started=started, replay_extra=replay_extra, exhaustive=exhaustive)
+                             started=started, replay_extra=replay_extra, exhaustive=exhaustive, timeout_s=timeout_s)
     finally:
         for family in prepared.values():
             discard(adapter, family)  # an adapter's template database (PostgreSQL); files go with the workdir
@@ -481,7 +493,7 @@ def _run(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: st
 def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: str, prepared: dict[str, Family], *, mode: str,
                   seed: int, deep: bool, point: str | None, only_family: str, only_point: str, sample: int | None, jobs: int,
                   faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...],
-                  exhaustive: bool = False) -> MatrixReport:
+                  exhaustive: bool = False, timeout_s: float | None = None) -> MatrixReport:
     report = MatrixReport(target_name, mode, seed, faults=faults)
     work: list[Work] = []
     # (class kind, family, first point of its class): the class's other points, which share its outcome.
@@ -489,7 +501,7 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
     one_per_class = not exhaustive and not point and sample is None  # a sample is of points, each run
     rng = random.Random(seed)
     machine_names = {s.name for s in machine_scenarios()}  # those families are for machine faults
-    families = _prepare_all(adapter, chosen, workdir, seed=seed, deep=deep, jobs=jobs, machine_names=machine_names)
+    families = _prepare_all(adapter, chosen, workdir, seed=seed, deep=deep, jobs=jobs, machine_names=machine_names, timeout_s=timeout_s)
     for scenario, family in zip(chosen, families):
         machine_only = scenario.name in machine_names
         prepared[scenario.name] = family
@@ -605,7 +617,7 @@ def _shared_outcome(outcome: Outcome, point_id: str) -> Outcome:
 
 
 def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
-                 machine_names: set[str]) -> list[Family]:
+                 machine_names: set[str], timeout_s: float | None = None) -> list[Family]:
     """Prepare every family (its template, recording and baseline), ``jobs`` at a time, each in a
     child of its own when there are several; in order. The files the points are in are parsed
     here first, so that no recording child parses them again; the families recorded under fiu-run
@@ -613,16 +625,17 @@ def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed
 
     def one(scenario: Scenario) -> Family:
         chosen_adapter = small_pages(adapter) if scenario.name in machine_names else adapter
-        return prepare(chosen_adapter, scenario, workdir, seed=seed, deep=deep)
+        return prepare(chosen_adapter, scenario, workdir, seed=seed, deep=deep, timeout_s=timeout_s)
 
     # A family whose doomed iteration meets an I/O error is recorded in a process started by
     # fiu-run (where libfiu is missing, or the adapter's databases are on a server, prepare says
     # why it is skipped).
     under_fiu = [s for s in chosen if s.needs_libfiu() and not libfiu.missing() and getattr(adapter, "template_db", None) is None]
     if under_fiu:
-        preparing = libfiu.UnderFiu("chaos.matrix.zygote", (PREPARE, (adapter, under_fiu, workdir, seed, deep)), workdir, "fiu-prepare")
+        preparing = libfiu.UnderFiu("chaos.matrix.zygote", (PREPARE, (adapter, under_fiu, workdir, seed, deep, timeout_s)), workdir,
+                                    "fiu-prepare")
         rest = _prepare_all(adapter, [s for s in chosen if s not in under_fiu], workdir, seed=seed, deep=deep, jobs=jobs,
-                            machine_names=machine_names)
+                            machine_names=machine_names, timeout_s=timeout_s)
         by_name = {family.scenario.name: family for family in rest}
         by_name.update(zip((s.name for s in under_fiu), preparing.result()))
         return [by_name[s.name] for s in chosen]

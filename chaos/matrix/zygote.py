@@ -9,7 +9,7 @@ IN holds ``(share, chunks)`` (a :class:`chaos.matrix.runner.Share`): run the chu
 their outcomes. A family whose
 doomed iteration meets an I/O error (libfiu, :mod:`chaos.core.libfiu`) is also prepared in such a
 process, started by ``fiu-run``: IN then holds ``(PREPARE, (adapter, scenarios, workdir, seed,
-deep))``, and OUT the prepared families.
+deep, timeout_s))``, and OUT the prepared families.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def main(argv: list[str]) -> int:
     with open(source, "rb") as f:
         first, rest = pickle.load(f)
     if first == PREPARE:
-        adapter, scenarios, workdir, seed, deep = rest
+        adapter, scenarios, workdir, seed, deep, timeout_s = rest
         warm(adapter.trace_paths())  # parsed once here, not again in every family's recording child
-        results: list = [prepare(adapter, scenario, workdir, seed=seed, deep=deep) for scenario in scenarios]
+        results: list = [prepare(adapter, scenario, workdir, seed=seed, deep=deep, timeout_s=timeout_s) for scenario in scenarios]
     else:
         adopt(first)
         results = [item for chunk in rest for item in run_chunk(chunk)]

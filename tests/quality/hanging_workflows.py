@@ -1,0 +1,56 @@
+"""Workflows that wait forever at some point, for the watchdog's tests (:mod:`quality.test_watchdog`).
+
+- :class:`SleepsInRecovery`: the notes workflow whose ``classify`` step, run a second time (after a
+  crash interrupted it), sleeps for an hour: the baseline and every point before and after
+  ``classify`` hold; the points where the recovery runs ``classify`` again hang.
+- :class:`FreezesInRecovery`: the same, with the recovery waiting on a lock nobody releases.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Any
+
+from engine import Step, StepOutput, Workflow
+
+from .user_workflows import QuickNotes, notes_workflow
+
+SLEEP_S = 3600.0
+_never = threading.Lock()
+
+
+def _hanging_classify(workflow: Workflow, wait: Any) -> Workflow:
+    def again(step: Step) -> Step:
+        def hangs_when_run_again(ctx: Any) -> StepOutput:
+            if ctx.attempt > 1:
+                wait()
+            return step.fn(ctx)
+
+        return dataclasses.replace(step, fn=hangs_when_run_again)
+
+    return Workflow(workflow.name, [again(s) if s.name == "classify" else s for s in workflow.steps])
+
+
+def _sleep() -> None:
+    time.sleep(SLEEP_S)  # the line a hang's stack names
+
+
+def _locked() -> None:
+    _never.acquire()
+    _never.acquire()
+
+
+class SleepsInRecovery(QuickNotes):
+    name = "notes-sleeps-in-recovery"
+
+    def workflow(self, world: Any) -> Workflow:
+        return _hanging_classify(notes_workflow(world.model), _sleep)
+
+
+class FreezesInRecovery(QuickNotes):
+    name = "notes-locked-in-recovery"
+
+    def workflow(self, world: Any) -> Workflow:
+        return _hanging_classify(notes_workflow(world.model), _locked)
