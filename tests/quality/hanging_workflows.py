@@ -54,3 +54,10 @@ class FreezesInRecovery(QuickNotes):
 
     def workflow(self, world: Any) -> Workflow:
         return _hanging_classify(notes_workflow(world.model), _locked)
+
+
+class ImpatientNotes(QuickNotes):
+    """Declares a bound that is no number of seconds."""
+
+    name = "notes-impatient"
+    scenario_timeout_s = "soon"
