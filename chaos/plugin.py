@@ -8,20 +8,21 @@ use it.
 Every option is a command-line flag, an environment variable and an ini key; the command line
 wins over the environment, which wins over the ini file:
 
-=====================  =======================  ===================  =======================
-flag                   environment              ini key              default
-=====================  =======================  ===================  =======================
---chaos-target         CRASHGATE_TARGET         chaos_target         chaos:reference_adapter
---chaos-mode           CRASHGATE_MODE           chaos_mode           fork
---chaos-seed           CRASHGATE_SEED           chaos_seed           0
---chaos-points         CRASHGATE_POINTS         chaos_points         all
---chaos-faults         CRASHGATE_FAULTS         chaos_faults         crash
---chaos-pairs          CRASHGATE_PAIRS          chaos_pairs          200
---chaos-report         CRASHGATE_REPORT         chaos_report         (none)
---chaos-baseline       CRASHGATE_BASELINE       chaos_baseline       (none)
---chaos-allow-effects  CRASHGATE_ALLOW_EFFECTS  chaos_allow_effects  (none)
---chaos-all-failures   CRASHGATE_ALL_FAILURES   chaos_all_failures   false
-=====================  =======================  ===================  =======================
+========================  ==========================  ======================  ========================
+flag                      environment                 ini key                 default
+========================  ==========================  ======================  ========================
+--chaos-target            CRASHGATE_TARGET            chaos_target            chaos:reference_adapter
+--chaos-mode              CRASHGATE_MODE              chaos_mode              fork
+--chaos-seed              CRASHGATE_SEED              chaos_seed              0
+--chaos-points            CRASHGATE_POINTS            chaos_points            all
+--chaos-faults            CRASHGATE_FAULTS            chaos_faults            crash
+--chaos-pairs             CRASHGATE_PAIRS             chaos_pairs             200
+--chaos-report            CRASHGATE_REPORT            chaos_report            (none)
+--chaos-baseline          CRASHGATE_BASELINE          chaos_baseline          (none)
+--chaos-allow-effects     CRASHGATE_ALLOW_EFFECTS     chaos_allow_effects     (none)
+--chaos-all-failures      CRASHGATE_ALL_FAILURES      chaos_all_failures      false
+--chaos-scenario-timeout  CRASHGATE_SCENARIO_TIMEOUT  chaos_scenario_timeout  (the adapter's, else 60)
+========================  ==========================  ======================  ========================
 
 ``--chaos-all-failures`` is a flag without a value; in the environment or the ini file, 1, true,
 yes or on sets it.
@@ -72,6 +73,7 @@ __all__ = [
     "HELP_REPORT",
     "HELP_ALLOW_EFFECTS",
     "HELP_ALL_FAILURES",
+    "HELP_SCENARIO_TIMEOUT",
     "HELP_MARKER",
     "MARKER",
     "PLAN_DIR",
@@ -143,6 +145,12 @@ HELP_ALL_FAILURES = (
     "that fail alike for a finding shown are left out of pytest's failures and short summary, yet counted and kept "
     "in the JUnit XML and the HTML report. Environment: CRASHGATE_ALL_FAILURES=1; ini: chaos_all_failures = true."
 )
+HELP_SCENARIO_TIMEOUT = (
+    "seconds one scenario (a point's kill or freeze and its recovery, a family's setup and baseline) may run before it is a "
+    "hangs finding: every thread's stack of its processes is taken, they are killed and the run goes on (default: the "
+    "adapter's scenario_timeout_s, else 60; a family's points get at least ten times its baseline's time). "
+    "Environment: CRASHGATE_SCENARIO_TIMEOUT; ini: chaos_scenario_timeout."
+)
 HELP_MARKER = (
     "crash_matrix(target=None, families=None): a crash-matrix test. Its keyword arguments are the "
     "defaults of the crash_matrix and chaos_world fixtures; select or skip such tests with -m crash_matrix."
@@ -174,6 +182,8 @@ OPTIONS = (
     Option("allow_effects", "--chaos-allow-effects", "CRASHGATE_ALLOW_EFFECTS", "chaos_allow_effects", "", HELP_ALLOW_EFFECTS),
     Option("all_failures", "--chaos-all-failures", "CRASHGATE_ALL_FAILURES", "chaos_all_failures", "false", HELP_ALL_FAILURES,
            boolean=True),
+    Option("scenario_timeout", "--chaos-scenario-timeout", "CRASHGATE_SCENARIO_TIMEOUT", "chaos_scenario_timeout", "",
+           HELP_SCENARIO_TIMEOUT),
 )
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -197,6 +207,7 @@ class Settings:
     known_file: str = ""
     allowed_effects: tuple[str, ...] = ()  # KIND:PATTERN entries of what is no effect (chaos.core.effects)
     all_failures: bool = False  # list every violated point, not each finding once
+    scenario_timeout_s: float | None = None  # the bound on one scenario (None: the adapter's, else the default)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -237,7 +248,19 @@ def resolve(config: pytest.Config) -> Settings:
         **_known_findings(config, values["baseline"], sources["baseline"]),
         allowed_effects=_check_allowed_effects(values["allow_effects"], sources["allow_effects"]),
         all_failures=_check_boolean("all_failures", values["all_failures"], sources["all_failures"]),
+        scenario_timeout_s=_check_scenario_timeout(values["scenario_timeout"], sources["scenario_timeout"]),
     )
+
+
+def _check_scenario_timeout(value: str, source: str) -> float | None:
+    if not value.strip():
+        return None  # the adapter's, else the default: the plugin imports nothing of the harness for it
+    from chaos.core.hangs import check_timeout
+
+    try:
+        return check_timeout(value.strip(), source)
+    except ValueError as exc:
+        raise pytest.UsageError(f"crashgate {exc}") from None
 
 
 def _check_allowed_effects(value: str, source: str) -> tuple[str, ...]:
@@ -399,7 +422,8 @@ class _State:
             # Recorded (and later run, see PlanPoint.runtest) in a process that never ran the code
             # under test: the tests run before a plan's points fill no memory its workers start from.
             self._prepared[key] = pristine.call(prepare_target_points, plan, target, self.scratch("plan"), seed=self.settings.seed,
-                                                faults=faults, allowed_effects=self.settings.allowed_effects)
+                                                faults=faults, allowed_effects=self.settings.allowed_effects,
+                                                timeout_s=self.settings.scenario_timeout_s)
         return self._prepared[key]
 
     def cleanup(self) -> None:
@@ -910,6 +934,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 faults=faults,
                 pairs=pairs,
                 allowed_effects=s.allowed_effects,
+                scenario_timeout_s=s.scenario_timeout_s,
             )
         except MatrixUsageError as exc:  # an argument run_matrix refuses (a family, a point, a fault kind): this test's
             pytest.fail(f"crash_matrix(): {exc}", pytrace=False)
@@ -921,6 +946,8 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
             settings += ["--chaos-target", s.target]
         if s.allowed_effects:
             settings += ["--chaos-allow-effects", ",".join(s.allowed_effects)]
+        if s.scenario_timeout_s is not None:
+            settings += ["--chaos-scenario-timeout", f"{s.scenario_timeout_s:g}"]
         records = _matrix_records(request.node.nodeid, report, settings)
         for rec in records:
             request.node.user_properties.append((RECORD_KEY, rec))

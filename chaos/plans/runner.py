@@ -131,8 +131,10 @@ def machine_kinds(faults: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(sub for f in faults for sub in expand(f)))
 
 
-def prepare_points(plan: Plan, adapter: Adapter, workdir: str, *, seed: int, faults: tuple[str, ...] = ()) -> PreparedPoints:
-    """Record the doomed iteration of ``plan.points`` and group its points by step.
+def prepare_points(plan: Plan, adapter: Adapter, workdir: str, *, seed: int, faults: tuple[str, ...] = (),
+                   timeout_s: float | None = None) -> PreparedPoints:
+    """Record the doomed iteration of ``plan.points`` and group its points by step (``timeout_s``:
+    the bound on the baseline and on each point's scenario, see :mod:`chaos.core.hangs`).
 
     ``faults`` are the kinds the plan's items will run; with a fault of the machine among them,
     the databases get small pages, as the matrix's machine family does (a full disk must show).
@@ -154,7 +156,8 @@ def prepare_points(plan: Plan, adapter: Adapter, workdir: str, *, seed: int, fau
     except ValueError as exc:
         raise PlanError(f"{plan.path}: {exc} (in a fault plan: leave them out of its key 'points.fault', or of --chaos-faults)") from None
     os.makedirs(workdir, exist_ok=True)
-    family = prepare(small_pages(adapter) if machine_kinds(faults) else adapter, scenario, workdir, seed=seed, deep=section.deep)
+    family = prepare(small_pages(adapter) if machine_kinds(faults) else adapter, scenario, workdir, seed=seed, deep=section.deep,
+                     timeout_s=timeout_s)
     if section.phase == "sender":
         groups = [GROUP_SEND] * len(family.points)
     else:
@@ -348,7 +351,7 @@ def _target_adapter(target: str) -> Any:
 
 
 def prepare_target_points(plan: Plan, target: str, workdir: str, *, seed: int, faults: tuple[str, ...] = (),
-                          allowed_effects: Iterable[str] = ()) -> PreparedPoints:
+                          allowed_effects: Iterable[str] = (), timeout_s: float | None = None) -> PreparedPoints:
     """:func:`prepare_points` for the adapter named ``target``, kept for :func:`run_target_point`.
 
     The pytest plugin calls both through :func:`chaos.core.pristine.call`: a plan's points are
@@ -357,14 +360,14 @@ def prepare_target_points(plan: Plan, target: str, workdir: str, *, seed: int, f
     """
     # The folder is part of the key: a new test session prepares into a folder of its own, and
     # what an earlier session prepared (its folder removed since) is never handed to it.
-    key = (plan.file or os.path.abspath(plan.path), target, seed, tuple(faults), os.path.abspath(workdir))
+    key = (plan.file or os.path.abspath(plan.path), target, seed, tuple(faults), os.path.abspath(workdir), timeout_s)
     if key not in _PREPARED:
         if os.path.isdir(workdir) and os.listdir(workdir):  # prepared by an earlier server, which ended: start afresh beside it
             import tempfile
 
             workdir = tempfile.mkdtemp(prefix="again-", dir=workdir)
         with effects.allowing(allowed_effects):  # the baseline is recorded here
-            _PREPARED[key] = prepare_points(plan, _target_adapter(target), workdir, seed=seed, faults=faults)
+            _PREPARED[key] = prepare_points(plan, _target_adapter(target), workdir, seed=seed, faults=faults, timeout_s=timeout_s)
     return _PREPARED[key]
 
 

@@ -254,3 +254,31 @@ def test_a_report_keeps_the_mode_a_file_of_the_run_would_have_and_an_empty_file_
     finally:
         os.umask(umask)
     assert fresh.stat().st_mode & 0o777 == 0o644  # what the umask leaves of 0666, as for any file the run writes
+
+
+@pytest.mark.parametrize(
+    ("cli", "env", "ini", "expected", "source"),
+    [
+        ("2", "5", "7", 2.0, "command line --chaos-scenario-timeout"),
+        (None, "5", "7", 5.0, "environment variable CRASHGATE_SCENARIO_TIMEOUT"),
+        (None, None, "7", 7.0, "ini key chaos_scenario_timeout"),
+        (None, None, None, None, "default"),
+    ],
+)
+def test_the_scenario_timeout_follows_the_same_precedence(project, monkeypatch, cli, env, ini, expected, source):
+    if env is not None:
+        monkeypatch.setenv("CRASHGATE_SCENARIO_TIMEOUT", env)
+    if ini is not None:
+        project.makeini(f"[pytest]\nchaos_scenario_timeout = {ini}\n")
+    settings = resolve(project.parseconfigure(*(["--chaos-scenario-timeout", cli] if cli else [])))
+    assert settings.scenario_timeout_s == expected
+    assert settings.sources["scenario_timeout"] == source
+
+
+def test_a_bad_scenario_timeout_is_a_usage_error_naming_its_source(project, monkeypatch):
+    monkeypatch.setenv("CRASHGATE_SCENARIO_TIMEOUT", "soon")
+    project.makepyfile(test_ok="def test_ok(): pass")
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("scenario timeout 'soon' (from environment variable CRASHGATE_SCENARIO_TIMEOUT) is not a number of seconds > 0"
+            in result.stderr.str())
