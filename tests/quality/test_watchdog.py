@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -47,10 +48,12 @@ def test_a_step_that_sleeps_forever_in_the_recovery_is_a_hangs_finding_with_its_
     ran = [r for r in hung if not r.same_as]
     for result in ran:
         (violation,) = result.outcome.violations
-        assert violation.detail.startswith(f"the recovery (a fresh process) did not finish within {BOUND_S:g} s at point "), violation.detail
+        # The bound is 2 s, or ten times the baseline's time where a loaded machine made that longer.
+        within = re.match(r"the recovery \(a fresh process\) did not finish within ([\d.]+) s at point '", violation.detail)
+        assert within and float(within[1]) >= BOUND_S, violation.detail
         assert "; stuck at " in violation.detail and violation.detail.endswith(f"hanging_workflows.py:{line} in _sleep"), violation.detail
         assert result.outcome.exit == "hung"
-        assert result.outcome.seconds < BOUND_S + 30, result.outcome.seconds
+        assert result.outcome.seconds < float(within[1]) + 30, result.outcome.seconds
         (recovery,) = result.outcome.stacks
         assert recovery["process"] == "the recovery (a fresh process)"
         assert f'hanging_workflows.py", line {line} in _sleep' in recovery["frames"].splitlines()[1], recovery["frames"]
