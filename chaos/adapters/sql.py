@@ -207,18 +207,25 @@ class SqlSchema:
         if not attribute_writers:
             return out
         out.append("CREATE TABLE IF NOT EXISTS chaos_write (seq INTEGER PRIMARY KEY, job_id TEXT, kind TEXT, writer TEXT, detail TEXT)")
+        # A claim is recorded before the state change of the same UPDATE (a claim that moves the
+        # job to its next working state in one statement): fenced-writes reads the writes in order,
+        # and the new owner's state change read before its claim would be a write after the old
+        # owner's. SQLite orders two triggers on one row as it likes, so the claim's trigger also
+        # records the statement's state change, and the state's trigger leaves such an UPDATE to it.
         if j.token is not None:  # a claim hands out a larger token
             tok = _ident(j.token)
-            out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_claim AFTER UPDATE OF {tok} ON {jt}
-        WHEN NEW.{tok} > OLD.{tok} BEGIN
-        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{jid}, 'claim', chaos_writer(), NEW.{tok}); END""")
+            watched, claimed, holder = tok, f"NEW.{tok} > OLD.{tok}", f"NEW.{tok}"
         else:  # no token: a claim is the lease passing to a new owner
             own = _ident(j.lease_owner)
-            out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_claim AFTER UPDATE OF {own} ON {jt}
-        WHEN NEW.{own} IS NOT NULL AND NEW.{own} IS NOT OLD.{own} BEGIN
-        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{jid}, 'claim', chaos_writer(), NEW.{own}); END""")
+            watched, claimed, holder = own, f"NEW.{own} IS NOT NULL AND NEW.{own} IS NOT OLD.{own}", f"NEW.{own}"
+        state_write = (f"INSERT INTO chaos_write (job_id, kind, writer, detail) "
+                       f"SELECT NEW.{jid}, 'state', chaos_writer(), OLD.{js} || ' -> ' || NEW.{js} WHERE OLD.{js} IS NOT NEW.{js}")
+        out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_claim AFTER UPDATE OF {watched} ON {jt}
+        WHEN {claimed} BEGIN
+        INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{jid}, 'claim', chaos_writer(), {holder});
+        {state_write}; END""")
         out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_state AFTER UPDATE OF {js} ON {jt}
-        WHEN OLD.{js} IS NOT NEW.{js} BEGIN
+        WHEN OLD.{js} IS NOT NEW.{js} AND NOT ({claimed}) BEGIN
         INSERT INTO chaos_write (job_id, kind, writer, detail) VALUES (NEW.{jid}, 'state', chaos_writer(), OLD.{js} || ' -> ' || NEW.{js}); END""")
         if m is not None:
             out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_w_memo AFTER INSERT ON {_ident(m.name)} BEGIN
