@@ -3,9 +3,11 @@
 One unsafe step can break an invariant at hundreds of points; a person needs it once, with the
 count, the user's line, the fix in their own terms and one replay command. A **cause** is a
 violation's detail with what changes from point to point taken out (job ids, worker names,
-states, numbers in quotes or not), keeping the user's line (``sent from notes.py:23``): two
-points with one cause are one finding. A family whose run without any fault already breaks an
-invariant is one headline, and its points that fail the same way are counted under it.
+states, numbers in quotes or not), keeping the user's line (``sent from notes.py:23``) and the
+state a job was left stuck in (``is still 'extract:done'``: a job stuck after its fetch and one
+stuck after its extraction were lost at two places of the engine): two points with one cause
+are one finding. A family whose run without any fault already breaks an invariant is one
+headline, and its points that fail the same way are counted under it.
 
 The **key** of a finding for a file of known findings (``python -m chaos baseline``) is what
 stays the same across commits: family, fault, invariant and cause, never a line number of the
@@ -31,20 +33,27 @@ __all__ = ["Finding", "Headline", "findings", "headlines", "normalise", "user_li
            "KNOWN_FORMAT", "known_line", "plain", "plural", "fix_for", "group_key", "RecordFinding", "record_findings"]
 
 _ORIGIN = re.compile(r"\b(?:sent|paid|done|raised) from (\S+?:\d+)")
+# The state a job was left in (the detail of ``drains``): part of the cause, kept by normalise.
+_STUCK = re.compile(r"""\bis still (?:'[^']*'|"[^"]*")""")
+_KEPT = re.compile(f"{_ORIGIN.pattern}|{_STUCK.pattern}")  # what normalise keeps of a detail, as it is
 KnownKey = tuple[str, str, str, str]  # (family, fault, invariant, cause); fault "" for a baseline
 KNOWN_BYTES_MAX = 64 << 20  # a file of known findings is a few KiB; a larger one is the wrong file
 
 
 def normalise(detail: str) -> str:
     """``detail`` without what varies from point to point: quoted values and numbers, except in
-    the user's line."""
-    origins = [m.group(0) for m in _ORIGIN.finditer(detail)]
-    text = _ORIGIN.sub("\0", detail)
+    the user's line and in the state a job was left stuck in.
+
+    >>> normalise("job 'doc-3' is still 'verify:done' after the system drained")
+    "job '…' is still 'verify:done' after the system drained"
+    """
+    kept = [m.group(0) for m in _KEPT.finditer(detail)]
+    text = _KEPT.sub("\0", detail)
     text = re.sub(r"'[^']*'", "'…'", text)
     text = re.sub(r'"[^"]*"', '"…"', text)
     text = re.sub(r"\d+(?:\.\d+)?", "N", text)
-    for where in origins:
-        text = text.replace("\0", where, 1)
+    for part in kept:
+        text = text.replace("\0", part, 1)
     return text
 
 
@@ -195,8 +204,8 @@ def known_json(target: str, found: set[KnownKey]) -> dict:
 def known_line(key: KnownKey) -> str:
     """One known finding as a person reads it, e.g. in a list of those no longer seen.
 
-    >>> known_line(("sender", "crash", "drains", "job '…' is still '…'"))
-    "drains in family 'sender' [crash]: job '…' is still '…'"
+    >>> known_line(("sender", "crash", "drains", "job '…' is still 'delivering'"))
+    "drains in family 'sender' [crash]: job '…' is still 'delivering'"
     """
     family, fault, invariant, cause = key
     return f"{invariant} in family {family!r}{f' [{fault}]' if fault else ' without any fault'}: {cause}"

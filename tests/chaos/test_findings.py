@@ -161,3 +161,26 @@ def test_a_finding_counts_points_not_violations():
     base = SimpleNamespace(violations=[Violation("fenced-writes", "worker 'w-9' wrote job 'doc-9' after 'w-8' took it over")])
     [head] = headlines(SimpleNamespace(baselines={"clean": base}, results=[twice, once]))
     assert head.points == 2
+
+
+def test_jobs_stuck_in_distinct_states_are_distinct_findings_each_with_its_points():
+    """A pipeline that loses its job after each step leaves it stuck in a different state at each
+    point: three places of the engine that lose it, three findings (they were one, shown as the
+    first point's state). Jobs stuck in the same state at several points still fold into one."""
+    from types import SimpleNamespace
+
+    from chaos.core.findings import findings, record_findings
+    from chaos.core.invariants import Violation
+
+    stuck = ["fetch:done"] * 3 + ["extract:done"] * 2 + ["verify:done"]
+    details = [f"job 'doc-{n}' is still {state!r} after the system drained" for n, state in enumerate(stuck)]
+    results = [SimpleNamespace(family="pipeline", fault="crash", outcome=SimpleNamespace(violations=[Violation("drains", d)]))
+               for d in details]
+    found = findings(SimpleNamespace(baselines={}, results=results))
+    assert [(f.cause, f.points) for f in found] == [
+        ("job '…' is still 'fetch:done' after the system drained", 3),
+        ("job '…' is still 'extract:done' after the system drained", 2),
+        ("job '…' is still 'verify:done' after the system drained", 1)]
+    records = [{"kind": "point", "violations": [("drains", d)], "failures": [], "nodeid": f"p{n}"} for n, d in enumerate(details)]
+    assert [(g.example, len(g.records)) for g in record_findings(records)] == [
+        (details[0], 3), (details[3], 2), (details[5], 1)]
