@@ -341,8 +341,11 @@ def _adapter_has(adapter: Any, name: str) -> bool:
     return callable(getattr(adapter, name, None))
 
 
+# The methods each session capability of CAPABILITIES is (one entry for every one of them: a
+# capability left out is never known, and python -m chaos adapter showed it as "?").
 SESSION_METHODS = {"connection": ("connection",), "claim_only": ("claim_only",),
-                   "human_actions": ("requeue", "resolve", "cancel"), "busy_timeout": ("set_busy_timeout",)}
+                   "human_actions": ("requeue", "resolve", "cancel"), "busy_timeout": ("set_busy_timeout",),
+                   "configure_worker": ("configure_worker",)}
 
 
 def session_capabilities(session: Any) -> dict[str, bool]:

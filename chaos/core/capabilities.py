@@ -1,9 +1,10 @@
 """What an adapter's sessions can do, found by opening one: in a child, on a scratch database.
 
 The adapter-level capabilities of :mod:`chaos.adapter` are read from the adapter itself; a
-session's (its ``connection()``, ``claim_only()``, human actions, busy timeout) only from a
-session, and the harness's process never opens one: :func:`open_and_ask` creates a database and
-opens a session in a forked child, and reports which methods it has.
+session's (its ``connection()``, ``claim_only()``, human actions, busy timeout,
+``configure_worker``) only from a session, and the harness's process never opens one:
+:func:`open_and_ask` creates a database and opens a session in a forked child, and reports which
+methods it has.
 """
 
 from __future__ import annotations
