@@ -89,3 +89,23 @@ def test_a_state_change_without_a_claim_is_recorded_once(tmp_path):
     assert [w[1:] for w in schema.snapshot(conn).writes] == [
         ("claim", "w1", "w1"), ("state", "w1", "queued -> fetch:working"),
         ("state", "w1", "fetch:working -> fetch:done"), ("state", "w1", "fetch:done -> queued")]
+
+
+def test_on_postgresql_a_claim_moving_the_state_and_the_token_is_recorded_before_its_state_change(pg_url):
+    """The PostgreSQL writer audit is one trigger function for both: it must keep the claim first too."""
+    import psycopg
+
+    from chaos.adapters.postgres import SET_WRITER, PostgresReferenceAdapter
+
+    PostgresReferenceAdapter(pg_url).create(pg_url, attribute_writers=True)
+    claim = ("UPDATE job SET state = %s, lease_owner = %s, lease_until = %s, lease_token = lease_token + 1 "
+             "WHERE id = 'j' AND (lease_until IS NULL OR lease_until < %s)")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO job (id, workflow, state, created, updated) VALUES ('j', 'reference', 'fetched', 0, 0)")
+        for worker, to, now in (("w1", "extracting", 0.0), ("w2", "extracted", 40.0)):
+            conn.execute(SET_WRITER, (worker,))
+            assert conn.execute(claim, (to, worker, now + LEASE_S, now)).rowcount == 1
+        writes = conn.execute("SELECT job_id, kind, writer, detail FROM chaos_write ORDER BY seq").fetchall()
+    assert writes == [("j", "claim", "w1", "1"), ("j", "state", "w1", "fetched -> extracting"),
+                      ("j", "claim", "w2", "2"), ("j", "state", "w2", "extracting -> extracted")]
+    assert fenced_writes(types.SimpleNamespace(snapshot=types.SimpleNamespace(writes=writes))) == []
