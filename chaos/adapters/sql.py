@@ -212,9 +212,10 @@ class SqlSchema:
         # and the new owner's state change read before its claim would be a write after the old
         # owner's. SQLite orders two triggers on one row as it likes, so the claim's trigger also
         # records the statement's state change, and the state's trigger leaves such an UPDATE to it.
-        if j.token is not None:  # a claim hands out a larger token
+        # Each condition is true or false, never NULL: the state's trigger negates it.
+        if j.token is not None:  # a claim hands out a larger token (or the first one, where a job starts without)
             tok = _ident(j.token)
-            watched, claimed, holder = tok, f"NEW.{tok} > OLD.{tok}", f"NEW.{tok}"
+            watched, claimed, holder = tok, f"NEW.{tok} IS NOT NULL AND (OLD.{tok} IS NULL OR NEW.{tok} > OLD.{tok})", f"NEW.{tok}"
         else:  # no token: a claim is the lease passing to a new owner
             own = _ident(j.lease_owner)
             watched, claimed, holder = own, f"NEW.{own} IS NOT NULL AND NEW.{own} IS NOT OLD.{own}", f"NEW.{own}"

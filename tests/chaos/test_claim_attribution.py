@@ -109,3 +109,17 @@ def test_on_postgresql_a_claim_moving_the_state_and_the_token_is_recorded_before
     assert writes == [("j", "claim", "w1", "1"), ("j", "state", "w1", "fetched -> extracting"),
                       ("j", "claim", "w2", "2"), ("j", "state", "w2", "extracting -> extracted")]
     assert fenced_writes(types.SimpleNamespace(snapshot=types.SimpleNamespace(writes=writes))) == []
+
+
+def test_a_token_that_starts_null_still_records_every_state_change_and_the_first_claim(tmp_path):
+    conn = sqlite3.connect(tmp_path / "engine.db", isolation_level=None)
+    for statement in (CREATE_JOB.replace("token INTEGER NOT NULL DEFAULT 0", "token INTEGER"), CREATE_MEMO, CREATE_OUTBOX):
+        conn.execute(statement)
+    schema = SqlSchema(JobTable(token="token"))
+    schema.install(conn, attribute_writers=True)
+    conn.create_function("chaos_writer", 0, lambda: "w1")
+    conn.execute("INSERT INTO job (id, state, payload) VALUES ('j', 'queued', '{}')")
+    conn.execute("UPDATE job SET state = 'held' WHERE id = 'j'")  # a move with the token still NULL
+    conn.execute("UPDATE job SET state = 'fetch:working', lease_owner = 'w1', token = 1 WHERE id = 'j'")
+    assert [w[1:] for w in schema.snapshot(conn).writes] == [
+        ("state", "w1", "queued -> held"), ("claim", "w1", "1"), ("state", "w1", "held -> fetch:working")]
