@@ -24,7 +24,15 @@ call calls it as the engine's heartbeat would). It answers any task, determinist
 >>> [s.name for s in capabilities(reference) if s.disabled]  # every fault and check can run
 []
 >>> print(next(s for s in capabilities(reference) if s.name == "payload").line())
-  no   payload: default: {'source': job_id}; offer payload(job_id) -> the payload to submit
+  yes  payload
+
+The jobs a scenario submits are the adapter's: ``job_ids(n)`` names them (``doc-1`` .. ``doc-n``
+by default), ``payload(job_id)`` says what each carries, and a family names a job by its
+position (``<job 1>``), so that a finding speaks of ``order-1001:email`` where the adapter's
+jobs are orders:
+
+>>> job_ids_for(reference, 2), resolve_jobs("damage:payload:<job 2>", reference)
+(('doc-1', 'doc-2'), 'damage:payload:doc-2')
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import importlib
 import inspect as _inspect_module
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -53,11 +62,15 @@ __all__ = [
     "ServerDatabases",
     "capabilities",
     "create_database",
+    "default_job_ids",
     "describe_capabilities",
+    "job_ids_for",
+    "job_ref",
     "load_adapter",
     "payload_for",
     "allowed_effects",
     "probe_of",
+    "resolve_jobs",
     "server_databases",
     "session_capabilities",
 ]
@@ -209,6 +222,54 @@ def payload_for(adapter: Adapter, job_id: str) -> Any:
     return hook(job_id) if callable(hook) else {"source": job_id}
 
 
+JOBS_MAX = 1000  # a scenario submits a few jobs; a plan's count is bounded by chaos.plans.plan.JOBS_MAX too
+# A job named by its position among the adapter's job ids, as families and fault plans name them.
+JOB_REF = re.compile(r"<job ([1-9][0-9]{0,3})>")
+
+
+def job_ref(position: int) -> str:
+    """How a family names the adapter's ``position``-th job (from 1): ``<job 1>``, resolved by
+    :func:`resolve_jobs` when the family runs on an adapter."""
+    if not 1 <= position <= JOBS_MAX:
+        raise ValueError(f"job position {position} must be between 1 and {JOBS_MAX}")
+    return f"<job {position}>"
+
+
+def default_job_ids(n: int) -> tuple[str, ...]:
+    """The job ids of an adapter that names none: ``doc-1`` .. ``doc-n`` (the reference workflow's documents)."""
+    return tuple(f"doc-{i}" for i in range(1, n + 1))
+
+
+def job_ids_for(adapter: Adapter, n: int) -> tuple[str, ...]:
+    """The first ``n`` job ids the harness submits on ``adapter``: its ``job_ids(n)`` where it has
+    one, else :func:`default_job_ids`. They are the ids every finding, effect key and replay names.
+
+    Raises ValueError, naming the adapter and the fix, where ``job_ids(n)`` does not return ``n``
+    distinct non-empty strings (a finding would otherwise blame the engine for the adapter's slip).
+    """
+    if not 0 <= n <= JOBS_MAX:
+        raise ValueError(f"a scenario submits between 0 and {JOBS_MAX} jobs, not {n}")
+    hook = getattr(adapter, "job_ids", None)
+    if not callable(hook):
+        return default_job_ids(n)
+    ids = tuple(hook(n))
+    name = getattr(adapter, "name", type(adapter).__name__)
+    if len(ids) != n or len(set(ids)) != n or not all(isinstance(i, str) and i for i in ids):
+        raise ValueError(f"adapter {name!r}: job_ids({n}) returned {list(ids)[:5]!r}{'...' if len(ids) > 5 else ''}; "
+                         f"return {n} distinct non-empty strings, e.g. [f'order-{{1000 + i}}' for i in range(1, n + 1)]")
+    return ids
+
+
+def resolve_jobs(text: str, adapter: Adapter) -> str:
+    """``text`` (a job id, a setup action, a phase) with every ``<job N>`` replaced by the
+    adapter's N-th job id; text that names no job by position comes back as it is."""
+    positions = [int(p) for p in JOB_REF.findall(text)]
+    if not positions:
+        return text
+    ids = job_ids_for(adapter, max(positions))
+    return JOB_REF.sub(lambda m: ids[int(m.group(1)) - 1], text)
+
+
 def allowed_effects(adapter: Adapter) -> tuple[Any, ...]:
     """What ``adapter`` declares is no effect on the world (its ``allowed_effects``, entries such
     as ``file:/var/cache/myapp/*``; see :mod:`chaos.core.effects`), parsed; none by default."""
@@ -243,6 +304,8 @@ class Capability:
 
 CAPABILITIES: tuple[Capability, ...] = (
     Capability("payload", "adapter", "payload(job_id) -> the payload to submit", "{'source': job_id}", ""),
+    Capability("job_ids", "adapter", "job_ids(n) -> the first n job ids to submit, e.g. ['order-1001', 'order-1002']: "
+               "the ids findings, effect keys and replays name", "doc-1 .. doc-n", ""),
     Capability("conflict_errors", "adapter", "conflict_errors: the exceptions submit raises for an id with another payload",
                "none", "idempotent-submit's refusal check (every refusal is reported as an error; or declare submit_conflict)"),
     Capability("submit_conflict", "adapter", "submit_conflict = 'raises' or 'first-wins': submit of an existing id with another payload",

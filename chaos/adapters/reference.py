@@ -4,7 +4,8 @@ The contract it implements is :mod:`chaos.adapter`; its tables are declared once
 (:data:`REFERENCE_SCHEMA`, a :class:`~chaos.adapters.sql.SqlSchema`), which gives the audit
 triggers, the writer attribution (a claim hands out a larger ``lease_token``), the snapshot and
 the probe. To gate a workflow of your own on ``engine/``, subclass :class:`ReferenceAdapter` and
-override :meth:`~ReferenceAdapter.workflow` (and ``payload`` if your steps read other input):
+override :meth:`~ReferenceAdapter.workflow`, and :meth:`~ReferenceAdapter.payload` and
+:meth:`~ReferenceAdapter.job_ids` where your steps read other input and your jobs have ids of their own:
 
     python -m chaos matrix --target mypkg.crash:adapter
 """
@@ -19,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import engine
 from engine import IdempotencyConflict, SqliteStore, SqlStore, Worker, Workflow, reference_workflow, send_outbox
 
-from chaos.adapter import Snapshot
+from chaos.adapter import Snapshot, default_job_ids
 from chaos.adapters.sql import HUMAN_WRITER, JobTable, MemoTable, OutboxTable, SqlProbe, SqlSchema
 from chaos.core.world import World
 
@@ -154,6 +155,29 @@ class ReferenceAdapter:
 
     def send_outbox_fn(self) -> Callable[..., Any]:
         return send_outbox
+
+    def payload(self, job_id: str) -> Any:
+        """The payload submitted for ``job_id`` where a plan or a test gives none; default ``{"source": job_id}``.
+
+        It is what the reference workflow's fetch step reads: the document to fetch. Override it
+        where your first step reads something else, e.g. ``{"order": job_id, "total_cents": 1250}``.
+
+        >>> ReferenceAdapter().payload("doc-1")
+        {'source': 'doc-1'}
+        """
+        return {"source": job_id}
+
+    def job_ids(self, n: int) -> list[str]:
+        """The first ``n`` job ids the harness submits; default ``doc-1`` .. ``doc-n``.
+
+        The crash matrix's families and a fault plan's default jobs (or its count) are these, and
+        findings, effect keys and replays name them. Override it so that a finding speaks of your
+        jobs, e.g. ``[f"order-{1000 + i}" for i in range(1, n + 1)]``.
+
+        >>> ReferenceAdapter().job_ids(2)
+        ['doc-1', 'doc-2']
+        """
+        return list(default_job_ids(n))
 
     # -- what the harness asks -------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:

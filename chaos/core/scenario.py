@@ -59,7 +59,7 @@ from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Re
 from chaos.core.hangs import bound_s, stacks_json, stuck_at
 from chaos.core.process import Ended, Exit, Hung, die_here, fork, in_child, stop_here, watchdog
 from chaos.core.raises import watch_raises
-from chaos.adapter import allowed_effects, payload_for
+from chaos.adapter import allowed_effects, job_ref, payload_for, resolve_jobs
 from chaos.adapters.sql import HUMAN_WRITER
 from chaos.core import effects, libfiu
 from chaos.core.store_faults import DAMAGED_JSON, DAMAGED_STATE, IO_FAULTS, InCall, ScenarioDb, small_pages
@@ -225,7 +225,7 @@ class Scenario:
     ``"send"`` (one outbox pass), ``"advance:<s>"`` (move the clock), ``"claim:<worker>"`` (a
     worker claims the next job and dies holding its lease). ``phase`` is ``"worker"``,
     ``"sender"`` or a person's action, ``"human:<action>:<job>[:<arg>]"`` (e.g.
-    ``"human:cancel:doc-1"``; an action the engine refuses with its clear error is a clean end).
+    ``"human:cancel:<job 1>"``; an action the engine refuses with its clear error is a clean end).
     ``faults`` are armed for the doomed iteration (a ``sticky`` one, a poison input, is armed for
     the setup and the recovery too: it fails the same way on every call); a store fault
     (``lock_held``, ``disk_full``, ``io_error``, ``io_read_error``) is brought on the doomed
@@ -248,6 +248,11 @@ class Scenario:
     the audit notes it as the harness's own, see :attr:`chaos.adapter.Snapshot.damaged`), and
     ``"requeue:<job>"`` is a person's requeue of a failed job.
 
+    ``jobs`` are the ids submitted first; a family names the adapter's jobs by position, ``<job 1>``
+    (:func:`chaos.adapter.job_ref`), in ``jobs``, ``setup`` and ``phase`` alike, and
+    :func:`for_adapter` resolves them through the adapter's ``job_ids(n)`` (``doc-1`` .. by
+    default), so that its findings name the user's jobs.
+
     ``expect`` names the states every job must end in when the family runs without any fault
     (its baseline); by default the workflow's final states, or any settled state for a family
     with a poison fault, a failed review or a person's action. ``allowed`` names the other final
@@ -259,7 +264,7 @@ class Scenario:
 
     name: str
     lesson: str
-    jobs: tuple[str, ...] = ("doc-1",)
+    jobs: tuple[str, ...] = (job_ref(1),)
     setup: tuple[str, ...] = ()
     phase: str = "worker"
     faults: tuple[Fault, ...] = ()
@@ -311,12 +316,25 @@ def task_names(adapter: Adapter) -> dict[str, str]:
 
 
 def for_adapter(scenario: Scenario, adapter: Adapter) -> Scenario:
-    """``scenario`` with its faults' tasks renamed by the adapter's :func:`task_names`."""
+    """``scenario`` with its faults' tasks renamed by the adapter's :func:`task_names`, and the jobs
+    it names by position (``<job 1>``) named by the adapter's ``job_ids`` (:func:`chaos.adapter.resolve_jobs`)."""
+    scenario = with_jobs_of(scenario, adapter)
     names = task_names(adapter)
     if not names or not scenario.faults:
         return scenario
     faults = tuple(dataclasses.replace(f, task=names.get(f.task, f.task)) if f.task is not None else f for f in scenario.faults)
     return dataclasses.replace(scenario, faults=faults)
+
+
+def with_jobs_of(scenario: Scenario, adapter: Adapter) -> Scenario:
+    """``scenario`` with every job it names by position (``<job 1>``, in its jobs, setup and phase)
+    named by the adapter's ``job_ids`` instead; a scenario that names none comes back as it is."""
+    jobs = tuple(resolve_jobs(j, adapter) for j in scenario.jobs)
+    setup = tuple(resolve_jobs(a, adapter) for a in scenario.setup)
+    phase = resolve_jobs(scenario.phase, adapter)
+    if (jobs, setup, phase) == (scenario.jobs, scenario.setup, scenario.phase):
+        return scenario
+    return dataclasses.replace(scenario, jobs=jobs, setup=setup, phase=phase)
 
 
 def resolve_states(names: tuple[str, ...], adapter: Adapter) -> frozenset[str]:
@@ -539,6 +557,8 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     setup or baseline does not finish within the bound (``timeout_s``, see :mod:`chaos.core.hangs`),
     with a ``hangs`` violation. Every point of the family is then bounded alike.
     """
+    # The jobs it names by position are the adapter's (resolving a resolved scenario changes nothing).
+    scenario = with_jobs_of(scenario, adapter)
     started = time.perf_counter()
     try:
         with watchdog(bound_s(adapter, given=timeout_s)):

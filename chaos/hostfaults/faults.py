@@ -53,6 +53,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
+from chaos.adapter import job_ref
 from chaos.adapters.reference import HUMAN_WRITER
 from chaos.core import libfiu
 from chaos.core.invariants import Violation, point_reached
@@ -223,7 +224,7 @@ def machine_scenarios() -> list[Scenario]:
         Scenario(
             "backlog",
             "A fault of the machine in one job's run leaves that job recoverable, and the other jobs are still processed.",
-            jobs=("doc-1", "doc-2", "doc-3"),
+            jobs=tuple(job_ref(n) for n in (1, 2, 3)),  # the adapter's first three jobs
             faults=(Fault("timeout", task="extract"),),
         )
     ]

@@ -9,17 +9,19 @@ busy or full database opens (the write lock held elsewhere, the disk full, broug
 
 from __future__ import annotations
 
+from chaos.adapter import job_ref
 from chaos.core.scenario import AT_START, Scenario
 from chaos.core.world import ASTRAL, BUG, HANG, STALL, TOO_LARGE, UNPRICED, UNSTORABLE, Fault
 
 __all__ = ["reference_scenarios", "STORM_JOBS", "STORM_FAULTS"]
 
 LEASE_EXPIRY = "advance:121"
+FIRST = job_ref(1)  # a family names the adapter's jobs by position: its findings name the user's ids
 RETRY_WAIT = "advance:33"  # past any backoff of the first four attempts (full jitter, at most 2**4 s)
 # The retry storm: enough jobs that a herd is a herd (chaos.core.invariants.HERD_MIN wide
 # retries), few enough that each point's recovery stays cheap. Random histories let a herd as
 # large meet the same faults (chaos.histories.events.Storm).
-STORM_JOBS = tuple(f"doc-{n}" for n in range(1, 17))
+STORM_JOBS = tuple(job_ref(n) for n in range(1, 17))  # the adapter's first sixteen jobs
 # Each job's extract fails three times in a row (a refused connection, then two timeouts), then
 # answers: every job's last retry is drawn from full jitter's widest early window (1-8 s), and no
 # job comes near its five attempts (a crash and its lease takeover use one more, at most).
@@ -59,7 +61,7 @@ def reference_scenarios() -> list[Scenario]:
         Scenario(
             "cancel-race",
             "A person's cancel and a worker's claim race for a pending job: compare-and-swap on the state lets exactly one of them win.",
-            phase="human:cancel:doc-1",
+            phase=f"human:cancel:{FIRST}",
             expect=("cancelled",),
             allowed=("<final>",),  # a cancel killed before its commit never happened: the worker finishes the job
         ),
@@ -164,7 +166,7 @@ def reference_scenarios() -> list[Scenario]:
             "damaged-payload",
             "A stored row the engine cannot parse (a damaged disk, a bad migration) is quarantined in a failed state "
             "with the reason in last_error, never crashed on and never retried.",
-            setup=("damage:payload:doc-1",),
+            setup=(f"damage:payload:{FIRST}",),
             expect=("<parked>",),
         ),
         Scenario(
@@ -173,7 +175,7 @@ def reference_scenarios() -> list[Scenario]:
             "in a failed state naming the row to delete, never crashed on, and no step runs on a damaged input.",
             # The job stops at its review (its first try times out) with the earlier steps' memos
             # committed; the first step's is damaged, and the review's retry loads it as input.
-            setup=("run", "damage:memo:doc-1", RETRY_WAIT),
+            setup=("run", f"damage:memo:{FIRST}", RETRY_WAIT),
             faults=(Fault("timeout", task="verify", sticky=True, per_job=1),),
             expect=("<parked>",),
         ),
@@ -181,7 +183,7 @@ def reference_scenarios() -> list[Scenario]:
             "damaged-state",
             "A job whose stored state the table does not know (a bad migration, a hand edit) is quarantined in a "
             "parked state, never run: no step guesses where a job it cannot place stands.",
-            setup=("damage:state:doc-1",),
+            setup=(f"damage:state:{FIRST}",),
             expect=("<parked>",),
         ),
         Scenario(
@@ -190,7 +192,7 @@ def reference_scenarios() -> list[Scenario]:
             "every step whose memo row survived is skipped: nothing already paid for is paid for again.",
             # The job stops at its review (its first try times out) with the earlier steps' memos
             # committed; then its state is damaged, it is quarantined, and a person requeues it.
-            setup=("run", "damage:state:doc-1", RETRY_WAIT, "run", "requeue:doc-1"),
+            setup=("run", f"damage:state:{FIRST}", RETRY_WAIT, "run", f"requeue:{FIRST}"),
             faults=(Fault("timeout", task="verify", sticky=True, per_job=1),),
             expect=("<final>",),
         ),
@@ -198,7 +200,7 @@ def reference_scenarios() -> list[Scenario]:
             "claimable-parked",
             "A parked job made claimable outside the engine (its next_run_at set by hand) is only released when a "
             "worker claims it: it keeps its state, runs no step, and stops being claimable.",
-            setup=("damage:state:doc-1:<parked>",),
+            setup=(f"damage:state:{FIRST}:<parked>",),
             expect=("<parked>",),
         ),
         Scenario(
@@ -286,7 +288,7 @@ def reference_scenarios() -> list[Scenario]:
             "cancel-nul-id",
             "A person's cancel of an id no database can store (it holds a NUL character) names no job: the engine's "
             "clear error, not a database error, and nothing changes.",
-            phase="human:cancel:doc-1\x00",
+            phase=f"human:cancel:{FIRST}\x00",
         ),
         Scenario(
             "cancel-half-character-id",
@@ -299,7 +301,7 @@ def reference_scenarios() -> list[Scenario]:
             "A person's cancel of a job that has already finished is refused with the engine's clear error, and "
             "changes nothing.",
             setup=("run",),
-            phase="human:cancel:doc-1",
+            phase=f"human:cancel:{FIRST}",
         ),
         Scenario(
             "sender-busy",

@@ -29,8 +29,8 @@ an unknown step, state, fault or action is a collection error naming the file, t
 values allowed. The full schema is in README.md ("Fault plans").
 
 >>> plan = parse_plan({"lesson": "Memo rows make a crash cost one call.", "points": {}}, "demo.toml")
->>> plan.points.phase, plan.points.jobs
-('worker', ('doc-1',))
+>>> plan.points.phase, plan.points.jobs  # the target's first job, named when it runs (chaos.adapter.resolve_jobs)
+('worker', ('<job 1>',))
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ POINT_FAULTS = ("crash", "pause", "interleave")
 EXPECTED_ERRORS = ("conflict", "illegal")
 RESOLUTIONS = ("reverify", "cancel")
 JOBS_MAX = 1_000
+JOB_POSITION = re.compile(r"<job [1-9][0-9]*>")  # a job named by position (chaos.adapter.job_ref), as a count gives them
 # Every number a plan gives is bounded, so a typo (run = 10^12, duration_s = 1e308) is refused
 # when the plan is collected instead of hanging the run. Seconds are of the harness's fake time.
 RUN_MAX = 10_000  # worker iterations of one run action
@@ -102,7 +103,7 @@ PLAN_KEYS = {
     "scenario": "array of tables: scripted scenarios",
 }
 POINTS_KEYS = {
-    "jobs": "job ids submitted first, each with the adapter's payload(job_id) (list of strings, or a count N: doc-1..doc-N; default: doc-1; [] for none)",
+    "jobs": "job ids submitted first, each with the adapter's payload(job_id) (list of strings, or a count N: the adapter's first N job_ids, doc-1..doc-N by default; default: its first; [] for none)",
     "setup": "clean actions before the doomed iteration: run, send, advance:<s>, claim[:<worker>]",
     "phase": "what the doomed iteration runs: worker or sender",
     "faults": "faults armed for the doomed iteration (list of fault tables)",
@@ -116,7 +117,7 @@ POINTS_KEYS = {
 SCENARIO_KEYS = {
     "name": "the test item's name (letters, digits, _ . -)",
     "lesson": "this scenario's own lesson (default: the plan's)",
-    "jobs": "job ids submitted first, each with the adapter's payload(job_id) (list of strings, or a count N: doc-1..doc-N; default: doc-1; [] for none)",
+    "jobs": "job ids submitted first, each with the adapter's payload(job_id) (list of strings, or a count N: the adapter's first N job_ids, doc-1..doc-N by default; default: its first; [] for none)",
     "script": "the actions, in order (list of action tables)",
     "expect": "checks once the script ran and the system drained (an expect table)",
 }
@@ -190,7 +191,7 @@ class FaultSpec:
 
 @dataclass(frozen=True)
 class PointsSection:
-    jobs: tuple[str, ...] = ("doc-1",)
+    jobs: tuple[str, ...] = ("<job 1>",)  # the target's first job (chaos.adapter.job_ref)
     setup: tuple[str, ...] = ()
     phase: str = "worker"
     faults: tuple[FaultSpec, ...] = ()
@@ -300,7 +301,7 @@ def _points(path: str, raw: Mapping[str, Any]) -> PointsSection:
         if not SETUP_FORM.match(action):
             raise PlanError(f"{path}: key '{where}.setup' has {action!r}; allowed: run, send, advance:<seconds>, claim[:<worker>]")
     steps = raw.get("steps")
-    jobs = _jobs(path, f"{where}.jobs", raw.get("jobs", ["doc-1"]))
+    jobs = _jobs(path, f"{where}.jobs", raw.get("jobs", 1))
     expect = _expect(path, f"{where}.expect", raw["expect"], scenario=False) if "expect" in raw else None
     _check_jobs_named(path, expect, list(jobs))
     return PointsSection(
@@ -363,7 +364,7 @@ def _scenario(path: str, index: int, raw: Mapping[str, Any], plan_lesson: str) -
     if "script" not in raw:
         raise PlanError(f"{path}: {where} has no 'script'; list its actions, e.g. script = [{{ drain = true }}]")
     script = tuple(_action(path, f"{where} script[{i}]", a) for i, a in enumerate(_list(path, f"{where}.script", raw["script"])))
-    jobs = _jobs(path, f"{where}.jobs", raw.get("jobs", ["doc-1"]))
+    jobs = _jobs(path, f"{where}.jobs", raw.get("jobs", 1))
     expect = _expect(path, f"{where}.expect", raw["expect"], scenario=True) if "expect" in raw else None
     submitted = [*jobs, *(a.value for a in script if a.verb == "submit")]
     for checked in [expect, *(a.expect for a in script)]:
@@ -382,6 +383,8 @@ def _check_jobs_named(path: str, expect: Expect | None, submitted: list[str]) ->
     finding of the code under test, when it is a typo in the plan."""
     if expect is None:
         return
+    if any(JOB_POSITION.fullmatch(job) for job in submitted):
+        return  # the target's jobs, by position: check_against checks the ids they are on its adapter
     for job in expect.states:
         if job not in submitted:
             known = ", ".join(dict.fromkeys(submitted)) or "none"
@@ -545,11 +548,25 @@ def check_against(plan: Plan, adapter: Adapter) -> None:
             if action.expect is not None:
                 expects.append(action.expect)
         expects += [scenario.expect] if scenario.expect else []
+    _check_jobs_on(plan, adapter)
     for where, fault in faults:
         if fault.task is not None and fault.task not in tasks:
             raise PlanError(f"{plan.path}: key '{where}.task' is {fault.task!r}, not a task of the target; allowed: {', '.join(tasks)}")
     for expect in expects:
         _check_expect(plan.path, expect, steps, states)
+
+
+def _check_jobs_on(plan: Plan, adapter: Adapter) -> None:
+    """The jobs a plan names by position (its default, or a count) are the adapter's ``job_ids``:
+    an expectation naming a job is checked against those ids, as it could not be when the plan was read."""
+    from chaos.adapter import resolve_jobs
+
+    if plan.points is not None:
+        _check_jobs_named(plan.path, plan.points.expect, [resolve_jobs(j, adapter) for j in plan.points.jobs])
+    for scenario in plan.scenarios:
+        submitted = [*(resolve_jobs(j, adapter) for j in scenario.jobs), *(a.value for a in scenario.script if a.verb == "submit")]
+        for checked in [scenario.expect, *(a.expect for a in scenario.script)]:
+            _check_jobs_named(plan.path, checked, submitted)
 
 
 def _check_expect(path: str, expect: Expect, steps: list[str], states: list[str]) -> None:
@@ -648,7 +665,8 @@ def _jobs(path: str, key: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         if not 1 <= value <= JOBS_MAX:
             raise PlanError(f"{path}: key '{key}' must be between 1 and {JOBS_MAX}, got {value}")
-        return tuple(f"doc-{i}" for i in range(1, value + 1))
+        # The target's first N jobs: their ids are the adapter's job_ids, known once the plan has a target.
+        return tuple(f"<job {i}>" for i in range(1, value + 1))
     ids = _texts(path, key, value)
     if len(set(ids)) != len(ids):
         raise PlanError(f"{path}: key '{key}' lists a job id twice; ids are idempotency keys, each is one job")

@@ -33,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, TYPE_CHECKING
 
+from chaos.adapter import resolve_jobs
 from chaos.adapters.postgres import is_postgres
 from chaos.core import effects, libfiu
 from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
@@ -423,7 +424,7 @@ def run_scenario(scenario: ScriptedScenario, adapter: Adapter, directory: str, *
     result = ScenarioResult()
     try:
         for job_id in scenario.jobs:
-            box.submit(job_id)
+            box.submit(resolve_jobs(job_id, adapter))  # a job named by position is the adapter's
         for action in scenario.script:
             problem = _play(box, action, adapter)
             if problem:

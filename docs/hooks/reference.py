@@ -146,7 +146,7 @@ PLAN_DESCRIPTIONS = {
         "scenario": "array of tables: scripted scenarios",
     },
     "points": {
-        "jobs": "job ids submitted first, each with the adapter's `payload(job_id)` (list of strings, or a count N: doc-1..doc-N; default `doc-1`; `[]` for none)",
+        "jobs": "job ids submitted first, each with the adapter's `payload(job_id)` (list of strings, or a count N: the adapter's first N `job_ids`, doc-1..doc-N by default; default: its first; `[]` for none)",
         "setup": "clean actions before the doomed iteration: `run`, `send`, `advance:<s>`, `claim[:<worker>]`",
         "phase": "what the doomed iteration runs: `worker` or `sender`",
         "faults": "faults armed for the doomed iteration (list of fault tables)",
@@ -160,7 +160,7 @@ PLAN_DESCRIPTIONS = {
     "scenario": {
         "name": "the test item's name (letters, digits, `_ . -`); required",
         "lesson": "this scenario's own lesson (default: the plan's)",
-        "jobs": "job ids submitted first, each with the adapter's `payload(job_id)` (list of strings, or a count N: doc-1..doc-N; default `doc-1`; `[]` for none)",
+        "jobs": "job ids submitted first, each with the adapter's `payload(job_id)` (list of strings, or a count N: the adapter's first N `job_ids`, doc-1..doc-N by default; default: its first; `[]` for none)",
         "script": "the actions, in order (list of action tables); required",
         "expect": "checks once the script ran and the system drained (an expect table)",
     },

@@ -20,7 +20,12 @@ class OrdersAdapter(ReferenceAdapter):
         return build_workflow(world.model, world.documents)
 
     def payload(self, job_id: str) -> dict[str, str]:
+        """What an order job carries: the order to fetch (the reference's default is a document)."""
         return {"order": job_id}
+
+    def job_ids(self, n: int) -> list[str]:
+        """The orders the gate submits: its findings and replays name ``order-1001``, not ``doc-1``."""
+        return [f"order-{1000 + i}" for i in range(1, n + 1)]
 
     def trace_paths(self) -> list[str]:
         return super().trace_paths() + [HERE]
