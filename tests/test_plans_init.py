@@ -23,11 +23,14 @@ def test_init_copies_every_shipped_plan_into_fault_plans(tmp_path):
     done = _init(tmp_path)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "fault_plans").iterdir()) == SHIPPED
-    assert (tmp_path / "fault_plans" / "poison.toml").read_bytes() == (ROOT / "fault_plans" / "poison.toml").read_bytes()
+    copied = (tmp_path / "fault_plans" / "poison.toml").read_text()
+    header, _, rest = copied.partition('target = "chaos:reference_adapter"\n\n')
+    assert rest.encode() == (ROOT / "fault_plans" / "poison.toml").read_bytes()  # the shipped plan, after its target
+    assert header.startswith("# Copied by `python -m chaos plans init`: written for the reference workflow")
     assert done.stdout.rstrip().endswith(
-        f"{len(SHIPPED)} fault plans in fault_plans, written for the reference workflow; run them with: python -m pytest "
-        "fault_plans --chaos-target chaos:reference_adapter (to gate a workflow of your own, change their steps and states "
-        "to its own and drop --chaos-target)")
+        f"{len(SHIPPED)} fault plans in fault_plans, written for the reference workflow and naming it as their target; run "
+        "them with: python -m pytest fault_plans (to gate a workflow of your own with one, change its steps and states to "
+        "your workflow's and delete its target line)")
 
 
 MY_ADAPTER = """
@@ -54,6 +57,34 @@ def test_the_command_init_prints_collects_the_plans_in_a_project_gating_its_own_
                                env=env, capture_output=True, text=True, timeout=300)
     assert collected.returncode == 0, collected.stdout[-2000:]
     assert "error" not in collected.stdout.splitlines()[-1], collected.stdout[-2000:]
+
+
+MY_PLAN = """
+lesson = "A crash at any line of a parcel's run re-runs the step or finds its memo."
+
+[points]
+expect = { state = "ship_done" }
+"""
+
+
+def test_init_in_a_project_with_fault_plans_of_its_own_collects_them_all_without_an_error(tmp_path):
+    """It put the reference workflow's plans beside the project's own, where the plugin checked them
+    against the project's workflow: 14 collection errors for steps and states it does not have.
+    Each copy now names its target, the reference engine, and the project's plan still runs on its own."""
+    (tmp_path / "mine.py").write_text(MY_ADAPTER)
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nchaos_target = "mine:Mine"\npythonpath = ["."]\n')
+    (tmp_path / "fault_plans").mkdir()
+    (tmp_path / "fault_plans" / "parcels.toml").write_text(MY_PLAN)
+    done = _init(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "fault_plans").iterdir()) == sorted([*SHIPPED, "parcels.toml"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHGATE_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "fault_plans"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    last = collected.stdout.splitlines()[-1]
+    assert collected.returncode == 0 and "error" not in last, collected.stdout[-3000:]
+    assert "fault_plans/parcels.toml::pack::" in collected.stdout  # the project's own plan, on its own workflow
 
 
 def test_init_refuses_to_overwrite_a_plan_and_copies_nothing_unless_forced(tmp_path):

@@ -1,5 +1,11 @@
 """``python -m chaos plans init [DIR]``: copy the shipped fault plans into a project.
 
+Each copy names its target, the reference engine (:data:`COPY_HEADER`): the plans are written for
+the reference workflow, and in a project whose ``chaos_target`` is its own workflow, or whose
+``fault_plans/`` holds plans of its own, the plugin would otherwise check them against that
+workflow, whose steps and states they do not name (a collection error each). To gate your own
+workflow with one, change its steps and states to yours and delete its ``target`` line.
+
 The plans in the repository's top-level ``fault_plans/`` are installed with the package as
 ``chaos/fault_plans/*.toml`` (a build mapping in ``pyproject.toml``: the repository keeps one copy,
 which its own tests collect). From a checkout that was not installed, the top-level folder is used.
@@ -24,20 +30,30 @@ import contextlib
 import importlib.util
 import os
 import sys
+import tomllib
 from pathlib import Path
 
 from chaos.adapter import REFERENCE_TARGET
 from chaos.core.whole_file import remove_partial, write_partial
 
-__all__ = ["add_arguments", "run", "shipped_plans", "copy_plans", "PlansExist", "PLAN_DIR"]
+__all__ = ["add_arguments", "run", "shipped_plans", "copy_plans", "PlansExist", "PLAN_DIR", "COPY_HEADER"]
 
 PLAN_DIR = "fault_plans"  # the plugin collects *.toml only from folders of this name
 PLANS_MAX = 1_000  # a sanity bound on the files copied by one command
 
+# What every copied plan starts with: its target, so that it runs on the reference engine in any project.
+COPY_HEADER = (
+    "# Copied by `python -m chaos plans init`: written for the reference workflow (fetch, extract, verify,\n"
+    "# deliver), so it runs on the reference engine whatever your chaos_target is. To gate a workflow of\n"
+    "# your own with it, change its steps and states to your workflow's and delete the target line.\n"
+    f'target = "{REFERENCE_TARGET}"\n\n'
+)
+
 DESCRIPTION = (
     "Copy the fault plans that ship with crashgate into DIR (default ./fault_plans), where pytest's "
-    "crashgate plugin collects them: each states its lesson and runs against the chaos_target adapter "
-    "(the reference engine unless set). Existing files are never overwritten unless --force is given."
+    "crashgate plugin collects them: each states its lesson and names its target, the reference engine "
+    "(whatever the project's chaos_target), beside any plans of the project's own. Existing files are "
+    "never overwritten unless --force is given."
 )
 
 
@@ -108,7 +124,7 @@ def _write_all(target: Path, plans: list[Path]) -> None:
     try:
         target.mkdir(parents=True, exist_ok=True)
         for plan in plans:
-            partials.append((write_partial(target / plan.name, plan.read_bytes()), target / plan.name))
+            partials.append((write_partial(target / plan.name, copied_text(plan)), target / plan.name))
         for partial, path in partials:
             new = not os.path.lexists(path)
             os.replace(partial, path)
@@ -125,6 +141,15 @@ def _write_all(target: Path, plans: list[Path]) -> None:
                 folder.rmdir()  # only if empty: a folder that holds anything else is not ours to remove
         raise ValueError(f"cannot write the plans into {str(target)!r} ({exc.strerror or exc}); nothing was left there: "
                          "free disk space, or pass a folder you can write") from None
+
+
+def copied_text(plan: Path) -> bytes:
+    """The shipped plan as ``plans init`` writes it: :data:`COPY_HEADER` (its target) first, unless
+    the plan names a target of its own."""
+    text = plan.read_bytes()
+    if "target" in tomllib.loads(text.decode("utf-8")):
+        return text
+    return COPY_HEADER.encode("utf-8") + text
 
 
 def _missing_folders(target: Path) -> list[Path]:
@@ -157,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for name in copied:
         print(os.path.join(args.directory, name))
-    print(f"{len(copied)} fault plans in {args.directory}, written for the reference workflow; run them with: "
-          f"python -m pytest {args.directory} --chaos-target {REFERENCE_TARGET} (to gate a workflow of your own, "
-          "change their steps and states to its own and drop --chaos-target)")
+    print(f"{len(copied)} fault plans in {args.directory}, written for the reference workflow and naming it as their target; "
+          f"run them with: python -m pytest {args.directory} (to gate a workflow of your own with one, change its steps and "
+          "states to your workflow's and delete its target line)")
     return 0
