@@ -23,9 +23,9 @@ from .conftest import REPO
 
 WORLD_TEST = '''
 def test_an_order_is_charged_and_receipted(chaos_world):
-    chaos_world.submit("doc-1")  # the job id the matrix and the plan submit: the dict holds it afterwards
+    chaos_world.submit("order-1001")  # the job id the matrix and the plan submit: the dict holds it afterwards
     chaos_world.drain()
-    assert chaos_world.states() == {"doc-1": "receipt_done"}
+    assert chaos_world.states() == {"order-1001": "receipt_done"}
 '''
 MATRIX_TEST = '''
 import pytest
@@ -38,7 +38,7 @@ PLAN = '''
 lesson = "A restarted worker has only the memo rows: an order read into process memory is gone."
 
 [points]
-jobs = ["doc-1"]
+jobs = ["order-1001"]
 '''
 
 
