@@ -636,10 +636,17 @@ def _raised_at(error: str, raised: Mapping[str, str]) -> str:
     >>> _raised_at("charge: KeyError: 'order-1'", {"KeyError: 'order-1'": "orders.py:14"})
     ', raised from orders.py:14'
     """
+    return _raised_from(error, raised) or "; no line of the workflow's own code raised it"
+
+
+def _raised_from(error: str, raised: Mapping[str, str]) -> str:
+    """``, raised from path:line`` where the user's code raised the exception ``error`` names, else "".
+
+    >>> _raised_from("charge: KeyError: 'amount'", {"KeyError: 'amount'": "shop/flow.py:13"})
+    ', raised from shop/flow.py:13'
+    """
     matches = [where for text, where in raised.items() if text and text in error]
-    if matches:
-        return f", raised from {matches[0]}"
-    return "; no line of the workflow's own code raised it"
+    return f", raised from {matches[0]}" if matches else ""
 
 
 def _payload_difference(after: str, alone: str) -> str:
@@ -676,7 +683,8 @@ def baseline_failures(scenario: Any, adapter: Adapter, baseline: Any, payload_hi
 
     Protects the gate itself: a family whose baseline does not complete proves nothing by
     crashing (every crash "holds" when every job ends failed anyway), so it fails, with every
-    job's final state and last_error and what to check, and its points are not run.
+    job's final state and last_error (with the user's line that raised it, where one did) and what
+    to check, and its points are not run.
     """
     if not baseline.final_states:
         if scenario.jobs:
@@ -687,8 +695,9 @@ def baseline_failures(scenario: Any, adapter: Adapter, baseline: Any, payload_hi
     wrong = {j: s for j, s in sorted(baseline.final_states.items()) if s not in expected}
     if not wrong:
         return []
+    raised = getattr(baseline, "raised", {}) or {}
     shown = "; ".join(
-        f"job {j!r} ended {s!r}" + (f" (last_error: {_short(baseline.last_errors.get(j))})" if baseline.last_errors.get(j) else "")
+        f"job {j!r} ended {s!r}" + (f" (last_error: {_short(error)}{_raised_from(error, raised)})" if (error := baseline.last_errors.get(j)) else "")
         for j, s in wrong.items()
     )
     return [Violation(

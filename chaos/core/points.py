@@ -134,11 +134,19 @@ class Recorder:
     there would leave): ``name -> callable``, each result kept in ``observed[name]``. The crash
     matrix observes the durable state (:class:`DurableState`); random histories the segments
     between durable writes; fault plans the jobs' committed states.
+
+    ``on_exception`` (a :class:`chaos.core.raises.RaiseNoter`) is told of each exception event in
+    a traced frame and in the frames of the code it ``watches()`` (the user's, traced for that
+    only): the run of a family without any fault notes there where the user's code raised (the
+    tracer :func:`chaos.core.raises.watch_raises` would need is this one), so that a family
+    failing without any fault names the user's line.
     """
 
     def __init__(self, paths: Iterable[str], only: Iterable[CodeType] | None = None, between: Callable[[], bool] | None = None,
-                 observe: dict[str, Callable[[], Any]] | None = None) -> None:
+                 observe: dict[str, Callable[[], Any]] | None = None,
+                 on_exception: Any = None) -> None:
         self.scope = _Scope(paths, only)
+        self.on_exception = on_exception
         self.observe = dict(observe or {})
         self.observed: dict[str, list[Any]] = {name: [] for name in self.observe}
         self.points: list[Point] = []
@@ -159,7 +167,15 @@ class Recorder:
         if self._active and self.scope(frame.f_code):
             self.codes.add(frame.f_code)
             return self._local
+        if self._active and self.on_exception is not None and self.on_exception.watches(frame.f_code):
+            frame.f_trace_lines = False  # not a point: only where it raises is wanted
+            return self._raises
         return None
+
+    def _raises(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "exception" and self._active:
+            self.on_exception(frame, arg[1])  # type: ignore[misc]
+        return self._raises
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
         if not self._active:
@@ -177,6 +193,8 @@ class Recorder:
                 self.ops.append(self._ops)
                 for name, fn in self.observe.items():
                     self.observed[name].append(fn())
+        elif event == "exception" and self.on_exception is not None:
+            self.on_exception(frame, arg[1])
         return self._local
 
     def watch_transactions(self, between: Callable[[], bool]) -> None:

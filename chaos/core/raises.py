@@ -24,7 +24,7 @@ import engine
 
 from chaos.core.world import shown
 
-__all__ = ["watch_raises", "is_users", "RAISED_MAX"]
+__all__ = ["watch_raises", "RaiseNoter", "is_users", "RAISED_MAX"]
 
 RAISED_MAX = 200  # exceptions one process records
 ENABLED = True  # off only for the benchmark's side-by-side figure of what tracing costs (chaos.matrix.bench)
@@ -40,6 +40,37 @@ def is_users(path: str) -> bool:
     return not (path.startswith(_OURS) or path.startswith(_PYTHON) or path.startswith("<"))
 
 
+class RaiseNoter:
+    """Told of a tracer's ``exception`` events, it records ``(error text, "path:line")`` the first
+    time it sees an exception in a frame of the user's code (its innermost user frame: the event
+    comes from the innermost frame outwards), at most :data:`RAISED_MAX` of them.
+
+    Shared by :func:`watch_raises` and the line recorder of a family's run without any fault
+    (:class:`chaos.core.points.Recorder`), which cannot leave the tracer to :func:`watch_raises`.
+    """
+
+    def __init__(self, record: Callable[[str, str], None]) -> None:
+        self.record = record
+        self.seen: dict[int, Any] = {}  # id -> the exception, kept alive so that its id is not reused meanwhile
+        self.users: dict[CodeType, bool] = {}
+
+    def watches(self, code: CodeType) -> bool:
+        """Whether frames of ``code`` are the user's (remembered per code object)."""
+        mine = self.users.get(code)
+        if mine is None:
+            mine = self.users[code] = is_users(code.co_filename)
+        return mine
+
+    def __call__(self, frame: FrameType, exc: BaseException) -> None:
+        if len(self.seen) >= RAISED_MAX or id(exc) in self.seen or not self.watches(frame.f_code):
+            return
+        self.seen[id(exc)] = exc
+        try:
+            self.record(f"{type(exc).__name__}: {exc}", f"{shown(frame.f_code.co_filename)}:{frame.f_lineno}")
+        except Exception:  # an exception whose str() raises, a ledger that cannot be written: not the step's concern
+            pass
+
+
 def watch_raises(record: Callable[[str, str], None]) -> bool:
     """In a child: record ``(error text, "path:line")`` for each exception raised through the
     user's code from now on, at its innermost user frame. False where a tracer is already set
@@ -50,26 +81,15 @@ def watch_raises(record: Callable[[str, str], None]) -> bool:
         raise RuntimeError("raises are traced in a forked child only")
     if sys.gettrace() is not None or not ENABLED:
         return False
-    users: dict[CodeType, bool] = {}
-    seen: dict[int, Any] = {}  # id -> the exception, kept alive so that its id is not reused meanwhile
+    note = RaiseNoter(record)
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "exception" and len(seen) < RAISED_MAX:
-            exc = arg[1]
-            if id(exc) not in seen:
-                seen[id(exc)] = exc
-                try:
-                    record(f"{type(exc).__name__}: {exc}", f"{shown(frame.f_code.co_filename)}:{frame.f_lineno}")
-                except Exception:  # an exception whose str() raises, a ledger that cannot be written: not the step's concern
-                    pass
+        if event == "exception":
+            note(frame, arg[1])
         return local
 
     def calls(frame: FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        mine = users.get(code)
-        if mine is None:
-            mine = users[code] = is_users(code.co_filename)
-        if not mine:
+        if not note.watches(frame.f_code):
             return None
         frame.f_trace_lines = False  # exceptions only: no event per line
         return local
@@ -77,4 +97,3 @@ def watch_raises(record: Callable[[str, str], None]) -> bool:
     threading.settrace(calls)  # the engine's step threads, started from now on
     sys.settrace(calls)
     return True
-

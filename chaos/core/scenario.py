@@ -58,7 +58,7 @@ from chaos.core.recovery import recovering_workers, recovery_model, recovery_wai
 from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.hangs import bound_s, stacks_json, stuck_at
 from chaos.core.process import Ended, Exit, Hung, die_here, fork, in_child, stop_here, watchdog
-from chaos.core.raises import watch_raises
+from chaos.core.raises import RaiseNoter, watch_raises
 from chaos.adapter import allowed_effects, job_ref, payload_for, resolve_jobs
 from chaos.adapters.sql import HUMAN_WRITER
 from chaos.core import effects, libfiu
@@ -817,7 +817,12 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
     def body() -> tuple[Any, ...]:
         run.world.conn  # the ledger exists from here on, so that its commits can be watched too
         durable = DurableState(directory, run.db, run.clock)
-        recorder = Recorder(adapter.trace_paths(), run.only(deep), observe={"durable": durable})
+        # Where the user's code raised, kept in memory while the recorder runs (a ledger write
+        # would be one more visible operation and durable change, and move the points' classes),
+        # written to the ledger after it; from there on the raises are traced as a recovery's are.
+        raised: dict[str, str] = {}
+        recorder = Recorder(adapter.trace_paths(), run.only(deep), observe={"durable": durable},
+                            on_exception=RaiseNoter(lambda error, where: raised.setdefault(error, where)))
         watched = [True]
 
         def watch(session: Any) -> None:
@@ -851,6 +856,9 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
         for code in recorder.codes:
             executable.setdefault(code.co_filename, set()).update(function_lines(code))
         struck = _store_fault_showed(run, said) if family.scenario.store_faults() else True
+        for error, where in raised.items():
+            run.world.record_raised(error, where)
+        watch_raises(run.world.record_raised)
         # The baseline: the same process goes on to the end, faults stopped, as if nothing happened.
         drained = _drain(run, advance=True)
         return (recorder.points, {f: frozenset(lines) for f, lines in executable.items()}, recorder.between,

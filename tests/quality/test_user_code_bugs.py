@@ -56,6 +56,8 @@ def test_the_readme_workflow_with_the_default_payload_fails_its_baseline_with_on
     assert violation.invariant == "baseline"
     assert "fails without any fault" in violation.detail
     assert "'failed_summarise'" in violation.detail and "KeyError: 'text'" in violation.detail
+    # ... and the line of the user's step that raised it (run without any fault, under the recorder)
+    assert re.search(r"KeyError: 'text'\", raised from \S*user_workflows\.py:111\)", violation.detail), violation.detail
     assert '{"source": "doc-1"}' in violation.detail and "payload(job_id)" in violation.detail
 
 
