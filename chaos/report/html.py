@@ -29,6 +29,7 @@ import errno
 import html
 import linecache
 import os
+import re
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import Any
 from chaos.core.findings import plural, record_findings, user_line
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.whole_file import write_whole
+from chaos.report.assets import CSS, JS, KEYS_HELP, LEGEND
 
 __all__ = [
     "Summary",
@@ -48,6 +50,8 @@ __all__ = [
     "render_html",
     "write_html",
     "check_report_path",
+    "render_pages",
+    "pages_folder",
     "machine_outcome",
     "MACHINE_OUTCOMES",
 ]
@@ -101,6 +105,8 @@ FINDING_DETAIL_MAX = 300  # characters of a finding's first detail in the termin
 CONTEXT_BEFORE = 3  # source lines shown before an executable line
 CONTEXT_AFTER = 1
 FOLD_GAP_MIN = 4  # hidden lines in a row below this count are shown instead of folded
+PAGES_SUFFIX = "_files"  # the source pages' folder: the index's path without .html, and this
+PAGE_NAME_MAX = 120  # characters of a page's name kept (its end: the file's name)
 
 
 @dataclass
@@ -180,9 +186,26 @@ class Summary:
         return ", ".join(f"{mode} mode, seed {seed}" for mode, seed in runs)
 
     def short(self, path: str) -> str:
+        """``path`` as a reader wants it: relative to the run's folder where it lies in it, else
+        from its package's top (``engine/_worker.py``, not a site-packages path)."""
         if self.rootdir and path.startswith(self.rootdir + os.sep):
             return os.path.relpath(path, self.rootdir)
+        return _from_package_top(path)
+
+
+def _from_package_top(path: str) -> str:
+    """``path`` from the folder its top-level package lies in (the folders above it that hold an
+    ``__init__.py``), or ``path`` itself outside any package.
+
+    >>> _from_package_top(os.path.join(os.path.dirname(os.path.dirname(__file__)), "plugin.py"))
+    'chaos/plugin.py'
+    """
+    if not os.path.isabs(path):
         return path
+    top = os.path.dirname(path)
+    while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
+        top = os.path.dirname(top)
+    return path if top == os.path.dirname(path) else os.path.relpath(path, top)
 
 
 def machine_outcome(record: dict[str, Any]) -> str | None:
@@ -299,13 +322,18 @@ _HEAD_BYTES = 4096
 def check_report_path(path: str) -> None:
     """Refuse, with :class:`ValueError` naming the fix, a report path the run could not write or
     must not overwrite: a folder, a file that is not a crashgate report (a database passed by
-    mistake, say), or a place where no file can be created. Checked before the run, not after it."""
+    mistake, say), a file where its source pages' folder goes (:func:`pages_folder`), or a place
+    where no file can be created. Checked before the run, not after it."""
     if os.path.isdir(path):
         raise ValueError(f"{path!r} is a folder; pass the path of the report's file, e.g. {os.path.join(path, 'crash-report.html')!r}")
     if os.path.lexists(path):
         head = _head_of_regular_file(path)
         if head and REPORT_TITLE.encode() not in head:  # an empty file (touch) holds nothing to lose
             raise ValueError(f"{path!r} exists and is not a crashgate report; it is left as it is: pass another path for the report")
+    folder = pages_folder(path)
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"{folder!r}, where the report's source pages go, exists and is not a folder; it is left as it is: "
+                         "pass another path for the report")
     directory = os.path.dirname(os.path.abspath(path))
     existing = directory
     while not os.path.isdir(existing):  # the folders that would be created, up to one that exists
@@ -356,10 +384,37 @@ def _file_kind(mode: int) -> str:
     return "a special file"
 
 
+def pages_folder(path: str) -> str:
+    """The folder of the report's source pages, beside its index: ``out/report.html`` ->
+    ``out/report_files`` (as a browser saves a page with what it needs)."""
+    root, _ = os.path.splitext(path)
+    return root + PAGES_SUFFIX
+
+
 def write_html(path: str, summary: Summary) -> None:
-    """Write the report to ``path`` whole or not at all: it is written beside it, then renamed over it."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    write_whole(path, render_html(summary).encode("utf-8"))
+    """Write the report: its index to ``path``, a page per source file into :func:`pages_folder`.
+    Each file is written whole or not at all (beside it, then renamed over it); the pages first,
+    so that the index never links to a page not yet there, and pages an earlier report left that
+    this one has not are removed."""
+    folder = pages_folder(path)
+    index, pages = render_pages(summary, index_name=os.path.basename(path), folder=os.path.basename(folder))
+    if pages:
+        os.makedirs(folder, exist_ok=True)
+    for name, page in pages.items():
+        write_whole(os.path.join(folder, name), page.encode("utf-8"))
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        stale = os.path.join(folder, name)
+        if name.endswith(".html") and name not in pages and os.path.isfile(stale) and REPORT_TITLE.encode() in _head_quietly(stale):
+            os.remove(stale)
+    write_whole(path, index.encode("utf-8"))
+
+
+def _head_quietly(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_HEAD_BYTES)
+    except OSError:
+        return b""
 
 
 def e(value: Any) -> str:
@@ -367,8 +422,18 @@ def e(value: Any) -> str:
 
 
 def render_html(summary: Summary) -> str:
-    """The whole self-contained page (inline CSS and a few lines of JavaScript)."""
+    """The report's index page alone (its source pages: :func:`render_pages`)."""
+    return render_pages(summary)[0]
+
+
+def render_pages(summary: Summary, *, index_name: str = "report.html", folder: str = "report" + "_files") -> tuple[str, dict[str, str]]:
+    """The index page (summary, the cause first when the workflow fails without any fault,
+    findings, plans, the files with their figures) and a page per source file (the traced source,
+    each line coloured by outcome), by file name inside ``folder``; every page self-contained
+    (inline CSS and a few lines of JavaScript), linked to the index and to the files before and
+    after it."""
     s = summary
+    lay = _layout(s, index_name, folder)
     hit, total, percent = s.coverage()
     passed = sum(1 for r in s.scenarios if r["held"])
     only_crash = set(s.by_fault()) <= {"crash"}
@@ -384,28 +449,111 @@ def render_html(summary: Summary) -> str:
         else ("coverage", "\u2013", "crash coverage (no point killed or frozen)", ""),
         ("scenarios", f"{passed}/{len(s.scenarios)}", "scenarios passed", "bad" if passed < len(s.scenarios) else "good"),
     ]
-    parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>crashgate crash report: {len(s.points)} points, {s.violated} violated</title>",
-        f"<style>{CSS}</style></head><body>",
-        '<header><h1>crashgate crash report</h1>',
-        f'<p class="meta">{e(s.modes() or "no crash points")}</p></header>',
-        '<section class="cards">',
-    ]
+    parts = _head(f"crashgate crash report: {len(s.points)} points, {s.violated} violated")
+    parts += ['<header><h1>crashgate crash report</h1>', f'<p class="meta">{e(s.modes() or "no crash points")}</p></header>']
+    parts += _cause(s, lay, "")
+    parts.append('<section class="cards">')
     for key, value, label, tone in cards:
         parts.append(f'<div class="card {tone}"><div class="num" id="count-{key}">{e(value)}</div><div class="label">{e(label)}</div></div>')
     parts.append("</section>")
     parts += _faults(s)
-    parts += _violations(s)
+    parts += _violations(s, lay)
     parts += _plans(s)
-    parts += _sources(s)
-    parts.append(f"<script>{JS}</script></body></html>")
-    return "\n".join(parts)
+    parts += _files_index(s, lay)
+    parts.append(f"{KEYS_HELP}<script>{JS}</script></body></html>")
+    pages = {lay.pages[f]: _file_page(s, lay, n) for n, f in enumerate(lay.files)}
+    return "\n".join(parts), pages
 
 
-def _line_id(file_index: int, line: int) -> str:
-    return f"f{file_index}-L{line}"
+def _head(title: str) -> list[str]:
+    return ["<!doctype html>",
+            '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{e(title)}</title>", f"<style>{CSS}</style></head><body>"]
+
+
+@dataclass
+class _Layout:
+    """Where everything goes: the files in order, each file's page, and which lines to mark."""
+
+    files: list[str]  # the source files shown, in order
+    pages: dict[str, str]  # file -> its page's name inside ``folder``
+    index_name: str  # the index's file name, beside ``folder``
+    folder: str
+    culprits: dict[str, set[int]]  # file -> the user's lines the failures name
+    causes: list[tuple[Any, str, int]]  # (finding, file, line) for each way the workflow fails without any fault
+    symptoms: set[int]  # id() of the failed points a failure without any fault explains (not marked)
+
+    def link(self, path: str, line: int | None = None, *, from_page: bool = False) -> str:
+        """The href of ``path``'s page (at ``line``), from the index or from another page."""
+        page = self.pages[path] if from_page else f"{self.folder}/{self.pages[path]}"
+        return page + (f"#L{line}" if line else "")
+
+
+def _layout(s: Summary, index_name: str, folder: str) -> _Layout:
+    files = _file_order(s)
+    where: dict[str, tuple[str, int]] = {}  # "path:line" a failure names -> (file, line)
+    for r in s.failed:
+        for _, detail in r["violations"]:
+            named = user_line(detail)
+            if named and named not in where:
+                found = _resolve(s, files, named.rpartition(":")[0])
+                if found:
+                    where[named] = (found, int(named.rpartition(":")[2]))
+                    if found not in files:  # a culprit in a file no point was killed in: shown all the same
+                        files.append(found)
+    culprits: dict[str, set[int]] = {}
+    for path, line in where.values():
+        culprits.setdefault(path, set()).add(line)
+    groups = record_findings(s.failed) if s.failed else []
+    causes = [(g, *where.get(g.where, ("", 0))) for g in groups if g.baselines]
+    # A point is explained by a failure without any fault when it fails the same way (its
+    # finding holds the baseline) or at the same user's line: one cause, marked once.
+    cause_lines = {g.where for g, _, _ in causes if g.where}
+    symptoms = {id(r) for g, _, _ in causes for r in g.records if r.get("kind") == "point"}
+    for r in s.points:
+        if not r["held"] and any(user_line(d) in cause_lines for _, d in r["violations"]):
+            symptoms.add(id(r))
+    pages: dict[str, str] = {}
+    for path in files:
+        name = re.sub(r"[^A-Za-z0-9]+", "_", s.short(path)).strip("_")[-PAGE_NAME_MAX:] or "source"
+        while name + ".html" in pages.values():
+            name += "_"
+        pages[path] = name + ".html"
+    return _Layout(files, pages, index_name, folder, culprits, causes, symptoms)
+
+
+def _resolve(s: Summary, files: list[str], named: str) -> str:
+    """The file a failure's ``path`` (as :func:`chaos.core.world.shown` wrote it: relative to the
+    run's folder, or absolute) is, among the files shown or on disk; "" if none."""
+    for path in files:
+        if path == named or s.short(path) == named or path.endswith(os.sep + named):
+            return path
+    for candidate in ([named] if os.path.isabs(named) else [os.path.join(s.rootdir or os.getcwd(), named), os.path.abspath(named)]):
+        if os.path.isfile(candidate):
+            return os.path.abspath(candidate)
+    return ""
+
+
+def _cause(s: Summary, lay: _Layout, on_page: str) -> list[str]:
+    """The banner that leads when the workflow fails without any fault: a crash proves nothing
+    then, so the cause comes first: the invariant, what was seen, the user's line, the fix."""
+    if not lay.causes:
+        return []
+    out = ['<section id="cause"><h2>The workflow fails without any fault</h2>',
+           "<p>Its run without any crash already breaks an invariant, so its crash points prove nothing until this is fixed; "
+           "the points that fail the same way are not marked in the source.</p>"]
+    for group, path, line in lay.causes:
+        out.append(f'<p class="what"><b>{e(group.invariant)}</b> <span class="count">({e(group.counted())})</span>: {e(group.example)}</p>')
+        if path:
+            text = linecache.getline(path, line).strip()
+            href = lay.link(path, line, from_page=bool(on_page))
+            out.append(f'<p class="where">at <a id="cause-line" href="{e(href)}">{e(s.short(path))}:{line}</a>'
+                       + (f" <code>{e(text)}</code>" if text else "") + "</p>")
+        if group.fix:
+            out.append(f'<p class="fix">fix: {e(group.fix)}</p>')
+        out.append(f'<code class="replay">{e(group.first.get("replay", ""))}</code>')
+    out.append("</section>")
+    return out
 
 
 def _file_order(s: Summary) -> list[str]:
@@ -447,14 +595,13 @@ def _faults(s: Summary) -> list[str]:
     return out
 
 
-def _violations(s: Summary) -> list[str]:
+def _violations(s: Summary, lay: _Layout) -> list[str]:
     """The failures grouped by invariant and cause (as the command line groups them), each with
     its count, the user's line where the ledger knows it, its first point and its replay."""
     failed = s.failed
     if not failed:
         return ['<section id="violations" class="ok"><h2>No violations</h2>',
                 "<p>Every crash point, baseline and scenario held.</p></section>"]
-    index = {f: i for i, f in enumerate(_file_order(s))}
     ordered = record_findings(failed)
     out = [f'<section id="violations"><h2>{len(failed)} violated, in {plural(len(ordered), "finding")}</h2>'
            '<ol class="violations">']
@@ -464,10 +611,10 @@ def _violations(s: Summary) -> list[str]:
         where = group.where
         link = ""
         if r["kind"] == "point":
-            link = f' <a href="#{_line_id(index[r["file"]], r["line"])}">{e(s.short(r["file"]))}:{r["line"]}</a>'
+            link = f' <a href="{e(lay.link(r["file"], r["line"]))}">{e(s.short(r["file"]))}:{r["line"]}</a>'
         baseline = bool(group.baselines)
         marks = ('<span class="tag baseline">without any fault</span> ' if baseline else "") + \
-            (f'<span class="tag culprit">at {e(where)}</span> ' if where else "")
+            (f'<span class="tag culprit">at {_culprit_link(s, lay, where)}</span> ' if where else "")
         fix = group.fix
         out.append(
             f'<li class="finding{" baseline" if baseline else ""}"><div class="head">{marks}<b>{e(group.invariant)}</b> '
@@ -480,13 +627,12 @@ def _violations(s: Summary) -> list[str]:
     return out
 
 
-def _culprits(s: Summary) -> set[str]:
-    """The user's lines the failures name (``path:line``: where a paid call or delivery came from)."""
-    return {where for r in s.failed for _, detail in r["violations"] if (where := user_line(detail))}
-
-
-def _is_culprit(culprits: set[str], shown_path: str, number: int) -> bool:
-    return any(shown_path.endswith(where.rpartition(":")[0]) and where.endswith(f":{number}") for where in culprits)
+def _culprit_link(s: Summary, lay: _Layout, where: str) -> str:
+    """``path:line`` a finding names, linked to its line where the file is shown."""
+    path = _resolve(s, lay.files, where.rpartition(":")[0])
+    if path in lay.pages:
+        return f'<a href="{e(lay.link(path, int(where.rpartition(":")[2])))}">{e(where)}</a>'
+    return e(where)
 
 
 def _plans(s: Summary) -> list[str]:
@@ -514,46 +660,96 @@ def _plans(s: Summary) -> list[str]:
     return out
 
 
-def _sources(s: Summary) -> list[str]:
-    files = _file_order(s)
-    if not files:
-        return []
+def _by_line(s: Summary) -> dict[tuple[str, int], list[dict[str, Any]]]:
     by_line: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in s.points:
         by_line.setdefault((r["file"], r["line"]), []).append(r)
-    killed = s.killed_lines()
-    out = ['<section id="source"><h2>Traced source</h2>', LEGEND,
+    return by_line
+
+
+def _figures(s: Summary, lay: _Layout, path: str, by_line: dict[tuple[str, int], list[dict[str, Any]]]) -> dict[str, Any]:
+    """A file's figures: the points killed, frozen or faulted at its lines, how many of those
+    violated, the failed items that name one of its lines (where the user's code raised, sent or
+    paid from, wherever the point was: under a sample, often in the engine), and its crash coverage."""
+    here = [r for (f, _), v in by_line.items() if f == path for r in v]
+    executable = s.reachable().get(path, set())
+    killed = s.killed_lines().get(path, set())
+    from_here = sum(1 for r in s.failed if any(_names(s, path, user_line(d)) for _, d in r["violations"]))
+    return {
+        "points": len(here),
+        "violated": sum(1 for r in here if not r["held"]),
+        "named": from_here,
+        "coverage": round(100.0 * len(executable & killed) / len(executable), 1) if executable else None,
+    }
+
+
+def _names(s: Summary, path: str, where: str) -> bool:
+    """Whether ``where`` (``path:line`` a failure names) is a line of ``path``."""
+    named = where.rpartition(":")[0]
+    return bool(named) and (path == named or s.short(path) == named or path.endswith(os.sep + named))
+
+
+def _files_index(s: Summary, lay: _Layout) -> list[str]:
+    """The list of files, each linked to its page, with its figures; sortable and filterable."""
+    if not lay.files:
+        return []
+    by_line = _by_line(s)
+    out = ['<section id="source"><h2>Traced source</h2>',
            '<p class="controls"><input id="file-filter" type="search" placeholder="filter files" aria-label="filter files"> '
-           '<label><input id="hide-held" type="checkbox"> hide held lines</label></p>',
-           '<table class="index" id="file-index"><thead><tr><th data-key="file">file</th><th data-key="points">points</th>'
-           '<th data-key="violated">violated</th><th data-key="coverage">crash coverage</th></tr></thead><tbody>']
-    for i, f in enumerate(files):
-        n = sum(len(v) for (ff, _), v in by_line.items() if ff == f)
-        bad = sum(1 for (ff, _), v in by_line.items() if ff == f for r in v if not r["held"])
-        executable = s.reachable().get(f, set())
-        covered = round(100.0 * len(executable & killed.get(f, set())) / len(executable), 1) if executable else 100.0
-        mine = "" if _is_library(f) else " mine"
-        out.append(f'<tr class="{"bad" if bad else "ok"}{mine}" data-file="{e(s.short(f))}" data-points="{n}" data-violated="{bad}" '
-                   f'data-coverage="{covered}"><td><a href="#f{i}">{e(s.short(f))}</a></td><td class="n">{n}</td>'
-                   f'<td class="n">{bad}</td><td class="n">{covered}%</td></tr>')
+           f'<span class="meta">{plural(len(lay.files), "file")}, a page each: click one, or press <kbd>]</kbd> for the first '
+           "(<kbd>?</kbd> the keys)</span></p>",
+           '<table class="index plans" id="file-index"><thead><tr><th data-key="file">file</th><th data-key="points">points</th>'
+           '<th data-key="violated">violated</th><th data-key="named">failures naming a line of it</th>'
+           '<th data-key="coverage">crash coverage</th></tr></thead><tbody>']
+    for path in lay.files:
+        fig = _figures(s, lay, path, by_line)
+        mine = "" if _is_library(path) else " mine"
+        coverage = "&ndash;" if fig["coverage"] is None else f'{fig["coverage"]}%'
+        out.append(f'<tr class="{"bad" if fig["violated"] or fig["named"] else "ok"}{mine}" data-file="{e(s.short(path))}" '
+                   f'data-points="{fig["points"]}" data-violated="{fig["violated"]}" data-named="{fig["named"]}" '
+                   f'data-coverage="{-1 if fig["coverage"] is None else fig["coverage"]}">'
+                   f'<td><a href="{e(lay.link(path))}">{e(s.short(path))}</a></td><td class="n">{fig["points"]}</td>'
+                   f'<td class="n">{fig["violated"]}</td><td class="n">{fig["named"]}</td><td class="n">{coverage}</td></tr>')
     out.append("</tbody></table>")
-    for i, f in enumerate(files):
-        out += _file_table(s, i, f, by_line, killed.get(f, set()), {f: n for n, f in enumerate(files)})
     out.append("</section>")
     return out
 
 
-def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int], list[dict[str, Any]]], killed: set[int],
-                files: dict[str, int]) -> list[str]:
+def _file_page(s: Summary, lay: _Layout, n: int) -> str:
+    """One source file's page: where it is among the files, its figures, the cause when the
+    workflow fails without any fault, then its traced source."""
+    path = lay.files[n]
+    by_line = _by_line(s)
+    fig = _figures(s, lay, path, by_line)
+    coverage = "&ndash;" if fig["coverage"] is None else f'{fig["coverage"]}%'
+    nav = [f'<a id="to-index" href="../{e(lay.index_name)}">&larr; index <kbd>u</kbd></a>']
+    if n > 0:
+        nav.append(f'<a id="prev-file" href="{e(lay.pages[lay.files[n - 1]])}"><kbd>[</kbd> {e(s.short(lay.files[n - 1]))}</a>')
+    if n + 1 < len(lay.files):
+        nav.append(f'<a id="next-file" href="{e(lay.pages[lay.files[n + 1]])}">{e(s.short(lay.files[n + 1]))} <kbd>]</kbd></a>')
+    nav.append('<span class="keys-hint">file ' + f"{n + 1} of {len(lay.files)} &middot; <kbd>j</kbd>/<kbd>k</kbd> marked lines "
+               "&middot; <kbd>?</kbd> keys</span>")
+    parts = _head(f"crashgate crash report: {s.short(path)}")
+    parts += [f'<nav class="pages">{" ".join(nav)}</nav>', f'<header><h1 class="file">{e(s.short(path))}</h1>',
+              f'<p class="meta" id="file-figures">{plural(fig["points"], "point")}, {fig["violated"]} violated; '
+              f'{plural(fig["named"], "failure")} naming a line of it; crash coverage {coverage}</p></header>']
+    parts += _cause(s, lay, lay.pages[path])
+    parts += [LEGEND, '<p class="controls"><label><input id="hide-held" type="checkbox"> hide held lines</label></p>']
+    parts += _file_table(s, lay, path, by_line)
+    parts.append(f"{KEYS_HELP}<script>{JS}</script></body></html>")
+    return "\n".join(parts)
+
+
+def _file_table(s: Summary, lay: _Layout, path: str, by_line: dict[tuple[str, int], list[dict[str, Any]]]) -> list[str]:
     lines = linecache.getlines(path)
-    culprits = _culprits(s)
-    executable = s.executable.get(path, set()) | {line for (f, line) in by_line if f == path}
+    killed = s.killed_lines().get(path, set())
+    culprits = lay.culprits.get(path, set())
+    executable = s.executable.get(path, set()) | {line for (f, line) in by_line if f == path} | culprits
     declared = declared_unreachable(path)  # no iteration reaches them: not shown as missed
-    out = [f'<h3 id="f{index}">{e(s.short(path))}</h3>']
     if not lines:
-        return out + [f"<p>source not readable: {e(path)}</p>"]
+        return [f"<p>source not readable: {e(path)}</p>"]
     shown = _shown_lines(executable, len(lines))
-    out.append('<table class="code"><colgroup><col class="ln"><col class="badge"><col></colgroup>')
+    out = ['<table class="code"><colgroup><col class="ln"><col class="badge"><col></colgroup>']
     previous = 0
     for number in shown:
         if number > previous + 1:
@@ -561,23 +757,23 @@ def _file_table(s: Summary, index: int, path: str, by_line: dict[tuple[str, int]
         previous = number
         text = e(lines[number - 1].rstrip("\n"))
         points = by_line.get((path, number), [])
-        row_id = _line_id(index, number)
-        if _is_culprit(culprits, s.short(path), number):  # the user's line a finding names, whatever was killed there
-            out.append(f'<tr class="culprit" id="{row_id}"><td class="ln">{number}</td><td class="badge">from here</td>'
-                       f'<td class="src"><code>{text}</code></td></tr>')
+        row_id = f"L{number}"
+        details = f'<details><summary><code>{text}</code></summary>{_point_details(s, points, lay)}</details>' if points else f"<code>{text}</code>"
+        if number in culprits:  # the user's line a finding names, whatever was killed there
+            out.append(f'<tr class="culprit" id="{row_id}"><td class="ln">{number}</td><td class="badge">the culprit</td>'
+                       f'<td class="src">{details}</td></tr>')
             continue
         if points:
             bad = [r for r in points if not r["held"]]
-            tone = "violated" if bad else "held"  # across every fault kind at the line
-            badge = f"{len(bad)}/{len(points)} violated" if bad else f"{len(points)} held"
-            kinds = _kind_counts(points)
-            out.append(
-                f'<tr class="{tone}" id="{row_id}"><td class="ln">{number}</td><td class="badge" title="{e(kinds)}">{e(badge)}</td>'
-                f'<td class="src"><details><summary><code>{text}</code></summary>{_point_details(s, points, files)}</details></td></tr>'
-            )
+            explained = bool(bad) and all(id(r) in lay.symptoms for r in bad)  # the failure without any fault, again
+            tone = "symptom" if explained else "violated" if bad else "held"  # across every fault kind at the line
+            badge = (f"{len(bad)}/{len(points)} as without a fault" if explained else
+                     f"{len(bad)}/{len(points)} violated" if bad else f"{len(points)} held")
+            out.append(f'<tr class="{tone}" id="{row_id}"><td class="ln">{number}</td><td class="badge" title="{e(_kind_counts(points))}">'
+                       f'{e(badge)}</td><td class="src">{details}</td></tr>')
         else:
-            tone = "missed" if number in executable and number not in killed and number not in declared else "plain"
-            out.append(f'<tr class="{tone}" id="{row_id}"><td class="ln">{number}</td><td class="badge"></td><td class="src"><code>{text}</code></td></tr>')
+            tone = "missed" if number in executable and number not in killed and number not in declared and number not in culprits else "plain"
+            out.append(f'<tr class="{tone}" id="{row_id}"><td class="ln">{number}</td><td class="badge"></td><td class="src">{details}</td></tr>')
     if previous < len(lines):
         out.append(f'<tr class="fold"><td class="ln"></td><td colspan="2">&#8943; lines {previous + 1}&ndash;{len(lines)}</td></tr>')
     out.append("</table>")
@@ -610,7 +806,7 @@ def _kind_counts(points: list[dict[str, Any]]) -> str:
 EXPECTED_EXITS = ("killed", "paused", "interleaved", "faulted")  # the exit each fault kind aims for
 
 
-def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, int] | None = None) -> str:
+def _point_details(s: Summary, points: list[dict[str, Any]], lay: _Layout | None = None) -> str:
     from chaos.plans.runner import why
 
     rank = {kind: n for n, kind in enumerate(FAULT_ORDER)}
@@ -634,8 +830,8 @@ def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, in
             out.append(f'<div class="what outcome {e(outcome)}">{e(MACHINE_OUTCOMES[outcome])}</div>')
         if r.get("second"):
             where = e(r["second"])
-            if files is not None and r.get("second_file") in files:
-                where = f'<a href="#{_line_id(files[r["second_file"]], r["second_line"])}">{where}</a>'
+            if lay is not None and r.get("second_file") in lay.pages:
+                where = f'<a href="{e(lay.link(r["second_file"], r["second_line"], from_page=True))}">{where}</a>'
             reached = "froze at" if r.get("exit") == "interleaved" else "never reached"
             out.append(f'<div class="what">worker B {reached} {where}</div>')
         if r.get("zombie"):
@@ -653,114 +849,3 @@ def _point_details(s: Summary, points: list[dict[str, Any]], files: dict[str, in
         out.append("</div>")
     out.append("</div>")
     return "".join(out)
-
-
-LEGEND = (
-    '<p class="legend"><span class="sw plain"></span> not a crash point '
-    '<span class="sw held"></span> every point held (crash, pause, interleave, faults of the machine) '
-    '<span class="sw violated"></span> a point of some fault kind violated an invariant '
-    '<span class="sw missed"></span> executable, but no point killed or froze here. '
-    "Click a coloured line for its points.</p>"
-)
-
-CSS = """
-:root { --good:#1e7e34; --bad:#c62828; --held-bg:#e7f5ea; --held-bar:#34a853; --bad-bg:#fdecea;
-  --bad-bar:#d93025; --miss-bg:#fff8e1; --miss-bar:#f2b600; --ink:#1f2328; --muted:#59636e; --line:#d0d7de; }
-* { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
-  margin: 0 auto; padding: 24px 32px 64px; max-width: 1280px; background: #fff; }
-h1 { font-size: 22px; margin: 0 0 2px; } h2 { font-size: 17px; margin: 28px 0 10px; }
-h3 { font: 600 14px ui-monospace, SFMono-Regular, Menlo, monospace; margin: 24px 0 6px; }
-.meta { color: var(--muted); margin: 0; }
-.cards { display: grid; grid-template-columns: repeat(6, 1fr); gap: 12px; margin-top: 18px; }
-.card { border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; }
-.card .num { font-size: 26px; font-weight: 650; font-variant-numeric: tabular-nums; }
-.card .label { color: var(--muted); font-size: 12px; }
-.card.good .num { color: var(--good); } .card.bad { border-color: var(--bad); background: var(--bad-bg); }
-.card.bad .num { color: var(--bad); }
-#violations.ok h2 { color: var(--good); }
-ol.violations { padding-left: 22px; } ol.violations li { margin-bottom: 12px; }
-code, .code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
-code.nodeid { font-weight: 600; } .lesson { color: var(--muted); font-style: italic; margin: 2px 0; }
-code.replay { display: block; background: #f6f8fa; border: 1px solid var(--line); border-radius: 6px;
-  padding: 4px 8px; margin-top: 4px; white-space: pre-wrap; word-break: break-all; user-select: all; }
-table.plans { border-collapse: collapse; width: 100%; }
-table.plans th, table.plans td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
-table.plans td.n { text-align: right; font-variant-numeric: tabular-nums; }
-table.plans tr.bad td:first-child { border-left: 4px solid var(--bad-bar); }
-table.plans tr.good td:first-child { border-left: 4px solid var(--held-bar); }
-.legend { color: var(--muted); } .sw { display: inline-block; width: 12px; height: 12px; border-radius: 2px;
-  vertical-align: -1px; margin: 0 4px 0 12px; border: 1px solid var(--line); }
-.sw.held { background: var(--held-bg); border-left: 3px solid var(--held-bar); }
-.sw.violated { background: var(--bad-bg); border-left: 3px solid var(--bad-bar); }
-.sw.missed { background: var(--miss-bg); border-left: 3px solid var(--miss-bar); }
-nav.files { display: flex; flex-wrap: wrap; gap: 6px; }
-nav.files a { font: 12px ui-monospace, monospace; text-decoration: none; color: var(--ink);
-  border: 1px solid var(--line); border-radius: 999px; padding: 2px 10px; }
-nav.files a span { color: var(--muted); } nav.files a.bad { border-color: var(--bad-bar); background: var(--bad-bg); }
-table.code { border-collapse: collapse; width: 100%; table-layout: fixed; border: 1px solid var(--line); }
-table.code td { padding: 0 8px; vertical-align: top; }
-table.code col.ln { width: 56px; } table.code col.badge { width: 112px; }
-table.code td.ln { text-align: right; color: var(--muted); user-select: none;
-  font: 12px ui-monospace, monospace; border-right: 1px solid var(--line); }
-table.code td.badge { font-size: 11px; color: var(--muted); white-space: nowrap; }
-table.code td.src code { white-space: pre-wrap; overflow-wrap: anywhere; }
-table.code tr.held td { background: var(--held-bg); } table.code tr.held td.ln { box-shadow: inset 3px 0 var(--held-bar); }
-table.code tr.violated td { background: var(--bad-bg); } table.code tr.violated td.ln { box-shadow: inset 3px 0 var(--bad-bar); }
-table.code tr.violated td.badge { color: var(--bad); font-weight: 600; }
-table.code tr.missed td { background: var(--miss-bg); } table.code tr.missed td.ln { box-shadow: inset 3px 0 var(--miss-bar); }
-table.code tr.fold td { color: var(--muted); background: #f6f8fa; font-size: 11px; padding: 1px 8px; }
-details > summary { cursor: pointer; list-style: none; } details > summary::-webkit-details-marker { display: none; }
-details[open] > summary { font-weight: 600; }
-.points { margin: 4px 0 8px; white-space: normal; }
-.pt { background: #fff; border: 1px solid var(--line); border-left: 4px solid var(--held-bar); border-radius: 6px;
-  padding: 6px 10px; margin: 4px 0; }
-.pt.violated { border-left-color: var(--bad-bar); }
-.pt .head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
-.pt .tag { font-size: 11px; font-weight: 700; color: var(--good); } .pt.violated .tag { color: var(--bad); }
-.pt .wasted { margin-left: auto; color: var(--muted); font-size: 12px; }
-body.hide-held table.code tr.held, body.hide-held table.code tr.plain, body.hide-held table.code tr.fold { display: none; }
-table.index th { cursor: pointer; text-align: left; } table.index tr.mine td:first-child { font-weight: 600; }
-table.index tr.bad td { color: #b91c1c; } .controls input[type=search] { padding: 2px 6px; }
-tr.culprit td { background: #fde68a; } tr.culprit .badge { font-weight: 600; }
-.violations .tag.baseline { background: #b91c1c; color: #fff; } .violations .tag.culprit { background: #fde68a; }
-.violations .count { color: var(--muted); } .violations .fix { margin-top: 2px; }
-.pt .inv { margin-top: 4px; } .pt .why { color: var(--muted); font-size: 12.5px; }
-.pt .what { color: var(--muted); font-size: 12.5px; }
-.pt .fault { font: 600 11px ui-monospace, monospace; border-radius: 4px; padding: 0 5px; background: #eef1f4; }
-.pt .fault.pause-live, .pt .fault.pause-expired { background: #e8eefc; } .pt .fault.interleave { background: #f3e8fc; }
-.pt .fault.machine { background: #fdf0dc; }
-"""
-
-JS = """
-function openTarget() {
-  var row = location.hash && document.getElementById(location.hash.slice(1));
-  if (!row) return;
-  var d = row.querySelector('details'); if (d) d.open = true;
-  row.scrollIntoView({block: 'center'});
-}
-window.addEventListener('hashchange', openTarget); openTarget();
-// The index of files: sort by a column (click its header; again to reverse), filter by name.
-var index = document.getElementById('file-index');
-if (index) {
-  index.querySelectorAll('th').forEach(function (th) {
-    th.addEventListener('click', function () {
-      var key = th.dataset.key, body = index.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-      var down = th.dataset.dir !== 'down'; th.dataset.dir = down ? 'down' : 'up';
-      rows.sort(function (a, b) {
-        var x = a.dataset[key], y = b.dataset[key];
-        var c = key === 'file' ? x.localeCompare(y) : parseFloat(x) - parseFloat(y);
-        return down ? -c : c;
-      });
-      rows.forEach(function (r) { body.appendChild(r); });
-    });
-  });
-  document.getElementById('file-filter').addEventListener('input', function (ev) {
-    var q = ev.target.value.toLowerCase();
-    Array.prototype.forEach.call(index.tBodies[0].rows, function (r) { r.hidden = q && r.dataset.file.toLowerCase().indexOf(q) < 0; });
-  });
-  document.getElementById('hide-held').addEventListener('change', function (ev) {
-    document.body.classList.toggle('hide-held', ev.target.checked);
-  });
-}
-"""

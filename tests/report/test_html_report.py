@@ -13,9 +13,15 @@ from pathlib import Path
 import pytest
 
 from browser import chromium as _chromium, run_chromium as _run_chromium
-from chaos.report.html import render_html, summarize, terminal_lines
+from chaos.report.html import render_html, render_pages, summarize, terminal_lines
 
 HOSTILE = "<script>alert('x')</script>"
+
+
+def _page(summary, name: str = "code_py.html") -> str:
+    """The source page of a file (by its page's name: the file's path with _ for . and /)."""
+    pages = render_pages(summary)[1]
+    return next(page for key, page in pages.items() if key.endswith(name))
 
 
 def _records(source: Path) -> list[dict]:
@@ -35,27 +41,31 @@ def _records(source: Path) -> list[dict]:
 def test_the_report_escapes_everything_and_loads_nothing_from_elsewhere(tmp_path):
     source = tmp_path / "code.py"
     source.write_text(f"def f():\n    x = '{HOSTILE}'\n    return x  # <b>bold</b>\n    pass\n")
-    page = render_html(summarize(_records(source)))
-    assert "<script>alert" not in page
+    index, pages = render_pages(summarize(_records(source)))
+    assert len(pages) == 1
+    for page in (index, *pages.values()):
+        assert "<script>alert" not in page
+        assert page.count("<script>") == 1  # the report's own few lines
+        assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    page = next(iter(pages.values()))
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
     assert "&lt;b&gt;bold&lt;/b&gt;" in page
-    assert page.count("<script>") == 1  # the report's own few lines
-    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
 
 
 def test_each_line_is_coloured_by_its_outcome_and_its_points_are_one_click_away(tmp_path):
     source = tmp_path / "code.py"
     source.write_text("def f():\n    a = 1\n    b = 2\n    return a + b\n")
-    page = render_html(summarize(_records(source)))
-    rows = dict(re.findall(r'<tr class="(\w+)" id="f0-L(\d)"', page)[i][::-1] for i in range(4))
+    summary = summarize(_records(source))
+    page, index = _page(summary), render_html(summary)
+    rows = dict(re.findall(r'<tr class="(\w+)" id="L(\d)"', page)[i][::-1] for i in range(4))
     assert rows == {"1": "plain", "2": "held", "3": "violated", "4": "missed"}
-    violated_row = page[page.index('id="f0-L3"') :].split("</tr>", 1)[0]
+    violated_row = page[page.index('id="L3"') :].split("</tr>", 1)[0]
     assert "<details><summary>" in violated_row
     assert "outbox-at-least-once" in violated_row
     assert "Protects against the three outbox mistakes" in violated_row
     assert "python -m pytest &#x27;&lt;script&gt;" in violated_row
-    assert re.search(r'id="count-points">2<', page) and re.search(r'id="count-violated">1<', page)
-    assert re.search(r'id="count-coverage">66.7%<', page)  # lines 2 and 3 of the 3 executable ones
+    assert re.search(r'id="count-points">2<', index) and re.search(r'id="count-violated">1<', index)
+    assert re.search(r'id="count-coverage">66.7%<', index)  # lines 2 and 3 of the 3 executable ones
 
 
 def test_each_fault_kind_is_counted_beside_the_crashes_and_a_line_is_coloured_across_all_of_them(tmp_path):
@@ -77,8 +87,9 @@ def test_each_fault_kind_is_counted_beside_the_crashes_and_a_line_is_coloured_ac
                         ("pause-expired-blocked", "0.051s"), ("crash-scenarios", "2"), ("crash-blocked", "&ndash;")):
         assert re.search(rf'id="fault-{cell}">{value}<', page), cell
     assert re.search(r'id="count-points">4<', page) and re.search(r'id="count-violated">2<', page)  # totals over every kind
-    row = page[page.index('id="f0-L2"') :].split("</tr>", 1)[0]
-    assert '<tr class="violated" id="f0-L2"' in page  # a pause broke at a line where every crash held
+    page = _page(summary)
+    row = page[page.index('id="L2"') :].split("</tr>", 1)[0]
+    assert '<tr class="violated" id="L2"' in page  # a pause broke at a line where every crash held
     assert 'title="crash 1, pause-live 1, pause-expired 1"' in row
     assert '<span class="fault pause-expired">pause-expired</span>' in row and "other worker blocked 0.051s" in row
     assert "while another takes over its expired lease" in row and "1 paid call without a valid lease" in row
@@ -132,9 +143,9 @@ def test_the_report_renders_in_headless_chromium_with_the_counts_of_the_summary(
     # The planted bug's own file: its first violated line is the one after the early mark. (The
     # report's first file is the one with the most points, the engine's store, whose first
     # violated line depends on how the store's code is laid out.)
-    planted = re.search(r'<h3 id="(f\d+)">[^<]*quality/variants\.py</h3>', dom).group(1)
-    first_bad = re.search(rf'<tr class="violated" id="({planted}-L\d+)"', dom).group(1)
-    opened = _run_chromium(binary, tmp_path / "profile", "--dump-dom", f"{report.as_uri()}#{first_bad}").stdout
+    planted = pytester.path / "out" / "report_files" / re.search(r'<a href="report_files/([^"]*quality_variants_py\.html)">', dom).group(1)
+    first_bad = re.search(r'<tr class="violated" id="(L\d+)"', planted.read_text()).group(1)
+    opened = _run_chromium(binary, tmp_path / "profile", "--dump-dom", f"{planted.as_uri()}#{first_bad}").stdout
     row = opened[opened.index(f'id="{first_bad}"') :].split("</tr>", 1)[0]
     assert "<details open" in row  # a link to a line opens its points
     assert "outbox-at-least-once" in row
@@ -171,13 +182,14 @@ def test_each_fault_of_the_machine_is_counted_with_where_it_showed_and_each_poin
     for cell, value in (("disk-full-scenarios", "2"), ("disk-full-held", "2"), ("disk-full-showed", "1 of 2"),
                         ("lock-held-violated", "1"), ("lock-held-showed", "1 of 1"), ("crash-showed", "&ndash;")):
         assert re.search(rf'id="fault-{cell}">{value}<', page), cell
-    row = page[page.index('id="f0-L2"') :].split("</tr>", 1)[0]
+    page = _page(summary)
+    row = page[page.index('id="L2"') :].split("</tr>", 1)[0]
     assert 'title="crash 1, disk-full 1, lock-held 1"' in row
     assert '<span class="fault lock-held machine">lock-held</span>' in row
     assert "another process holds the write lock from the point on, past the busy timeout" in row
     assert "the worker died or stalled on it, and a check failed" in row and "Protects against a loop that dies" in row
     assert "the fault showed: the worker met it at this point" in row
-    other = page[page.index('id="f0-L3"') :].split("</tr>", 1)[0]
+    other = page[page.index('id="L3"') :].split("</tr>", 1)[0]
     assert "held (no-effect)" in other and "the fault had no effect here" in other
 
 
@@ -223,8 +235,9 @@ def test_a_report_with_faults_of_the_machine_renders_their_counts_and_outcomes_i
             assert re.search(rf'id="fault-{kind}-{key}">{value}<', dom), (kind, key)
     assert "another process holds the write lock from the point on" in dom  # what each kind does, in its row
     assert re.search(r'id="count-coverage">\u2013<', dom)  # no point was killed or frozen: no crash coverage to show
-    first_bad = re.search(r'<tr class="violated" id="(f\d+-L\d+)"', dom).group(1)
-    opened = _run_chromium(binary, tmp_path / "profile", "--dump-dom", f"{report.as_uri()}#{first_bad}").stdout
+    bad_page = next(p for p in sorted((report.parent / "report_files").glob("*.html")) if '<tr class="violated"' in p.read_text())
+    first_bad = re.search(r'<tr class="violated" id="(L\d+)"', bad_page.read_text()).group(1)
+    opened = _run_chromium(binary, tmp_path / "profile", "--dump-dom", f"{bad_page.as_uri()}#{first_bad}").stdout
     row = opened[opened.index(f'id="{first_bad}"') :].split("</tr>", 1)[0]
     assert "<details open" in row
     assert '<span class="fault disk-full machine">disk-full</span>' in row
@@ -256,8 +269,9 @@ def test_violations_are_grouped_by_cause_and_the_users_line_is_marked(tmp_path):
     findings = re.findall(r'<li class="finding( baseline)?">(.*?)</li>', page, flags=re.S)
     assert findings[0][0] == " baseline" and "without any fault" in findings[0][1]  # first
     assert "outbox-at-least-once" in findings[1][1] and "2 items" in findings[1][1]
-    assert f"at {source.name}:3" in findings[1][1] and "fix: the step sent the effect itself" in findings[1][1]
-    assert re.search(r'<tr class="culprit" id="f0-L3"><td class="ln">3</td><td class="badge">from here</td>', page)
+    assert re.search(rf'at <a href="report_files/[^"#]*steps_py\.html#L3">{source.name}:3</a>', findings[1][1])  # to its line
+    assert "fix: the step sent the effect itself" in findings[1][1]
+    assert re.search(r'<tr class="culprit" id="L3"><td class="ln">3</td><td class="badge">the culprit</td>', _page(summarize(records), "steps_py.html"))
 
 
 PROBE = """<script>
@@ -268,11 +282,13 @@ th.click();
 var first = index.tBodies[0].rows[0].dataset.file;
 th.click();
 var last = index.tBodies[0].rows[0].dataset.file;
-var box = document.getElementById('hide-held'); box.checked = true; box.dispatchEvent(new Event('change'));
-var held = document.querySelector('table.code tr.held');
 var filter = document.getElementById('file-filter'); filter.value = 'other'; filter.dispatchEvent(new Event('input'));
 var shown = Array.prototype.filter.call(index.tBodies[0].rows, function (r) { return !r.hidden; }).map(function (r) { return r.dataset.file; });
-document.body.setAttribute('data-probe', [first, last, getComputedStyle(held).display, shown.join('|')].join(';'));
+document.body.setAttribute('data-probe', [first, last, shown.join('|')].join(';'));
+</script>"""
+HIDE_PROBE = """<script>
+var box = document.getElementById('hide-held'); box.checked = true; box.dispatchEvent(new Event('change'));
+document.body.setAttribute('data-probe', getComputedStyle(document.querySelector('table.code tr.held')).display);
 </script>"""
 
 
@@ -289,10 +305,14 @@ def test_the_index_sorts_filters_and_hides_held_lines_in_headless_chromium(tmp_p
         {**base, "nodeid": "p::2", "point": "steps.f:L3#1", "function": "f", "file": str(bad), "line": 3, "held": True, "violations": []},
         {**base, "nodeid": "p::3", "point": "other.g:L2#1", "function": "g", "file": str(other), "line": 2, "held": True, "violations": []},
     ]
+    index, pages = render_pages(summarize(records, rootdir=str(tmp_path)))
     page = tmp_path / "report.html"
-    page.write_text(render_html(summarize(records, rootdir=str(tmp_path))).replace("</body>", PROBE + "</body>"))
+    page.write_text(index.replace("</body>", PROBE + "</body>"))
     dom = _run_chromium(binary, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
     probe = re.search(r'data-probe="([^"]*)"', dom).group(1).split(";")
     assert probe[0] == "steps.py" and probe[1] == "other.py"  # sorted by violations, then reversed
-    assert probe[2] == "none"  # a held line hidden by the switch
-    assert probe[3] == "other.py"  # the filter keeps the matching file
+    assert probe[2] == "other.py"  # the filter keeps the matching file
+    steps = tmp_path / "steps_py.html"
+    steps.write_text(pages["steps_py.html"].replace("</body>", HIDE_PROBE + "</body>"))
+    dom = _run_chromium(binary, tmp_path / "profile", "--dump-dom", steps.as_uri()).stdout
+    assert re.search(r'data-probe="none"', dom)  # a held line hidden by the switch, on the file's page
