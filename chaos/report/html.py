@@ -696,8 +696,9 @@ def _files_index(s: Summary, lay: _Layout) -> list[str]:
     by_line = _by_line(s)
     out = ['<section id="source"><h2>Traced source</h2>',
            '<p class="controls"><input id="file-filter" type="search" placeholder="filter files" aria-label="filter files"> '
-           f'<span class="meta">{plural(len(lay.files), "file")}, a page each: click one, or press <kbd>]</kbd> for the first '
-           "(<kbd>?</kbd> the keys)</span></p>",
+           f'<span class="meta">{plural(len(lay.files), "file")}, a page each: click one, or press '
+           f'<a id="next-file" href="{e(lay.link(lay.files[0]))}"><kbd>]</kbd> for the first</a> '
+           f'(<a id="prev-file" href="{e(lay.link(lay.files[-1]))}"><kbd>[</kbd> the last</a>; <kbd>?</kbd> the keys)</span></p>',
            '<table class="index plans" id="file-index"><thead><tr><th data-key="file">file</th><th data-key="points">points</th>'
            '<th data-key="violated">violated</th><th data-key="named">failures naming a line of it</th>'
            '<th data-key="coverage">crash coverage</th></tr></thead><tbody>']
