@@ -1,4 +1,5 @@
-"""The HTML crash report (html).
+"""The HTML crash report (html: the summary, the index and the file pages; assets: the style sheet,
+script and legend every page inlines).
 """
 
-__all__ = ["html"]
+__all__ = ["assets", "html"]
