@@ -1,0 +1,363 @@
+"""Engines without a job table: read each job from the library's own rows.
+
+A queue library (litequeue, persist-queue, ...) keeps no row per job with a state and an owner:
+it keeps one row per message, with an integer status, and the job's id inside the message (JSON
+or a pickle). Its adapter declares how a job is read from those rows, as SQL expressions over the
+library's table (:class:`JobRows`, with :class:`MemoRows` and :class:`OutboxRows` for where a
+step's output and the effects waiting to be sent are read; together a :class:`RowSchema`), and
+keeps no table of its own. The decoders ``crashgate_json(text, '$.path')`` and
+``crashgate_unpickle(blob, 'key')`` are registered on the harness's own connections (never on the
+library's), so an expression may read inside a message.
+
+A job is its **current row**: of the rows whose job id expression gives that id, the one with the
+greatest ``order``. Its state is the status's name (``statuses`` maps the library's integers),
+prefixed with the row's step where the declaration has a ``step`` expression (``fetch:working``).
+The audit is three triggers on the library's table that copy each inserted, updated or deleted
+row into the harness's table ``chaos_rows`` (no decoding, no function call on the library's
+connection except ``chaos_writer()`` where writers are attributed); the snapshot replays those
+copies through the same expressions, on the harness's connection, to get every change of a job's
+derived state, and records a move into the ``working`` status as a claim.
+
+>>> jobs = JobRows(table="Queue", job_id="crashgate_json(data, '$.job_id')", status="status",
+...                statuses={0: "ready", 1: "working", 2: "done", 3: "failed"}, step="crashgate_json(data, '$.step')")
+>>> schema = RowSchema(jobs)
+>>> [s.split()[5] for s in schema.audit_sql() if s.startswith("CREATE TRIGGER")]
+['chaos_rows_insert', 'chaos_rows_update', 'chaos_rows_delete']
+>>> schema.damageable()  # the library reads no damaged row the harness could make: nothing to damage
+frozenset()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from chaos.adapter import JobView, OutboxView, Snapshot
+from chaos.adapters.sql import DAMAGED_SQL, SELECT_DAMAGED, SqliteAdapter
+
+__all__ = ["JobRows", "MemoRows", "OutboxRows", "RowSchema", "RowProbe", "RowsAdapter", "AT_OPEN", "register_decoders",
+           "crashgate_json", "crashgate_unpickle"]
+
+# A writer named "<worker>@open" is that worker opening the engine (its session's constructor):
+# where the declaration says the library takes over unfinished work at open, such a move out of a
+# working state is recorded as the worker's claim, not as a write without one.
+AT_OPEN = "@open"
+AUDIT_TABLE = "chaos_rows"
+SELECT_COLUMNS = "SELECT name FROM pragma_table_info(?)"
+
+
+def _ident(name: str) -> str:
+    """``name`` quoted as an SQL identifier; a table or column name with a quote in it is refused."""
+    if '"' in name or not name:
+        raise ValueError(f"table or column name {name!r} must be non-empty and have no double quote")
+    return f'"{name}"'
+
+
+def crashgate_json(text: Any, path: str) -> Any:
+    """The value at ``path`` (``$.a.b``) in the JSON ``text``, as SQLite's ``json_extract`` gives it
+    (an object or a list as JSON text); None where the text is not JSON or the path is absent."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    for key in path.removeprefix("$").split(".")[1:] if path != "$" else ():
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+
+
+def crashgate_unpickle(blob: Any, key: str) -> Any:
+    """The item ``key`` of the dict pickled in ``blob`` (JSON text where it is a dict or a list);
+    ``key`` '' gives the whole value. None where the blob is no pickle or the key is absent.
+    Registered on the harness's connections only: the rows it reads are those the workflow under
+    test wrote into its own scenario database."""
+    try:
+        value = pickle.loads(blob)
+    except Exception:  # a damaged or foreign blob reads as no value, as a path that is absent does
+        return None
+    if key:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+
+
+def register_decoders(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """Register ``crashgate_json`` and ``crashgate_unpickle`` on ``conn`` (deterministic: usable in
+    an index or a view) and return it."""
+    conn.create_function("crashgate_json", 2, crashgate_json, deterministic=True)
+    conn.create_function("crashgate_unpickle", 2, crashgate_unpickle, deterministic=True)
+    return conn
+
+
+@dataclass(frozen=True)
+class JobRows:
+    """How a job is read from the library's rows: each field an SQL expression over ``table``.
+
+    ``status``: the row's status (``statuses`` names its values; a value it does not name reads as
+    its text). ``step``: the step the row is for, where the library's rows are one message per step
+    (None: the state is the status's name alone). ``order``: which of a job's rows is its current
+    one (the greatest). ``working``: the status name of a claimed row (a move into it is a claim).
+    ``damage``: what the harness may damage, as {"payload" | "state": the column of ``table`` the
+    library itself reads}; empty where the library reads nothing the harness could damage (the
+    damage families are then not applicable). ``takeover_at_open``: the library takes unfinished
+    work back when a process opens it (persist-queue's resume of unacknowledged items).
+    """
+
+    table: str
+    job_id: str
+    status: str
+    statuses: Mapping[int, str] = field(default_factory=dict)
+    step: str | None = None
+    order: str = "rowid"
+    payload: str = "NULL"
+    owner: str = "NULL"
+    lease_until: str = "NULL"
+    result: str = "NULL"
+    working: str = "working"
+    damage: Mapping[str, str] = field(default_factory=dict)
+    takeover_at_open: bool = False
+
+    def state_of(self, status: Any, step: Any) -> str | None:
+        if status is None:
+            return None
+        name = self.statuses.get(status, str(status)) if isinstance(status, int) else str(status)
+        return name if self.step is None or step is None else f"{step}:{name}"
+
+
+@dataclass(frozen=True)
+class MemoRows:
+    """Where a finished step's output is read: rows of ``table`` for which ``where`` holds give the
+    output of (``job_id``, ``step``). Expressions, as in :class:`JobRows`."""
+
+    table: str
+    job_id: str
+    step: str
+    output: str
+    where: str = "1"
+
+
+@dataclass(frozen=True)
+class OutboxRows:
+    """Where effects wait to be sent, one row each: ``sent_at`` is NULL until the effect was sent;
+    ``key`` its idempotency key where not ``<job_id>:<kind>``. Expressions, as in :class:`JobRows`."""
+
+    table: str
+    id: str
+    job_id: str
+    kind: str
+    sent_at: str
+    key: str = "NULL"
+    where: str = "1"
+
+
+@dataclass(frozen=True)
+class RowSchema:
+    """A library's rows as the harness reads them: jobs, and where memos and the outbox are (none:
+    give an empty tuple or None). The harness-facing methods are :class:`~chaos.adapters.sql.SqlSchema`'s."""
+
+    jobs: JobRows
+    memos: Sequence[MemoRows] = ()
+    outbox: OutboxRows | None = None
+
+    def damageable(self) -> frozenset[str]:
+        """What the damage faults may overwrite here ('payload', 'state'): only what the library reads."""
+        return frozenset(self.jobs.damage)
+
+    def tables(self) -> list[str]:
+        names = [self.jobs.table, *(m.table for m in self.memos), *([self.outbox.table] if self.outbox else [])]
+        return list(dict.fromkeys(names))
+
+    def _expressions(self) -> list[tuple[str, str, str]]:
+        j, out = self.jobs, []
+        out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in
+                ("job_id", "status", "order", "payload", "owner", "lease_until", "result")]
+        out += [(j.table, "JobRows(step=...)", j.step)] if j.step is not None else []
+        for m in self.memos:
+            out += [(m.table, f"MemoRows({name}=...)", getattr(m, name)) for name in ("job_id", "step", "output", "where")]
+        if self.outbox is not None:
+            o = self.outbox
+            out += [(o.table, f"OutboxRows({name}=...)", getattr(o, name)) for name in ("id", "job_id", "kind", "sent_at", "key", "where")]
+        return out
+
+    def check(self, conn: sqlite3.Connection) -> None:
+        """Raise :class:`ValueError` naming each table that does not exist and each expression that
+        does not compile against its table (with the decoders registered), and the fix."""
+        register_decoders(conn)
+        have = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        problems = [f"table {t!r} does not exist (the tables: {', '.join(have) or 'none'})" for t in self.tables() if t not in have]
+        for table, declared, expression in self._expressions():
+            if table in have:
+                try:
+                    conn.execute(f"SELECT {expression} FROM {_ident(table)} LIMIT 0")
+                except sqlite3.Error as exc:
+                    problems.append(f"{declared} {expression!r} does not read table {table!r}: {exc}")
+        problems += [f"JobRows(damage=...) names {what!r}: only 'payload' and 'state' can be damaged"
+                     for what in self.jobs.damage if what not in ("payload", "state")]
+        if problems:
+            raise ValueError("the adapter's rows do not match the library's tables: " + "; ".join(problems)
+                             + ": name the library's own table and SQL expressions over its columns in RowSchema(JobRows(...))")
+
+    def audit_sql(self, *, attribute_writers: bool = False, columns: Sequence[str] = ()) -> list[str]:
+        """The audit: a copy of every inserted, updated or deleted row of the jobs' table (its
+        ``columns``, as :meth:`install` reads them), with the writer where writers are attributed."""
+        t = _ident(self.jobs.table)
+        cols = [_ident(c) for c in columns if c.lower() != "rowid"]
+        writer = "chaos_writer()" if attribute_writers else "NULL"
+        names = ", ".join(["chaos_op", "chaos_writer", "rowid", *cols])
+        out = [f"CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (chaos_seq INTEGER PRIMARY KEY, chaos_op TEXT, chaos_writer TEXT, "
+               f"rowid INTEGER{''.join(f', {c}' for c in cols)})", DAMAGED_SQL]
+        for op, row in (("insert", "NEW"), ("update", "NEW"), ("delete", "OLD")):
+            values = ", ".join([f"'{op}'", writer, f"{row}.rowid", *(f"{row}.{c}" for c in cols)])
+            out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_rows_{op} AFTER {op.upper()} ON {t} BEGIN
+        INSERT INTO {AUDIT_TABLE} ({names}) VALUES ({values}); END""")
+        return out
+
+    def install(self, conn: sqlite3.Connection, *, attribute_writers: bool = False) -> None:
+        columns = [r[0] for r in conn.execute(SELECT_COLUMNS, (self.jobs.table,))]
+        for statement in self.audit_sql(attribute_writers=attribute_writers, columns=columns):
+            conn.execute(statement)
+        conn.commit()
+
+    def _job_rows(self, conn: sqlite3.Connection, table: str, extra: str = "") -> list[tuple[Any, ...]]:
+        j = self.jobs
+        exprs = [j.job_id, j.status, j.step or "NULL", j.order, *([extra] if extra else [])]
+        return conn.execute(f"SELECT {', '.join(exprs)} FROM {table}").fetchall()
+
+    def snapshot(self, conn: sqlite3.Connection) -> Snapshot:
+        """Everything the invariants read, in one read transaction on ``conn`` (the harness's own)."""
+        register_decoders(conn)
+        j = self.jobs
+        conn.execute("BEGIN")
+        try:
+            snap = Snapshot()
+            current: dict[Any, tuple[Any, ...]] = {}
+            rest = f"json_array({j.payload}, {j.owner}, {j.lease_until}, {j.result})"
+            for job, status, step, order, more in self._job_rows(conn, _ident(j.table), rest):
+                if job is not None and (job not in current or order > current[job][3]):
+                    current[job] = (job, status, step, order, more)
+            for job, status, step, _, more in current.values():
+                payload, owner, until, result = json.loads(more)
+                snap.jobs[str(job)] = JobView(j.state_of(status, step) or "", _text(payload), owner, until, None, result=_text(result))
+            snap.transitions, snap.writes = self._replay(conn)
+            for m in self.memos:
+                for job, step, output in conn.execute(f"SELECT {m.job_id}, {m.step}, {m.output} FROM {_ident(m.table)} WHERE {m.where}"):
+                    if job is not None and step is not None:
+                        snap.memos.setdefault((str(job), str(step)), _text(output))
+            if self.outbox is not None:
+                o = self.outbox
+                rows = conn.execute(f"SELECT {o.id}, {o.job_id}, {o.kind}, {o.sent_at}, NULL, {o.key} FROM {_ident(o.table)} "
+                                    f"WHERE {o.where} ORDER BY {o.id}")
+                snap.outbox = [OutboxView(*r) for r in rows]
+            snap.damaged = dict(conn.execute(SELECT_DAMAGED))  # type: ignore[arg-type]
+            return snap
+        finally:
+            conn.execute("COMMIT")
+
+    def _replay(self, conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+        """Replay the audit's copies of the rows, in order, into each change of a job's derived
+        state (the transitions) and who made it (the writes: a move into ``working`` is a claim)."""
+        j = self.jobs
+        rows: dict[int, tuple[Any, Any, Any]] = {}  # rowid -> (job, state, order)
+        last: dict[Any, str | None] = {}
+        transitions: list[Any] = []
+        writes: list[Any] = []
+        exprs = ", ".join(["chaos_op", "chaos_writer", "rowid", j.job_id, j.status, j.step or "NULL", j.order])
+        for op, writer, rowid, job, status, step, order in conn.execute(f"SELECT {exprs} FROM {AUDIT_TABLE} ORDER BY chaos_seq"):
+            affected = {rows[rowid][0]} if rowid in rows else set()
+            if op == "delete":
+                rows.pop(rowid, None)
+            else:
+                rows[rowid] = (job, j.state_of(status, step), order)
+                affected.add(job)
+            for key in sorted(a for a in affected if a is not None):
+                live = [r for r in rows.values() if r[0] == key]
+                new = max(live, key=lambda r: r[2])[1] if live else None
+                old = last.get(key)
+                if new == old:
+                    continue
+                last[key] = new
+                transitions.append((str(key), old, new))
+                if writer is not None:
+                    writes.append(self._write(str(key), writer, old, new))
+        return transitions, writes
+
+    def _write(self, job: str, writer: str, old: str | None, new: str | None) -> tuple[str, str, str, str]:
+        at_open = writer.endswith(AT_OPEN)
+        who = writer.removesuffix(AT_OPEN)
+        claimed = new is not None and new.rsplit(":", 1)[-1] == self.jobs.working
+        if claimed or (at_open and self.jobs.takeover_at_open):
+            return (job, "claim", who, str(new))
+        return (job, "state", who, f"{old} -> {new}")
+
+    def probe(self, db_path: str) -> "RowProbe":
+        return RowProbe(self, db_path)
+
+    def overwrite(self, conn: Any, job_id: str, what: str, value: str, *, step: str | None = None, unaudited: bool = False) -> str | None:
+        """Overwrite the column the declaration names for ``what`` in the job's current row (None:
+        nothing to damage there, nothing written). A memo is never damaged here: it is read from
+        rows the library owns, and a declaration names no memo column the library reads."""
+        column = self.jobs.damage.get(what)
+        raw = getattr(conn, "conn", conn)  # a ScenarioDb, or a connection
+        if column is None or not isinstance(raw, sqlite3.Connection):
+            return None
+        register_decoders(raw)
+        j, t = self.jobs, _ident(self.jobs.table)
+        rows = [r for r in raw.execute(f"SELECT rowid, {j.order}, {_ident(column)} FROM {t} WHERE {j.job_id} = ?", (job_id,))]
+        if not rows:
+            return None
+        rowid, _, original = max(rows, key=lambda r: r[1])
+        raw.execute(f"UPDATE {t} SET {_ident(column)} = ? WHERE rowid = ?", (value, rowid))
+        if unaudited and what == "state":
+            raw.execute("INSERT INTO chaos_damaged_state (job_id, state) VALUES (?, ?)", (job_id, value))
+        return original
+
+    def consistency_sql(self) -> list[tuple[str, str]]:
+        return []  # the library's rows hold each job whole: nothing of it can be left without the rest
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+class RowProbe:
+    """At the moment of a paid call, on a connection of its own (one per process): is that step's
+    memo committed; does the caller hold the job (its owner, where the library names one; a library
+    without owners is taken to hand a claimed row to one consumer)?"""
+
+    def __init__(self, schema: RowSchema, db_path: str) -> None:
+        self.schema, self.db_path = schema, db_path
+        self._conns: dict[int, sqlite3.Connection] = {}
+
+    def __call__(self, job_id: str, step: str, worker_id: str, token: Any, now: float) -> tuple[bool, bool]:
+        conn = self._conns.get(os.getpid())
+        if conn is None:
+            conn = self._conns[os.getpid()] = register_decoders(sqlite3.connect(self.db_path, timeout=30, check_same_thread=False))
+        memo = any(conn.execute(f"SELECT 1 FROM {_ident(m.table)} WHERE {m.where} AND {m.job_id} = ? AND {m.step} = ?",
+                                (job_id, step)).fetchone() for m in self.schema.memos)
+        j = self.schema.jobs
+        owners = [r for r in conn.execute(f"SELECT {j.order}, {j.owner}, {j.lease_until} FROM {_ident(j.table)} WHERE {j.job_id} = ?",
+                                          (job_id,))]
+        if not owners:
+            return memo, False
+        _, owner, until = max(owners, key=lambda r: r[0])
+        return memo, (j.owner == "NULL" or owner == worker_id) and (until is None or until > now)
+
+    def close(self) -> None:
+        conn = self._conns.pop(os.getpid(), None)
+        if conn is not None:
+            conn.close()
+
+
+class RowsAdapter(SqliteAdapter):
+    """A base for an engine without a job table (a queue library): declare ``schema`` as a
+    :class:`RowSchema`, the states, ``create_schema`` and ``open``; creating (the audit on the
+    library's own table), inspecting and probing come from the declaration, as on
+    :class:`~chaos.adapters.sql.SqliteAdapter`, whose methods call the schema's."""
+
+    schema: RowSchema  # type: ignore[assignment]
