@@ -24,7 +24,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["STEPS", "DELIVERY", "Call", "Outcome", "first_message", "run_step", "send_effect", "states", "RETRYABLE"]
+__all__ = ["STEPS", "DELIVERY", "Call", "Outcome", "Verbs", "first_message", "consume", "drain_outbox", "run_step", "send_effect", "states",
+           "RETRYABLE"]
 
 STEPS = ("fetch", "extract", "verify", "deliver")
 DELIVERY = "delivery"
@@ -50,6 +51,55 @@ class Outcome:
     what: str
     message: dict[str, Any] | None = None
     error: str = ""
+
+
+@dataclass(frozen=True)
+class Verbs:
+    """How a library takes, puts and marks a message: ``take()`` gives (its handle, the message as a
+    dict) or None; the others take a message (``put``) or a handle. ``effects`` puts on the outbox."""
+
+    take: Callable[[], "tuple[Any, dict[str, Any]] | None"]
+    put: Callable[[dict[str, Any]], Any]
+    effects: Callable[[dict[str, Any]], Any]
+    done: Callable[[Any], Any]
+    retry: Callable[[Any], Any]
+    fail: Callable[[Any], Any]
+
+
+def consume(world: Any, worker_id: str, queue: Verbs) -> str:
+    """Take one message and run its step: put the next message (the effect on the outbox, after
+    the last step), then mark it done; or hand it out again, or mark it failed. "idle": none to take."""
+    taken = queue.take()
+    if taken is None:
+        return "idle"
+    handle, message = taken
+    outcome = run_step(world, worker_id, message)
+    if outcome.what == "next" and outcome.message is not None:
+        (queue.effects if message["step"] == STEPS[-1] else queue.put)(outcome.message)
+        queue.done(handle)
+    else:
+        (queue.retry if outcome.what == "retry" else queue.fail)(handle)
+    return outcome.what
+
+
+def drain_outbox(world: Any, outbox: Verbs) -> int:
+    """Send every effect waiting on the outbox, marking each done after its delivery (a crash
+    between the two sends it again: the receiver dedupes by its key); how many were sent."""
+    sent = 0
+    while (taken := outbox.take()) is not None:
+        try:
+            send_effect(world, taken[1])
+        except RETRYABLE:  # the receiver is down: the next pass sends it
+            outbox.retry(taken[0])
+            break
+        outbox.done(taken[0])
+        sent += 1
+    return sent
+
+
+def busy(exc: Exception) -> bool:
+    """Whether ``exc`` says another process holds SQLite's write lock (try again later)."""
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def first_message(job_id: str, payload: Any) -> dict[str, Any]:

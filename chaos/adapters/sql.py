@@ -277,6 +277,11 @@ class SqlSchema:
     def probe(self, db_path: str) -> "SqlProbe":
         return SqlProbe(self, db_path)
 
+    def damageable(self) -> frozenset[str]:
+        """What the damage faults may overwrite (:meth:`overwrite`): the job's payload and state,
+        and a memo row where there is a memo table; every one a column the engine reads."""
+        return frozenset({"payload", "state", *(["memo"] if self.memo is not None else [])})
+
     def tables(self) -> list[str]:
         """The engine's tables the schema names, jobs first."""
         return [self.job.name, *([self.job.payload_table] if self.job.payload_table else []),

@@ -673,8 +673,13 @@ def _refused(adapter: Adapter, scenario: Scenario) -> str:
     if scenario.poison and poison_for(adapter) is None:
         return ("it submits a payload your first step refuses, and the adapter has no poison_payload(job_id) "
                 "(see chaos.adapter.CAPABILITIES)")
-    if any(a.startswith("damage:") for a in scenario.setup) and getattr(adapter, "schema", None) is None:
+    damages = {a.split(":")[1] for a in scenario.setup if a.startswith("damage:")}
+    schema = getattr(adapter, "schema", None)
+    if damages and schema is None:
         return "it damages a stored payload through the adapter's schema, and the adapter declares none (chaos.adapters.sql.SqlSchema)"
+    if damages - schema_damageable(schema):
+        return (f"it damages a stored {' and a '.join(sorted(damages - schema_damageable(schema)))}, which the engine does not read "
+                "from any row the adapter's schema declares damageable (chaos.adapters.rows.JobRows(damage=...))")
     kinds = scenario.store_faults()
     if scenario.needs_libfiu():
         if getattr(adapter, "template_db", None) is not None:
@@ -689,6 +694,15 @@ def _refused(adapter: Adapter, scenario: Scenario) -> str:
     if "lock_held" in kinds and getattr(adapter, "template_db", None) is not None and getattr(adapter, "schema", None) is None:
         return "its lock_held fault locks the tables of the adapter's schema on a server, and this adapter declares no schema"
     return ""
+
+
+def schema_damageable(schema: Any) -> frozenset[str]:
+    """What ``schema`` lets the damage faults overwrite: its ``damageable()`` (every schema the
+    harness ships has it), else, for a schema written before it, the payload, the state and a memo."""
+    if schema is None:
+        return frozenset()
+    damageable = getattr(schema, "damageable", None)
+    return frozenset(damageable()) if callable(damageable) else frozenset({"payload", "state", "memo"})
 
 
 def _create(adapter: Adapter, db_path: str) -> None:
