@@ -8,16 +8,15 @@ import json
 import sqlite3
 from typing import Any
 
+import litequeue
 from litequeue import LiteQueue
 
-from chaos.adapter import PYTHON_ERRORS
 from chaos.adapters import queue_pipeline as pipeline
-from chaos.adapters.rows import JobRows, MemoRows, OutboxRows, RowSchema, RowsAdapter
+from chaos.adapters.rows import JobRows, MemoRows, OutboxRows, RowSchema
 
 JOB = "crashgate_json(data, '$.job_id')"
 AFTER = dict(job_id=JOB, step="crashgate_json(data, '$.after')", output="crashgate_json(data, '$.output')",
              where="crashgate_json(data, '$.after') IS NOT NULL")
-SELECT_SUBMITTED = "SELECT 1 FROM Queue WHERE json_extract(data, '$.job_id') = ? LIMIT 1"
 
 
 def verbs(queue: LiteQueue, outbox: LiteQueue) -> pipeline.Verbs:
@@ -26,32 +25,16 @@ def verbs(queue: LiteQueue, outbox: LiteQueue) -> pipeline.Verbs:
     return pipeline.Verbs(take, put(queue), put(outbox), queue.done, queue.retry, queue.mark_failed)
 
 
-class LitequeueSession:
+class LitequeueSession(pipeline.QueueSession):
+    select_submitted = "SELECT 1 FROM Queue WHERE json_extract(data, '$.job_id') = ? LIMIT 1"
+
     def __init__(self, db: str, world: Any, worker_id: str) -> None:
         self.conn = sqlite3.connect(db, timeout=5, isolation_level=None, check_same_thread=False)
         queue, outbox = LiteQueue(self.conn), LiteQueue(self.conn, queue_name="outbox")
         self.queue, self.outbox, self.world, self.worker_id = verbs(queue, outbox), verbs(outbox, outbox), world, worker_id
 
-    def submit(self, job_id: str, payload: Any) -> None:
-        if self.conn.execute(SELECT_SUBMITTED, (job_id,)).fetchone() is None:  # an id already queued is a no-op
-            self.queue.put(pipeline.first_message(job_id, payload))
 
-    def run_once(self) -> str:
-        try:
-            return pipeline.consume(self.world, self.worker_id, self.queue)
-        except sqlite3.OperationalError as exc:  # another process holds the write lock: try later
-            if pipeline.busy(exc):
-                return "busy"
-            raise
-
-    def send_outbox(self) -> int: return pipeline.drain_outbox(self.world, self.outbox)
-    def claim_only(self) -> None: self.queue.take()
-    def connection(self) -> sqlite3.Connection: return self.conn
-    def set_busy_timeout(self, seconds: float) -> None: self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
-    def close(self) -> None: self.conn.close()
-
-
-class LitequeueAdapter(RowsAdapter):
+class LitequeueAdapter(pipeline.QueuePipelineAdapter):
     name, lease_s = "litequeue", 30.0
     schema = RowSchema(  # no damage declared: litequeue hands a message out as stored, reading nothing in it
         JobRows(table="Queue", job_id=JOB, status="status", statuses={0: "ready", 1: "working", 2: "done", 3: "failed"},
@@ -59,19 +42,11 @@ class LitequeueAdapter(RowsAdapter):
         memos=(MemoRows("Queue", **AFTER), MemoRows("outbox", **AFTER)),
         outbox=OutboxRows("outbox", id="rowid", job_id=JOB, kind="crashgate_json(data, '$.kind')",
                           sent_at="CASE WHEN status = 2 THEN done_time END", key="crashgate_json(data, '$.key')"))
-    table = pipeline.states()
-    steps = [(step, f"{step}:working", f"{step}:done") for step in pipeline.STEPS]
-    final = {"deliver:done": (pipeline.DELIVERY,)}
-    parked = tuple(f"{step}:failed" for step in pipeline.STEPS)
-    initial = ("fetch:ready",)
-    iteration = "until-idle"  # one message, one step, per run_once
-    submit_conflict = "first-wins"
-    fault_errors = PYTHON_ERRORS
+    library_files = (litequeue.__file__,)
     session_type = LitequeueSession
 
-    def create_schema(self, conn: sqlite3.Connection) -> None: LiteQueue(conn), LiteQueue(conn, queue_name="outbox")
-    def targets(self) -> dict[str, Any]: return {"worker": LitequeueSession.run_once, "sender": LitequeueSession.send_outbox}
-    def trace_paths(self) -> list[str]: return [__file__, pipeline.__file__]
+    def create_schema(self, conn: sqlite3.Connection) -> None:
+        LiteQueue(conn), LiteQueue(conn, queue_name="outbox")
 
     def open(self, db: str, world: Any, *, worker_id: str, clock: Any, rng: Any) -> LitequeueSession:
         return LitequeueSession(db, world, worker_id)

@@ -1,9 +1,7 @@
 """persist-queue 1.1.0's ``SQLiteAckQueue`` running the reference pipeline (:mod:`chaos.adapters.queue_pipeline`),
 read from its own rows: one row per item, its status an integer, the job's id inside the pickled item. Opening the
 queue resumes every unacknowledged item (``auto_resume``), a live consumer's too: declared as the takeover it is.
-
-    python -m chaos matrix --target chaos.adapters.persistqueue:adapter --faults crash,pause
-"""
+``python -m chaos matrix --target chaos.adapters.persistqueue:adapter --faults crash,pause``"""
 
 from __future__ import annotations
 
@@ -11,69 +9,52 @@ import os
 import sqlite3
 from typing import Any
 
+import persistqueue.sqlackqueue
+import persistqueue.sqlbase
 from persistqueue import SQLiteAckQueue
 from persistqueue.exceptions import Empty
 
-from chaos.adapter import PYTHON_ERRORS
 from chaos.adapters import queue_pipeline as pipeline
-from chaos.adapters.rows import AT_OPEN, JobRows, MemoRows, OutboxRows, RowSchema, RowsAdapter, register_decoders
+from chaos.adapters.rows import AT_OPEN, JobRows, MemoRows, OutboxRows, RowSchema, register_decoders
 
 JOB = "crashgate_unpickle(data, 'job_id')"
 AFTER = dict(job_id=JOB, step="crashgate_unpickle(data, 'after')", output="crashgate_unpickle(data, 'output')",
              where="crashgate_unpickle(data, 'after') IS NOT NULL")
-SELECT_SUBMITTED = f"SELECT 1 FROM ack_queue_jobs WHERE {JOB} = ? LIMIT 1"
 STATUSES = {0: "ready", 1: "ready", 2: "working", 5: "done", 9: "failed"}  # persistqueue.sqlackqueue.AckStatus
 
 
 class Queue(SQLiteAckQueue):
-    """The library's queue, its connections naming their writer (a resumption at open included)."""
+    """The library's queue, its connections naming their writer (its resumption at open too)."""
 
     def __init__(self, db: str, name: str, session: Any = None) -> None:
         self.session = session
         super().__init__(os.path.dirname(db), name=name, db_file_name=os.path.basename(db), timeout=5)
 
     def _new_db_connection(self, path: str, multithreading: bool, timeout: float) -> sqlite3.Connection:
-        conn = super()._new_db_connection(path, True, timeout)  # True: not bound to the thread that opened it
-        if self.session is not None:
-            conn.create_function("chaos_writer", 0, lambda: self.session.writer)
+        conn = register_decoders(super()._new_db_connection(path, True, timeout))  # True: usable from any thread
+        conn.create_function("chaos_writer", 0, lambda: getattr(self.session, "writer", None))
         return conn
 
 
 def verbs(queue: Queue, outbox: Queue) -> pipeline.Verbs:
     def take() -> Any:
         try:
-            item = queue.get(block=False, raw=True)
+            return (item := queue.get(block=False, raw=True))["pqid"], item["data"]
         except Empty:
             return None
-        return item["pqid"], item["data"]
     return pipeline.Verbs(take, queue.put, outbox.put, lambda i: queue.ack(id=i), lambda i: queue.nack(id=i), lambda i: queue.ack_failed(id=i))
 
 
-class PersistQueueSession:
+class PersistQueueSession(pipeline.QueueSession):
+    select_submitted = f"SELECT 1 FROM ack_queue_jobs WHERE {JOB} = ? LIMIT 1"
+
     def __init__(self, db: str, world: Any, worker_id: str) -> None:
-        self.writer, self.world, self.worker_id = worker_id + AT_OPEN, world, worker_id
+        self.writer, self.world, self.worker_id = worker_id + AT_OPEN, world, worker_id  # what opening the queue resumes
         jobs, outbox = Queue(db, "jobs", self), Queue(db, "outbox", self)
         self.writer, self.queue, self.outbox, self.conn = worker_id, verbs(jobs, outbox), verbs(outbox, outbox), jobs._putter
 
-    def submit(self, job_id: str, payload: Any) -> None:
-        if register_decoders(self.conn).execute(SELECT_SUBMITTED, (job_id,)).fetchone() is None:  # an id already queued: a no-op
-            self.queue.put(pipeline.first_message(job_id, payload))
 
-    def run_once(self) -> str:
-        try:
-            return pipeline.consume(self.world, self.worker_id, self.queue)
-        except sqlite3.OperationalError as exc:  # another process holds the write lock: try later
-            if pipeline.busy(exc):
-                return "busy"
-            raise
-
-    def send_outbox(self) -> int: return pipeline.drain_outbox(self.world, self.outbox)
-    def claim_only(self) -> None: self.queue.take()
-    def connection(self) -> sqlite3.Connection: return self.conn
-    def close(self) -> None: self.conn.close()
-
-
-class PersistQueueAdapter(RowsAdapter):
+class PersistQueueAdapter(pipeline.QueuePipelineAdapter):
     name, lease_s = "persist-queue", 30.0
     schema = RowSchema(  # no damage declared: the library unpickles an item only to hand it out
         JobRows(table="ack_queue_jobs", job_id=JOB, status="status", statuses=STATUSES, order="_id",
@@ -81,23 +62,13 @@ class PersistQueueAdapter(RowsAdapter):
         memos=(MemoRows("ack_queue_jobs", **AFTER), MemoRows("ack_queue_outbox", **AFTER)),
         outbox=OutboxRows("ack_queue_outbox", id="_id", job_id=JOB, kind="crashgate_unpickle(data, 'kind')",
                           sent_at="CASE WHEN status = 5 THEN timestamp END", key="crashgate_unpickle(data, 'key')"))
-    table = pipeline.states()
-    steps = [(step, f"{step}:working", f"{step}:done") for step in pipeline.STEPS]
-    final = {"deliver:done": (pipeline.DELIVERY,)}
-    parked = tuple(f"{step}:failed" for step in pipeline.STEPS)
-    initial = ("fetch:ready",)
-    iteration = "until-idle"  # one item, one step, per run_once
     recovery = "at-open"  # a process opening the queue resumes the unacknowledged items
-    submit_conflict = "first-wins"
-    fault_errors = PYTHON_ERRORS
+    library_files = (persistqueue.sqlackqueue.__file__, persistqueue.sqlbase.__file__)
     session_type = PersistQueueSession
 
     def create_schema(self, conn: sqlite3.Connection) -> None:
         db = conn.execute("PRAGMA database_list").fetchone()[2]
         Queue(db, "jobs").close(), Queue(db, "outbox").close()
-
-    def targets(self) -> dict[str, Any]: return {"worker": PersistQueueSession.run_once, "sender": PersistQueueSession.send_outbox}
-    def trace_paths(self) -> list[str]: return [__file__, pipeline.__file__]
 
     def open(self, db: str, world: Any, *, worker_id: str, clock: Any, rng: Any) -> PersistQueueSession:
         return PersistQueueSession(db, world, worker_id)

@@ -20,12 +20,17 @@ from the library's rows.
 
 from __future__ import annotations
 
+import inspect
 import json
+import sqlite3
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["STEPS", "DELIVERY", "Call", "Outcome", "Verbs", "first_message", "consume", "drain_outbox", "run_step", "send_effect", "states",
-           "RETRYABLE"]
+from chaos.adapter import PYTHON_ERRORS
+from chaos.adapters.rows import RowsAdapter
+
+__all__ = ["STEPS", "DELIVERY", "Call", "Outcome", "Verbs", "QueueSession", "QueuePipelineAdapter", "first_message", "consume",
+           "drain_outbox", "run_step", "send_effect", "states", "RETRYABLE"]
 
 STEPS = ("fetch", "extract", "verify", "deliver")
 DELIVERY = "delivery"
@@ -68,32 +73,42 @@ class Verbs:
 
 def consume(world: Any, worker_id: str, queue: Verbs) -> str:
     """Take one message and run its step: put the next message (the effect on the outbox, after
-    the last step), then mark it done; or hand it out again, or mark it failed. "idle": none to take."""
-    taken = queue.take()
-    if taken is None:
-        return "idle"
-    handle, message = taken
-    outcome = run_step(world, worker_id, message)
-    if outcome.what == "next" and outcome.message is not None:
-        (queue.effects if message["step"] == STEPS[-1] else queue.put)(outcome.message)
-        queue.done(handle)
-    else:
-        (queue.retry if outcome.what == "retry" else queue.fail)(handle)
-    return outcome.what
+    the last step), then mark it done; or hand it out again, or mark it failed. "idle": none to
+    take; "busy": another process holds SQLite's write lock (the next iteration tries again)."""
+    try:
+        taken = queue.take()
+        if taken is None:
+            return "idle"
+        handle, message = taken
+        outcome = run_step(world, worker_id, message)
+        if outcome.what == "next" and outcome.message is not None:
+            (queue.effects if message["step"] == STEPS[-1] else queue.put)(outcome.message)
+            queue.done(handle)
+        else:
+            (queue.retry if outcome.what == "retry" else queue.fail)(handle)
+        return outcome.what
+    except sqlite3.OperationalError as exc:
+        if busy(exc):
+            return "busy"
+        raise
 
 
 def drain_outbox(world: Any, outbox: Verbs) -> int:
     """Send every effect waiting on the outbox, marking each done after its delivery (a crash
     between the two sends it again: the receiver dedupes by its key); how many were sent."""
     sent = 0
-    while (taken := outbox.take()) is not None:
-        try:
-            send_effect(world, taken[1])
-        except RETRYABLE:  # the receiver is down: the next pass sends it
-            outbox.retry(taken[0])
-            break
-        outbox.done(taken[0])
-        sent += 1
+    try:
+        while (taken := outbox.take()) is not None:
+            try:
+                send_effect(world, taken[1])
+            except RETRYABLE:  # the receiver is down: the next pass sends it
+                outbox.retry(taken[0])
+                break
+            outbox.done(taken[0])
+            sent += 1
+    except sqlite3.OperationalError as exc:  # the database is locked: the next pass sends the rest
+        if not busy(exc):
+            raise
     return sent
 
 
@@ -172,3 +187,61 @@ def _deliver(world: Any, call: Call, payload: Any, inputs: dict[str, Any]) -> An
 
 _STEP: dict[str, Callable[[Any, Call, Any, dict[str, Any]], Any]] = {
     "fetch": _fetch, "extract": _extract, "verify": _verify, "deliver": _deliver}
+
+
+class QueueSession:
+    """A worker on a queue library: a subclass opens ``conn`` and sets ``queue`` and ``outbox``
+    (the library's :class:`Verbs`), ``world``, ``worker_id`` and ``select_submitted`` (the query
+    that finds a job's first message, so that submitting an id again is a no-op)."""
+
+    conn: sqlite3.Connection
+    queue: Verbs
+    outbox: Verbs
+    world: Any
+    worker_id: str
+    select_submitted: str
+
+    def submit(self, job_id: str, payload: Any) -> None:
+        if self.conn.execute(self.select_submitted, (job_id,)).fetchone() is None:
+            self.queue.put(first_message(job_id, payload))
+
+    def run_once(self) -> str:
+        return consume(self.world, self.worker_id, self.queue)
+
+    def send_outbox(self) -> int:
+        return drain_outbox(self.world, self.outbox)
+
+    def claim_only(self) -> None:
+        """Take the next message and return, as a consumer killed right after taking it."""
+        self.queue.take()
+
+    def connection(self) -> sqlite3.Connection:
+        return self.conn
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class QueuePipelineAdapter(RowsAdapter):
+    """The pipeline's states, steps and entry points, for an adapter of a queue library: a
+    subclass declares its ``schema`` (:class:`~chaos.adapters.rows.RowSchema`), ``library_files``
+    (the library's modules, whose lines are crash points too), ``create_schema`` and ``open``."""
+
+    table = states()
+    steps = [(step, f"{step}:working", f"{step}:done") for step in STEPS]
+    final = {f"{STEPS[-1]}:done": (DELIVERY,)}
+    parked = tuple(f"{step}:failed" for step in STEPS)
+    initial = (f"{STEPS[0]}:ready",)
+    iteration = "until-idle"  # one message, one step, per run_once
+    submit_conflict = "first-wins"  # an id already queued keeps its first payload
+    fault_errors = PYTHON_ERRORS
+    library_files: tuple[str, ...] = ()
+
+    def targets(self) -> dict[str, Callable[..., Any]]:
+        return {"worker": consume, "sender": drain_outbox}
+
+    def trace_paths(self) -> list[str]:
+        return [inspect.getfile(type(self)), __file__, *self.library_files]

@@ -261,7 +261,8 @@ class RowSchema:
 
     def _replay(self, conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
         """Replay the audit's copies of the rows, in order, into each change of a job's derived
-        state (the transitions) and who made it (the writes: a move into ``working`` is a claim)."""
+        state (the transitions) and who wrote each row of it (the writes: a row moving into
+        ``working`` is a claim, whether or not it is the job's current row)."""
         j = self.jobs
         rows: dict[int, tuple[Any, Any, Any]] = {}  # rowid -> (job, state, order)
         last: dict[Any, str | None] = {}
@@ -269,22 +270,21 @@ class RowSchema:
         writes: list[Any] = []
         exprs = ", ".join(["chaos_op", "chaos_writer", "rowid", j.job_id, j.status, j.step or "NULL", j.order])
         for op, writer, rowid, job, status, step, order in conn.execute(f"SELECT {exprs} FROM {AUDIT_TABLE} ORDER BY chaos_seq"):
-            affected = {rows[rowid][0]} if rowid in rows else set()
+            before = rows.get(rowid)
             if op == "delete":
                 rows.pop(rowid, None)
             else:
                 rows[rowid] = (job, j.state_of(status, step), order)
-                affected.add(job)
-            for key in sorted(a for a in affected if a is not None):
+            after = rows.get(rowid)
+            row_before, row_after = before and before[1], after and after[1]
+            if writer is not None and row_before != row_after and (after or before)[0] is not None:
+                writes.append(self._write(str((after or before)[0]), writer, row_before, row_after))
+            for key in sorted({r[0] for r in (before, after) if r is not None and r[0] is not None}):
                 live = [r for r in rows.values() if r[0] == key]
                 new = max(live, key=lambda r: r[2])[1] if live else None
-                old = last.get(key)
-                if new == old:
-                    continue
-                last[key] = new
-                transitions.append((str(key), old, new))
-                if writer is not None:
-                    writes.append(self._write(str(key), writer, old, new))
+                if new != last.get(key):
+                    transitions.append((str(key), last.get(key), new))
+                    last[key] = new
         return transitions, writes
 
     def _write(self, job: str, writer: str, old: str | None, new: str | None) -> tuple[str, str, str, str]:
