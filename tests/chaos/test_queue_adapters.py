@@ -1,0 +1,187 @@
+"""The shipped adapters of queue libraries without a job table (litequeue, persist-queue's
+SQLiteAckQueue): the crash matrix, run on each through its declaration of the library's own rows,
+shows the library's known weakness and no false finding; and each finding is reproduced without
+the harness, with real processes and a real SIGKILL, so that the gate claims nothing the library
+does not do."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("litequeue")
+pytest.importorskip("persistqueue")
+
+from chaos.adapters.rows import AT_OPEN, JobRows, RowSchema  # noqa: E402
+from chaos.matrix.runner import run_matrix  # noqa: E402
+
+LITEQUEUE = "chaos.adapters.litequeue:adapter"
+PERSISTQUEUE = "chaos.adapters.persistqueue:adapter"
+DAMAGE_FAMILIES = ["damaged-payload", "damaged-memo", "damaged-state", "claimable-parked"]
+
+
+def violations(report) -> list[tuple[str, str]]:
+    """(invariant, message) of every violation in the report, the baselines' too."""
+    outcomes = [r.outcome for r in report.results] + list(report.baselines.values())
+    return [(v.invariant, v.detail) for o in outcomes for v in o.violations]
+
+
+def test_litequeue_leaves_a_dead_consumers_message_locked_forever(tmp_path):
+    """Goal: litequeue's known weakness shows. Method: crash the consumer at a seeded sample of
+    points of a job's run, and let a consumer of a new identity take over once time has passed."""
+    report = run_matrix(LITEQUEUE, families=["clean", "resume"], faults=["crash"], sample=12, workdir=str(tmp_path))
+    found = violations(report)
+    assert any(inv == "drains" and "still 'fetch:working'" in msg for inv, msg in found), found
+    assert report.points >= 1
+
+
+def test_the_damage_families_are_not_applicable_where_the_library_declares_nothing_to_damage(tmp_path):
+    """Goal: no false finding from damaging rows the library never reads. Method: run the four
+    damage families on both adapters, which declare no damage: each is skipped, saying why."""
+    for target in (LITEQUEUE, PERSISTQUEUE):
+        report = run_matrix(target, families=DAMAGE_FAMILIES, faults=["crash"], workdir=str(tmp_path / target.split(".")[2][:5]))
+        assert sorted(report.skipped) == sorted(DAMAGE_FAMILIES), report.skipped
+        assert all("damageable" in why for why in report.skipped.values()), report.skipped
+        assert violations(report) == []
+
+
+def test_persistqueue_pays_twice_for_an_item_of_a_paused_consumer(tmp_path):
+    """Goal: persist-queue's known weakness shows, and its resumption at open is not a write
+    without a claim. Method: freeze the consumer at a seeded sample of points while another worker
+    opens the queue (which resumes the frozen consumer's item) and runs; then wake the frozen one."""
+    report = run_matrix(PERSISTQUEUE, families=["clean"], faults=["pause"], sample=12, workdir=str(tmp_path))
+    found = violations(report)
+    assert any(inv == "bounded-spend" and "2 paid calls" in msg for inv, msg in found), found
+    # The opener's resumption is its claim: only the woken consumer writes after another's claim.
+    fenced = [msg for inv, msg in found if inv == "fenced-writes"]
+    assert fenced and all(msg.startswith("worker 'w-doomed'") for msg in fenced), fenced
+
+
+def test_a_crash_with_persistqueue_is_taken_over_at_open_without_a_fenced_writes_finding(tmp_path):
+    """Goal: the takeover at open is recorded as a claim. Method: kill the consumer right after it
+    took an item (the resume family); the next process to open the queue resumes and finishes it."""
+    report = run_matrix(PERSISTQUEUE, families=["resume"], faults=["crash"], sample=6, workdir=str(tmp_path))
+    assert [f for f in violations(report) if f[0] == "fenced-writes"] == []
+
+
+def _audited(tmp_path, schema: RowSchema) -> sqlite3.Connection:
+    conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    conn.execute("CREATE TABLE q (data TEXT, status INTEGER)")
+    schema.install(conn, attribute_writers=True)
+    return conn
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_resumption_at_open_is_a_claim_only_where_it_is_declared(tmp_path, declared):
+    """A worker opening the queue moves a claimed row back to ready: with ``takeover_at_open``
+    that is its claim; without, a state write after another worker's claim (what fenced-writes
+    reports)."""
+    schema = RowSchema(JobRows(table="q", job_id="crashgate_json(data, '$.job_id')", status="status",
+                               statuses={0: "ready", 1: "working", 2: "done"}, takeover_at_open=declared))
+    conn = _audited(tmp_path, schema)
+    writer = {"name": "w-a"}
+    conn.create_function("chaos_writer", 0, lambda: writer["name"])
+    conn.execute("INSERT INTO q VALUES (?, 0)", ('{"job_id": "doc-1"}',))
+    conn.execute("UPDATE q SET status = 1")
+    writer["name"] = "w-b" + AT_OPEN
+    conn.execute("UPDATE q SET status = 0")
+    snap = schema.snapshot(conn)
+    assert snap.transitions == [("doc-1", None, "ready"), ("doc-1", "ready", "working"), ("doc-1", "working", "ready")]
+    expected = ("doc-1", "claim", "w-b", "ready") if declared else ("doc-1", "state", "w-b", "working -> ready")
+    assert snap.writes[-1] == expected
+    assert snap.jobs["doc-1"].state == "ready"
+
+
+def test_a_job_is_its_current_row_and_its_state_names_the_rows_step(tmp_path):
+    """A job of several rows (one message per step) is read from the newest: its state is
+    ``<step>:<status>``; a row that is not the current one changes no state."""
+    schema = RowSchema(JobRows(table="q", job_id="crashgate_json(data, '$.job_id')", status="status",
+                               statuses={0: "ready", 1: "working", 2: "done"}, step="crashgate_json(data, '$.step')"))
+    conn = _audited(tmp_path, schema)
+    conn.create_function("chaos_writer", 0, lambda: "w-a")
+    conn.execute("INSERT INTO q VALUES (?, 0)", ('{"job_id": "doc-1", "step": "fetch"}',))
+    conn.execute("UPDATE q SET status = 1 WHERE rowid = 1")
+    conn.execute("INSERT INTO q VALUES (?, 0)", ('{"job_id": "doc-1", "step": "extract"}',))
+    conn.execute("UPDATE q SET status = 2 WHERE rowid = 1")
+    snap = schema.snapshot(conn)
+    assert [t[2] for t in snap.transitions] == ["fetch:ready", "fetch:working", "extract:ready"]
+    assert snap.jobs["doc-1"].state == "extract:ready"
+    assert [w[1] for w in snap.writes] == ["state", "claim", "state", "state"]
+
+
+def test_a_declaration_naming_what_the_table_does_not_have_is_refused(tmp_path):
+    conn = sqlite3.connect(tmp_path / "q.db")
+    conn.execute("CREATE TABLE q (data TEXT, status INTEGER)")
+    schema = RowSchema(JobRows(table="q", job_id="crashgate_json(payload, '$.id')", status="status"))
+    with pytest.raises(ValueError, match=r"JobRows\(job_id=...\) .* does not read table 'q': no such column: payload"):
+        schema.check(conn)
+
+
+# -- the findings, reproduced without the harness: real processes, a real kill ----------------------
+
+CONSUMER = textwrap.dedent("""
+    import sys, time
+    kind, db = sys.argv[1], sys.argv[2]
+    if kind == "litequeue":
+        from litequeue import LiteQueue
+        message = LiteQueue(db).pop()
+        print(message.message_id, flush=True)
+    else:
+        import os
+        from persistqueue import SQLiteAckQueue
+        item = SQLiteAckQueue(os.path.dirname(db), db_file_name=os.path.basename(db)).get(block=False, raw=True)
+        print(item["pqid"], flush=True)
+    time.sleep(60)  # the consumer's long step: killed or frozen here
+""")
+
+
+def _consumer(kind: str, db: str) -> tuple[subprocess.Popen, str]:
+    child = subprocess.Popen([sys.executable, "-c", CONSUMER, kind, db], stdout=subprocess.PIPE, text=True)
+    taken = child.stdout.readline().strip()
+    assert taken, f"the {kind} consumer took nothing (exit {child.poll()})"
+    return child, taken
+
+
+def test_litequeue_plain_a_message_whose_consumer_was_killed_is_never_handed_out_again(tmp_path):
+    """The drains finding, without the harness: a consumer process takes a message and is
+    SIGKILLed; every consumer opened after it finds nothing to take, and the message stays locked."""
+    from litequeue import LiteQueue, MessageStatus
+
+    db = str(tmp_path / "queue.db")
+    put = LiteQueue(db).put("doc-1").message_id
+    child, taken = _consumer("litequeue", db)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=10)
+    assert taken == put
+    later = LiteQueue(db)
+    assert later.pop() is None
+    assert later.get(put).status == MessageStatus.LOCKED
+
+
+def test_persistqueue_plain_a_paused_consumers_item_is_handed_to_a_second_consumer(tmp_path):
+    """The bounded-spend finding, without the harness: a consumer process takes an item and is
+    frozen (SIGSTOP); a second process opening the queue resumes the item and takes it too, so the
+    step it stands for is paid for twice once the first wakes; then the first is SIGKILLed."""
+    from persistqueue import SQLiteAckQueue
+
+    db = str(tmp_path / "queue.db")
+    first = SQLiteAckQueue(str(tmp_path), db_file_name="queue.db")
+    put = first.put({"job_id": "doc-1"})
+    first.close()
+    child, taken = _consumer("persistqueue", db)
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        second = SQLiteAckQueue(str(tmp_path), db_file_name="queue.db")  # opening resumes the frozen consumer's item
+        again = second.get(block=False, raw=True)
+        assert int(taken) == put
+        assert again["pqid"] == put
+        second.close()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=10)
