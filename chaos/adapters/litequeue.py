@@ -14,6 +14,8 @@ from litequeue import LiteQueue
 from chaos.adapters import queue_pipeline as pipeline
 from chaos.adapters.rows import JobRows, MemoRows, OutboxRows, RowSchema
 
+__all__ = ["LitequeueAdapter", "LitequeueSession", "adapter", "verbs"]
+
 JOB = "crashgate_json(data, '$.job_id')"
 AFTER = dict(job_id=JOB, step="crashgate_json(data, '$.after')", output="crashgate_json(data, '$.output')",
              where="crashgate_json(data, '$.after') IS NOT NULL")

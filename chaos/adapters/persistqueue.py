@@ -17,6 +17,8 @@ from persistqueue.exceptions import Empty
 from chaos.adapters import queue_pipeline as pipeline
 from chaos.adapters.rows import AT_OPEN, JobRows, MemoRows, OutboxRows, RowSchema, register_decoders
 
+__all__ = ["PersistQueueAdapter", "PersistQueueSession", "Queue", "adapter", "verbs"]
+
 JOB = "crashgate_unpickle(data, 'job_id')"
 AFTER = dict(job_id=JOB, step="crashgate_unpickle(data, 'after')", output="crashgate_unpickle(data, 'output')",
              where="crashgate_unpickle(data, 'after') IS NOT NULL")

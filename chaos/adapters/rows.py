@@ -159,7 +159,7 @@ class OutboxRows:
 @dataclass(frozen=True)
 class RowSchema:
     """A library's rows as the harness reads them: jobs, and where memos and the outbox are (none:
-    give an empty tuple or None). The harness-facing methods are :class:`~chaos.adapters.sql.SqlSchema`'s."""
+    give an empty tuple or None), with the methods the harness calls on a ``chaos.adapters.sql.SqlSchema``."""
 
     jobs: JobRows
     memos: Sequence[MemoRows] = ()

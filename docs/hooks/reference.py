@@ -295,6 +295,16 @@ def adapter_protocol() -> str:
                  "`python -m chaos adapter --target X` says which of these an adapter has.\n\n" + "\n".join(rows) + "\n")
     parts.append("## `chaos.adapters.sql.SqliteAdapter`: an engine on SQLite, declared\n\n"
                  + _markdown(SqliteAdapter.__doc__ or "").split("\n\n")[0] + "\n\n" + "\n".join(_members(SqliteAdapter)) + "\n")
+    from chaos.adapters import rows as _rows
+
+    declared = []
+    for cls in (_rows.JobRows, _rows.MemoRows, _rows.OutboxRows, _rows.RowSchema):
+        fields = ", ".join(cls.__dataclass_fields__)
+        declared.append(f"- `chaos.adapters.rows.{cls.__name__}({fields})`: {_cell(_markdown(cls.__doc__ or '').split(chr(10) + chr(10))[0])}")
+    parts.append("## `chaos.adapters.rows`: an engine without a job table, read from its own rows\n\n"
+                 + _markdown(_rows.__doc__ or "").split("\n\n")[0] + "\n\n" + "\n".join(declared) + "\n\n"
+                 + "`RowsAdapter` is `SqliteAdapter` with a `RowSchema`; the decoders `crashgate_json(text, '$.path')` and "
+                 "`crashgate_unpickle(blob, 'key')` are registered on the harness's own connections (`register_decoders`).\n")
     protocol = {n for cls in (chaos.Adapter, chaos.Session) for n in vars(cls)}
     extra = [row for row in _members(chaos.ReferenceAdapter) if row[3:].split("(", 1)[0] not in protocol]
     parts.append("## `chaos.ReferenceAdapter`: what a subclass may override\n\n"
