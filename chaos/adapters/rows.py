@@ -261,8 +261,11 @@ class RowSchema:
 
     def _replay(self, conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
         """Replay the audit's copies of the rows, in order, into each change of a job's derived
-        state (the transitions) and who wrote each row of it (the writes: a row moving into
-        ``working`` is a claim, whether or not it is the job's current row)."""
+        state (the transitions) and who made them (the writes). A row moving into ``working`` is a
+        claim, whether or not it is the job's current row (a consumer takes a message the job has
+        moved on from, resumed at open); any other write counts where it moves the job's state: a
+        consumer marking done the message whose next one another consumer has taken writes to a
+        message, not to the job."""
         j = self.jobs
         rows: dict[int, tuple[Any, Any, Any]] = {}  # rowid -> (job, state, order)
         last: dict[Any, str | None] = {}
@@ -276,15 +279,18 @@ class RowSchema:
             else:
                 rows[rowid] = (job, j.state_of(status, step), order)
             after = rows.get(rowid)
-            row_before, row_after = before and before[1], after and after[1]
-            if writer is not None and row_before != row_after and (after or before)[0] is not None:
-                writes.append(self._write(str((after or before)[0]), writer, row_before, row_after))
+            moved = False
             for key in sorted({r[0] for r in (before, after) if r is not None and r[0] is not None}):
                 live = [r for r in rows.values() if r[0] == key]
                 new = max(live, key=lambda r: r[2])[1] if live else None
                 if new != last.get(key):
                     transitions.append((str(key), last.get(key), new))
-                    last[key] = new
+                    last[key], moved = new, True
+            row_before, row_after = before and before[1], after and after[1]
+            if writer is not None and row_before != row_after and (after or before)[0] is not None:
+                write = self._write(str((after or before)[0]), writer, row_before, row_after)
+                if write[1] == "claim" or moved:  # marking a row the job has moved on from is no write to the job
+                    writes.append(write)
         return transitions, writes
 
     def _write(self, job: str, writer: str, old: str | None, new: str | None) -> tuple[str, str, str, str]:
