@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Union
 
 from hypothesis import strategies as st
 
+from chaos.adapter import default_job_ids, job_ids_for
 from chaos.core.scenario import reference_poison
 from chaos.core.world import FAULT_KINDS
 from chaos.matrix.families import STORM_JOBS
@@ -43,8 +44,10 @@ __all__ = [
     "Storm",
     "Submit",
     "events",
+    "history_jobs",
     "ACTIONS",
     "JOB_IDS",
+    "POOL_JOBS",
     "STORM_JOB_IDS",
     "PAYLOADS",
     "POSITIONS",
@@ -54,10 +57,13 @@ __all__ = [
     "MACHINE_FAULTS",
 ]
 
-JOB_IDS = ("doc-1", "doc-2", "doc-3", "doc-4", "doc-5")  # a small pool: duplicates and conflicts happen
-# A storm's herd: as many jobs as the crash matrix's retry storm, with ids of their own, outside
-# the pool (no other event touches them).
-STORM_JOB_IDS = tuple(f"storm-{n}" for n in range(1, len(STORM_JOBS) + 1))
+# A small pool of jobs, so that duplicates and conflicts happen: the adapter's first POOL_JOBS
+# ids (see history_jobs); JOB_IDS is the pool of an adapter that names none.
+POOL_JOBS = 5
+JOB_IDS = default_job_ids(POOL_JOBS)
+# A storm's herd: as many jobs as the crash matrix's retry storm, the adapter's next ids after the
+# pool's (no other event touches them); STORM_JOB_IDS is the herd of an adapter that names none.
+STORM_JOB_IDS = default_job_ids(POOL_JOBS + len(STORM_JOBS))[POOL_JOBS:]
 WORKERS = ("w1", "w2")
 FREEZABLE = WORKERS + ("sender",)  # the processes a pause can freeze
 PAYLOADS: dict[str, Callable[[str], Any]] = {
@@ -135,7 +141,7 @@ class Send:
 
 @dataclass(frozen=True)
 class Submit:
-    """Submit a job id from the pool with one of :data:`PAYLOADS`."""
+    """Submit a job id from the pool (the adapter's ids: :func:`history_jobs`) with one of :data:`PAYLOADS`."""
 
     job: str
     payload: str = "plain"
@@ -191,7 +197,8 @@ class Heal:
 
 @dataclass(frozen=True)
 class Storm:
-    """An outage meets a herd: the :data:`STORM_JOB_IDS` jobs are submitted, and each meets the
+    """An outage meets a herd: the adapter's sixteen jobs after the pool's (:func:`history_jobs`;
+    :data:`STORM_JOB_IDS` by default) are submitted, and each meets the
     crash matrix's retry storm (``chaos.matrix.families.STORM_FAULTS``: its extract fails three
     times in a row, then answers); a worker of its own drains them in a fresh process on a paced
     clock (moved only to the next lease, backoff or outbox row due), so the ledger shows when each
@@ -218,9 +225,28 @@ def positions() -> st.SearchStrategy[int]:
 SCRAMBLE = 2654435761  # odd: a bijection of [0, POSITIONS)
 
 
-def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
-    """Every event (runs three times as often as most others); kills use the given ``modes``.
-    Pauses (and resumes) come with ``fork`` among the modes: only a process can be frozen.
+def history_jobs(adapter: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The pool a history's submits and a person's actions draw from, and a storm's herd: the
+    adapter's own job ids (``job_ids(n)``, ``doc-1`` .. by default), so that a history of an
+    orders project submits ``order-1001`` and its findings name it, as the matrix's do.
+
+    >>> from chaos import ReferenceAdapter
+    >>> pool, herd = history_jobs(ReferenceAdapter())
+    >>> pool == JOB_IDS, herd[0], len(herd)
+    (True, 'doc-6', 16)
+    """
+    ids = job_ids_for(adapter, POOL_JOBS + len(STORM_JOBS))
+    return ids[:POOL_JOBS], ids[POOL_JOBS:]
+
+
+def events(modes: Iterable[str], jobs: tuple[str, ...] = JOB_IDS) -> st.SearchStrategy[Event]:
+    """Every event (runs three times as often as most others); kills use the given ``modes``;
+    submits and a person's actions name the ``jobs`` of the pool (the adapter's: see
+    :func:`history_jobs`). Pauses (and resumes) come with ``fork`` among the modes: only a
+    process can be frozen.
+
+    The pool is built into the strategy, not looked up when an event runs, so that a failing
+    history prints the very ids its findings name (``Submit(job='order-1001', ...)``).
 
     Events with few possible values are drawn whole from a list (one choice, cheap to draw and
     to shrink) rather than field by field.
@@ -256,10 +282,10 @@ def events(modes: Iterable[str]) -> st.SearchStrategy[Event]:
         send(),
         run(),
         send(),
-        st.sampled_from([Submit(job, payload) for job in JOB_IDS for payload in PAYLOADS]),
+        st.sampled_from([Submit(job, payload) for job in jobs for payload in PAYLOADS]),
         st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
         st.sampled_from([Arm(kind, task) for kind in FAULT_KINDS for task in FAULT_TASKS[kind]]),
-        st.sampled_from([Human(action, job) for action in ACTIONS for job in JOB_IDS]),
+        st.sampled_from([Human(action, job) for action in ACTIONS for job in jobs]),
         machine,
         run(),
     )

@@ -32,11 +32,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
 
-from chaos.adapter import REFERENCE_TARGET, Snapshot, create_database, load_adapter, payload_for, server_databases
+from chaos.adapter import REFERENCE_TARGET, Snapshot, create_database, job_ids_for, load_adapter, payload_for, server_databases
 from chaos.core.clock import SharedClock, time_source
 from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
 from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, WORKERS, Advance, Arm, Event, Heal, Human, Kill,
-                      KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events)
+                      KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events,
+                      history_jobs)
 from chaos.core.invariants import (INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, retry_spread,
                                    submit_policy)
 from chaos.core.store_faults import HeldLock, small_pages
@@ -139,6 +140,8 @@ class Histories(RuleBasedStateMachine):
     adapter: Adapter  # set by machine_for on the subclass it makes
     target: str = REFERENCE_TARGET
     modes: tuple[str, ...] = MODES
+    jobs: tuple[str, ...] = JOB_IDS  # the pool: the adapter's first job ids (set by machine_for)
+    storm_jobs: tuple[str, ...] = STORM_JOB_IDS  # a storm's herd: the adapter's next ones
     replay: str = ""
     ignore: frozenset[str] = frozenset()
     stats: Counter = Counter()
@@ -174,7 +177,7 @@ class Histories(RuleBasedStateMachine):
         self.humane = _humane(self.env)
         self.submitted: dict[str, str] = {}
         self.touched: set[str] = set()  # jobs a person's action moved
-        self.refused_payloads = {json.dumps(self._payload("poison", j), sort_keys=True) for j in JOB_IDS}
+        self.refused_payloads = {json.dumps(self._payload("poison", j), sort_keys=True) for j in self.jobs}
         self.interruptions: Counter = Counter()
         self.counted: set[tuple[Any, ...]] = set()
         self.memos: dict[tuple[str, str], str] | None = None
@@ -230,7 +233,7 @@ class Histories(RuleBasedStateMachine):
     @initialize(jobs=st.integers(1, START_JOBS_MAX))
     def start(self, jobs: int) -> None:
         """Every history starts with work to do; later submits add, repeat and conflict."""
-        for job in JOB_IDS[:jobs]:
+        for job in self.jobs[:jobs]:
             self._step(Submit(job))
 
     # The rule drawing every event is added by machine_for, which knows the kill modes.
@@ -398,13 +401,13 @@ class Histories(RuleBasedStateMachine):
         if self.held_lock is not None or self.env.page_limit is not None:
             return "ignored: the machine is at fault (a drain could not write)"
         self.stormed = True
-        bodies = {job: self._payload("plain", job) for job in STORM_JOB_IDS}
+        bodies = {job: self._payload("plain", job) for job in self.storm_jobs}
         live(self.env, CLIENT, lambda env: [env.session(CLIENT).submit(job, body) for job, body in bodies.items()])
         self.submitted.update({job: json.dumps(body, sort_keys=True) for job, body in bodies.items()})
         names = task_names(self.adapter)
         # The herd's faults only: the history's own jobs meet what was armed for them, later.
-        outage = [dataclasses.replace(f, task=names.get(f.task, f.task) if f.task else None, jobs=STORM_JOB_IDS) for f in STORM_FAULTS]
-        herd, inspect, settled, clock = frozenset(STORM_JOB_IDS), self._inspect, self.settled, self.clock
+        outage = [dataclasses.replace(f, task=names.get(f.task, f.task) if f.task else None, jobs=self.storm_jobs) for f in STORM_FAULTS]
+        herd, inspect, settled, clock = frozenset(self.storm_jobs), self._inspect, self.settled, self.clock
 
         def of_the_herd() -> Snapshot:
             snapshot = inspect()
@@ -431,7 +434,7 @@ class Histories(RuleBasedStateMachine):
             waiting = sorted(j for j, v in of_the_herd().jobs.items() if v.state not in settled or v.lease_owner is not None)
             problems.append(Violation("drains", f"the storm's paced drain did not settle {', '.join(waiting)}"))
         problems += retry_spread(self._evidence(self._inspect()))
-        outcome = f"{len(STORM_JOB_IDS)} jobs met the outage and {'settled' if done else 'did not settle'} in {self.clock.now() - started:.1f} s of paced clock"
+        outcome = f"{len(self.storm_jobs)} jobs met the outage and {'settled' if done else 'did not settle'} in {self.clock.now() - started:.1f} s of paced clock"
         if problems:
             self.log[-1] += f": {outcome}"  # what happened, in the report of the violation raised now
             self._fail(problems)
@@ -682,8 +685,11 @@ def machine_for(adapter: Adapter, *, target: str | None = None, modes: Iterable[
     time_source(adapter)  # a wrong word is refused here, before any history runs
     stem = type(adapter).__name__
     stem = stem[: -len("Adapter")] if stem.endswith("Adapter") and stem != "Adapter" else stem
+    # The adapter's own job ids, known now and built into the events drawn: a history of an
+    # orders project submits order-1001, and its findings and its printed program name it.
+    jobs, storm_jobs = history_jobs(adapter)
 
-    @rule(event=events(modes))
+    @rule(event=events(modes, jobs))
     def step(self: Histories, event: Event) -> None:
         self._step(event)
 
@@ -691,6 +697,8 @@ def machine_for(adapter: Adapter, *, target: str | None = None, modes: Iterable[
         "adapter": adapter,
         "target": target or f"{type(adapter).__module__}:{type(adapter).__qualname__}",
         "modes": modes,
+        "jobs": jobs,
+        "storm_jobs": storm_jobs,
         "stats": Counter(),
         "ignore": ignore,
         "ignored": Counter(),
@@ -719,7 +727,7 @@ _TEMPLATES: dict[tuple[int, int], str] = {}
 def baseline_violations(adapter: Adapter) -> list[Violation]:
     """Histories prove nothing about a workflow that fails without any fault: one job with the
     plain payload, alone in a fresh database, must reach a final state of the workflow."""
-    job_id = JOB_IDS[0]
+    job_id = job_ids_for(adapter, 1)[0]
     payload = payload_for(adapter, job_id)
     payload_json = json.dumps(payload, sort_keys=True)
     alone = _alone(adapter, job_id, payload_json)

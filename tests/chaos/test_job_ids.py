@@ -92,3 +92,52 @@ def test_a_plans_default_jobs_are_the_targets_and_its_expectations_are_checked_a
     check_against(plan, OrdersAdapter())  # the default job is the orders adapter's first
     with pytest.raises(PlanError, match=r"names job 'order-1001', which is never submitted; submitted: doc-1$"):
         check_against(plan, ReferenceAdapter())
+
+
+def test_a_history_on_an_orders_adapter_submits_its_own_job_ids_and_a_finding_names_one(orders, history):
+    """Random histories draw their submits and a person's actions from the adapter's ids, so a
+    history of the orders example submits order-1001 .., and a re-delivery its strict receiver
+    refuses is named by the order's effect key."""
+    from hypothesis import Phase, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from chaos.adapter import load_adapter
+    from chaos.histories.events import Human, Send, Storm, Submit
+    from chaos.histories.events import KillAfterDelivery, Run
+    from chaos.histories.state_machine import InvariantViolated, machine_for
+
+    adapter = load_adapter(orders)
+    drawn: list = []
+
+    class Recorded(machine_for(adapter)):  # type: ignore[misc, valid-type]
+        def _step(self, event):
+            drawn.append(event)
+            if isinstance(event, Storm):  # sixteen jobs drained: costly, and not what is tested here
+                return
+            super()._step(event)
+
+    run_state_machine_as_test(Recorded, settings=settings(max_examples=12, stateful_step_count=6, phases=[Phase.generate],
+                                                          deadline=None, database=None, derandomize=True))
+    named = {e.job for e in drawn if isinstance(e, (Submit, Human))}
+    assert named and named <= {f"order-{n}" for n in range(1001, 1006)}, drawn
+    assert Recorded.storm_jobs[0] == "order-1006" and len(Recorded.storm_jobs) == 16
+
+    machine = history(adapter, jobs=2)
+    assert set(machine.submitted) == {"order-1001", "order-1002"}
+    for _ in range(8):
+        machine._step(Run("w1"))
+    machine._step(Send(KillAfterDelivery(1, "fork")))
+    machine._step(Send())
+    with pytest.raises(InvariantViolated) as caught:
+        machine.every_invariant_holds_now()
+    assert "effect 'order-1001:receipt' was applied 2 times at the receiver (job 'order-1001', sent from " in str(caught.value)
+    assert "doc-" not in str(caught.value)
+
+
+def test_a_history_on_the_reference_adapter_keeps_doc_1_to_doc_5(history):
+    from chaos.histories.state_machine import machine_for
+
+    histories = machine_for(ReferenceAdapter())
+    assert histories.jobs == ("doc-1", "doc-2", "doc-3", "doc-4", "doc-5")
+    assert histories.storm_jobs == tuple(f"doc-{n}" for n in range(6, 22))
+    assert set(history(jobs=3).submitted) == {"doc-1", "doc-2", "doc-3"}
