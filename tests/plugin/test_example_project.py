@@ -15,7 +15,7 @@ def test_the_gate_fails_on_an_email_sent_inside_a_step_and_points_to_the_outbox(
     out = result.stdout.str()
     # One finding, in the crash_matrix test's failure and in the summary, the plan's items folded into it.
     sent = "arrived at the receiver without a committed outbox row (sent from invoices/unsafe.py:"
-    assert re.search(rf"^outbox-at-least-once \(8 points, 2 families without any fault\): effect 'doc-1:email' {re.escape(sent)}", out, re.M)
+    assert re.search(rf"^outbox-at-least-once \(8 points, 2 families without any fault\): effect 'inv-2024-001:email' {re.escape(sent)}", out, re.M)
     assert re.search(rf"^  outbox-at-least-once \(16 points, 3 families without any fault, 1 scenario\): effect '[^']+' {re.escape(sent)}", out, re.M)
     assert "why it matters: Protects against the three outbox mistakes: sending from inside the step" in out
     assert "fix: the step sent the effect itself" in out and "dedupe" not in out.split("fix: ", 1)[1].split("\n")[0]
@@ -26,7 +26,7 @@ def test_the_gate_fails_on_an_email_sent_inside_a_step_and_points_to_the_outbox(
     every = example.runpytest_subprocess("--chaos-points", "8", "--chaos-target", "invoices.crash:unsafe_adapter",
                                          "--chaos-all-failures", "fault_plans/every_line.toml")
     out = every.stdout.str()
-    assert "VIOLATED outbox-at-least-once: effect 'inv-1:email' arrived at the receiver without a committed outbox row" in out
+    assert "VIOLATED outbox-at-least-once: effect 'inv-2024-001:email' arrived at the receiver without a committed outbox row" in out
     assert "lesson: A crash anywhere in an invoice's run costs at most one repeated model call and never a lost or doubled email." in out
 
 

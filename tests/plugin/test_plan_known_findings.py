@@ -52,7 +52,7 @@ PLAN = ("fault_plans/every_line.toml", "--chaos-points", "8", "-rx")
 def _known_file(path, line: int) -> str:
     """The file ``python -m chaos baseline`` writes for the plan's finding: its family is the
     plan's name, its fault "" (the baseline item) or the item's kind (crash)."""
-    cause = normalise("effect 'inv-1:email' arrived at the receiver without a committed outbox row "
+    cause = normalise("effect 'inv-2024-001:email' arrived at the receiver without a committed outbox row "
                       f"(sent from invoices/unsafe.py:{line})")
     rows = [{"family": "every_line", "fault": fault, "invariant": "outbox-at-least-once", "cause": cause} for fault in ("", "crash")]
     path.write_text(json.dumps({"crashgate_baseline": 1, "target": "invoices.crash:unsafe_adapter", "findings": rows}))
