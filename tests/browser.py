@@ -20,6 +20,7 @@ from pg_fixtures import require
 
 CHROMIUM_TIMEOUT_S = 120
 DEVTOOLS_WAIT_S = 60  # for one answer or one page load; generous, the machine may be busy
+REQUESTS_SETTLE_S = 1.0  # quiet on the pipe this long: the page has asked for all it will
 
 
 def chromium() -> str:
@@ -138,6 +139,27 @@ class DevTools:
                 if event.get("method") == method:
                     return self._events.pop(index)
             self._events.append(self._message(deadline))
+
+    def record_requests(self) -> None:
+        """Note every request the page makes from now on (the Network domain's
+        ``requestWillBeSent``, sent before anything goes out, so a request that then fails offline
+        is still noted); read them with :meth:`requested`."""
+        self.send("Network.enable")
+
+    def requested(self, settle_s: float = REQUESTS_SETTLE_S) -> list[str]:
+        """The URLs of the requests noted since :meth:`record_requests`, once the browser has sent
+        nothing more for ``settle_s`` (a font asked for by a stylesheet comes after the load event),
+        or DEVTOOLS_WAIT_S at most."""
+        deadline = time.monotonic() + DEVTOOLS_WAIT_S
+        while time.monotonic() < deadline and select.select([self._from_browser], [], [], settle_s)[0]:
+            chunk = os.read(self._from_browser, 1 << 16)
+            if not chunk:
+                raise RuntimeError(f"Chromium closed its DevTools pipe (exit {self._process.poll()})")
+            self._buffer += chunk
+            while b"\0" in self._buffer:
+                raw, self._buffer = self._buffer.split(b"\0", 1)
+                self._events.append(json.loads(raw))
+        return [e["params"]["request"]["url"] for e in self._events if e.get("method") == "Network.requestWillBeSent"]
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (a promise is awaited)."""

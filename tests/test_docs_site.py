@@ -6,7 +6,9 @@ build the site into a temporary folder with ``--strict``, then open the index an
 pages in headless Chromium (``--dump-dom``, after Material's scripts ran) and assert on the DOM.
 The built folder must work opened from disk, as a reader who downloads it opens it: over the
 DevTools protocol (``browser.DevTools``) a test loads ``index.html`` from ``file://``, clicks a
-link of the navigation, checks the page it lands on, and searches.
+link of the navigation, checks the page it lands on, and searches, noting every request the pages
+make: none may leave the machine (no web font from Google, no script from a CDN), and no page of
+the build, nor a stylesheet, names a file to load from elsewhere.
 Without mkdocs or Chromium the test skips, saying what to install; under ``CI=true`` it fails.
 """
 
@@ -80,8 +82,18 @@ def test_the_generated_reference_pages_show_every_plugin_option_and_invariant(si
     assert "python -m chaos plans init" in cli
 
 
+# A request that leaves the machine: the site opened from disk offline must make none (a web font
+# fetched from Google's servers hangs or fails there, and tells a third party who reads the docs).
+OFF_MACHINE = re.compile(r"^(?:https?|wss?|ftp)://(?!(?:localhost|127\.0\.0\.1)(?:[:/]|$))", re.I)
+# What a page loads by itself, as opposed to a link a reader may follow: a stylesheet, a preconnect,
+# a script, an image, a CSS import or url().
+LOADED_URL = re.compile(r"<(?:link|script|img|source|iframe)\b[^>]*\b(?:href|src)=[\"']?(https?://[^\"' >]+)|"
+                        r"@import\s+(?:url\()?[\"']?(https?://[^\"') ;]+)|url\([\"']?(https?://[^\"')]+)", re.I)
+
+
 def test_the_site_opened_from_disk_follows_a_navigation_link_to_the_next_page_and_searches(site, tmp_path):
     with DevTools(chromium(), tmp_path / "profile") as page:
+        page.record_requests()
         page.open((site / "index.html").as_uri())
         page.click("nav.md-nav--primary a.md-nav__link[href*='demo']")
         landed = page.evaluate("location.href")
@@ -96,6 +108,23 @@ def test_the_site_opened_from_disk_follows_a_navigation_link_to_the_next_page_an
         assert found, f"no search result for 'outbox': {page.evaluate('document.querySelector(`.md-search-result__meta`).textContent.trim()')}"
         first = page.evaluate("document.querySelector('.md-search-result__item a').href")
         assert first.startswith(site.as_uri()) and ".html" in first, first
+        requested = page.requested()
+    assert any(url.startswith(site.as_uri()) for url in requested), requested[:5]  # the recording saw the pages' own files
+    off = sorted({url for url in requested if OFF_MACHINE.match(url)})
+    assert not off, f"the site opened from disk asked for files off the machine: {off}"
+
+
+def test_no_page_or_stylesheet_of_the_built_site_loads_anything_from_off_the_machine(site):
+    """Every page, not only the ones the browser test visits: a stylesheet, script, font or image
+    a page loads by itself must ship in the folder (links a reader may follow are not loads)."""
+    files = sorted(p for p in site.rglob("*") if p.suffix in (".html", ".css"))
+    assert len(files) > 20, files
+    loads = {}
+    for path in files:
+        found = sorted({next(g for g in m.groups() if g) for m in LOADED_URL.finditer(path.read_text(errors="replace"))})
+        if found:
+            loads[str(path.relative_to(site))] = found
+    assert not loads, f"loaded from off the machine: {loads}"
 
 
 WIDE_CODE = ("[...document.querySelectorAll('.md-typeset pre > code')]"
