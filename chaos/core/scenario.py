@@ -605,6 +605,10 @@ def _prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, d
     poison = poison_for(adapter) if scenario.poison else None
 
     def setup() -> tuple[dict[str, str], list[str], str]:
+        # Where the user's code raises while the family is prepared, noted in the template's
+        # ledger, which every run of the family copies: a family whose setup runs the job (the
+        # sender's, say) fails without any fault there, and its baseline must still name the line.
+        watch_raises(run.world.record_raised)
         # A full disk shows within a write or two only in a database of small pages (see small_pages).
         _create(small_pages(adapter) if "disk_full" in scenario.store_faults() else adapter, run.db)
         session = run.session("w-setup")

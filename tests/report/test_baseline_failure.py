@@ -76,14 +76,14 @@ BANNER_RGB = _colour("bad-bar")  # the banner's border
 WINDOW = (1280, 1000)
 
 
-def _report(pytester, monkeypatch) -> Path:
+def _report(pytester, monkeypatch, gate: str = GATE) -> Path:
     for option in OPTIONS:
         monkeypatch.delenv(option.env, raising=False)
     (pytester.path / "shop").mkdir()
     (pytester.path / "shop" / "__init__.py").write_text("")
     (pytester.path / "shop" / "flow.py").write_text(WORKFLOW.lstrip("\n"))
     assert "BUG" in (pytester.path / "shop" / "flow.py").read_text().splitlines()[CULPRIT_LINE - 1]
-    pytester.makepyfile(test_gate=GATE)
+    pytester.makepyfile(test_gate=gate)
     pytester.syspathinsert()
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "--chaos-report", "out/report.html")
     out = result.stdout.str()
@@ -149,3 +149,14 @@ def test_the_culprits_colour_is_not_the_amber_of_a_line_no_point_killed():
         distance = abs(hue["culprit-bg"] - hue[other])
         assert min(distance, 1 - distance) > 0.15, (other, hue)
     assert '<span class="sw culprit"></span> the culprit' in LEGEND
+
+
+def test_a_family_whose_job_fails_while_it_is_prepared_names_the_users_line_in_its_banner(pytester, monkeypatch):
+    """The sender family runs the job through every step in its setup, before the iteration it
+    records (the sender's): the step raised there, where no raise was noted, and the banner named
+    no line. The setup's raises are noted as the recorded run's are."""
+    report = _report(pytester, monkeypatch, GATE.replace('families=["clean", "cancel-race"]', 'families=["sender"]'))
+    index = report.read_text()
+    cause = index[index.index('id="cause"'):].split("</section>", 1)[0]
+    assert "family" in cause and "failed_charge" in cause, cause
+    assert re.search(rf'<a id="cause-line" href="report_files/shop_flow_py\.html#L{CULPRIT_LINE}">shop/flow\.py:{CULPRIT_LINE}</a>', cause), cause
