@@ -469,6 +469,7 @@ class PlanFile(pytest.File):
     """``fault_plans/NAME.toml``: a baseline, a group per step with an item per point, scenarios."""
 
     pairs_possible = 0  # interleaving pairs of the plan's points, when it interleaves
+    points_possible = 0  # the items a sample (--chaos-points N) was drawn from; 0 when every one was collected
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         from chaos.plans.runner import select_items
@@ -492,7 +493,8 @@ class PlanFile(pytest.File):
         if prepared is not None:
             yield PlanBaseline.from_parent(self, name="baseline", prepared=prepared)
             s = state.settings
-            chosen, self.pairs_possible = select_items(prepared, s.points, seed=s.seed, faults=self.faults(), pairs=s.pairs)
+            chosen, self.pairs_possible, of = select_items(prepared, s.points, seed=s.seed, faults=self.faults(), pairs=s.pairs)
+            self.points_possible = of if of > len(chosen) else 0
             for group in prepared.group_names():
                 items = [item for item in chosen if prepared.groups[item.index] == group]
                 if items:
@@ -631,6 +633,8 @@ class PlanPoint(_PlanItem):
         if self.second >= 0:
             q = self.prepared.family.points[self.second]
             fields.update(second=item_name(q), second_file=q.file, second_line=q.line, pairs_possible=self.plan_file.pairs_possible)
+        if self.plan_file.points_possible:  # a sample: the report says of how many points
+            fields["points_possible"] = self.plan_file.points_possible
         return fields
 
     def runtest(self) -> None:
@@ -1068,6 +1072,8 @@ def _matrix_records(nodeid: str, report: Any, settings: list[str] | tuple[str, .
         }
         if r.second is not None:
             rec.update(second=r.second.id, second_file=r.second.file, second_line=r.second.line, pairs_possible=report.pairs_possible)
+        if report.sampled_from:  # a sample: the report says of how many points
+            rec["points_possible"] = report.sampled_from
         if first:
             rec["executable"] = {f: sorted(lines) for f, lines in report.executable.items()}
             first = False

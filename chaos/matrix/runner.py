@@ -104,6 +104,9 @@ class MatrixReport:
     seconds: float = 0.0
     faults: tuple[str, ...] = DEFAULT_FAULTS
     pairs_possible: int = 0
+    # The points a sample (``sample=N``) was drawn from; 0 when every point ran. The report says
+    # "25 of 1,200", so a reader knows a line without points may simply not have been drawn.
+    sampled_from: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # family -> why it does not apply to this workflow
     # The paid tasks the families' faults were armed on (None: any task), beside the ones the
     # baselines called: a task no fault reaches is one whose failures the run never tried.
@@ -531,6 +534,7 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
     if point and not work and all(f.completed for f in prepared.values()):
         raise MatrixUsageError(f"point {point!r} is not a crash point of family {only_family!r} (replay with the same code and seed)")
     if sample is not None and sample < len(work):
+        report.sampled_from = len(work)
         work = sorted(work[k] for k in sample_every_kind(work, sample, random.Random(seed), kind=lambda w: w[0]))
     share = Share(adapter, prepared, workdir, seed, mode, deep)
     # Run under libfiu's preload: the io faults of the host, and every point of a family whose

@@ -38,7 +38,7 @@ def plan_known_keys(path: str, target: str, *, seed: int, mode: str, faults: tup
     try:
         prepared = prepare_points(plan, adapter, os.path.join(workdir, "plan"), seed=seed, faults=kinds)
         keys = {(plan.name, "", v.invariant, normalise(v.detail)) for v in prepared.family.baseline.violations}
-        items, _ = select_items(prepared, selection, seed=seed, faults=kinds, pairs=pairs)
+        items = select_items(prepared, selection, seed=seed, faults=kinds, pairs=pairs).items
         for item in items:
             outcome, _ = run_plan_point(prepared, item.index, adapter, os.path.join(workdir, "points"), seed=seed, mode=mode,
                                         fault=item.fault, second=item.second)

@@ -31,7 +31,7 @@ import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, TYPE_CHECKING
+from typing import Any, Iterable, NamedTuple, TYPE_CHECKING
 
 from chaos.adapter import resolve_jobs
 from chaos.adapters.postgres import is_postgres
@@ -66,6 +66,7 @@ __all__ = [
     "prepare_points",
     "prepare_target_points",
     "select_items",
+    "Selection",
     "run_plan_point",
     "run_target_point",
     "run_scenario",
@@ -251,9 +252,20 @@ def _groups(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: 
     return groups
 
 
+class Selection(NamedTuple):
+    """The items of a plan to collect, how many interleaving pairs exist (0 without
+    ``interleave``), and how many items there were to choose from (more than ``items`` under a
+    sample: the report says "25 of 359")."""
+
+    items: list[PlanItem]
+    pairs_possible: int
+    of: int
+
+
 def select_items(prepared: PreparedPoints, selection: str, *, seed: int, faults: tuple[str, ...] = ("crash",),
-                 pairs: int = 200) -> tuple[list[PlanItem], int]:
-    """The items to collect, and how many interleaving pairs exist (0 without ``interleave``).
+                 pairs: int = 200) -> Selection:
+    """The items to collect, how many interleaving pairs exist (0 without ``interleave``) and how
+    many items the selection chose from (see :class:`Selection`).
 
     ``faults`` are the plan's kinds (crash, pause, interleave, and the faults of the machine: a
     kind or a sub-kind, each sub-kind at the points where it can show); ``selection`` is ``all``, a
@@ -282,18 +294,18 @@ def select_items(prepared: PreparedPoints, selection: str, *, seed: int, faults:
     order = {kind: n for n, kind in enumerate(ITEM_FAULTS)}
     items.sort(key=lambda it: (it.index, order[it.fault], it.second))
     if selection == "all":
-        return items, possible
+        return Selection(items, possible, len(items))
     if selection.isdigit():
         n = int(selection)
         if n >= len(items):
-            return items, possible
+            return Selection(items, possible, len(items))
         picked = sample_every_kind(items, n, random.Random(f"{seed}:{prepared.plan.name}"), kind=lambda it: it.fault)
-        return [items[k] for k in picked], possible
+        return Selection([items[k] for k in picked], possible, len(items))
     group, _, name = selection.rpartition("::")
     name, _, kind = name.partition(FAULT_MARK)
     wanted_names = {name, name.replace("<", "").replace(">", "")}
-    return [it for it in items if _base_name(prepared, it) in wanted_names and (not kind or it.fault == kind)
-            and (not group or prepared.groups[it.index] == group)], possible
+    return Selection([it for it in items if _base_name(prepared, it) in wanted_names and (not kind or it.fault == kind)
+                      and (not group or prepared.groups[it.index] == group)], possible, len(items))
 
 
 def _base_name(prepared: PreparedPoints, item: PlanItem) -> str:

@@ -32,6 +32,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
 h1 { font-size: 22px; margin: 0 0 2px; } h2 { font-size: 17px; margin: 28px 0 10px; }
 h3 { font: 600 14px ui-monospace, SFMono-Regular, Menlo, monospace; margin: 24px 0 6px; }
 .meta { color: var(--muted); margin: 0; }
+.sample { margin: 8px 0 0; padding: 6px 12px; border: 1px solid var(--line); border-left: 4px solid var(--miss-bar); border-radius: 6px; }
 .cards { display: grid; grid-template-columns: repeat(6, 1fr); gap: 12px; margin-top: 18px; }
 .card { border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; }
 .card .num { font-size: 26px; font-weight: 650; font-variant-numeric: tabular-nums; }

@@ -160,6 +160,17 @@ class Summary:
         rank = {kind: n for n, kind in enumerate(FAULT_ORDER)}
         return dict(sorted(rows.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
 
+    def sampled(self) -> list[tuple[str, int, int]]:
+        """Per plan or crash_matrix test that ran a sample of its points (``--chaos-points N``):
+        its name, the points of it that ran here, and how many it had to draw from."""
+        possible: dict[str, int] = {}
+        ran: dict[str, int] = {}
+        for r in self.points:
+            ran[r["plan"]] = ran.get(r["plan"], 0) + 1
+            if r.get("points_possible"):
+                possible[r["plan"]] = max(possible.get(r["plan"], 0), r["points_possible"])
+        return [(plan, ran[plan], of) for plan, of in sorted(possible.items())]
+
     def killed_lines(self) -> dict[str, set[int]]:
         seen: dict[str, set[int]] = {}
         for r in self.points:
@@ -450,7 +461,7 @@ def render_pages(summary: Summary, *, index_name: str = "report.html", folder: s
         ("scenarios", f"{passed}/{len(s.scenarios)}", "scenarios passed", "bad" if passed < len(s.scenarios) else "good"),
     ]
     parts = _head(f"crashgate crash report: {len(s.points)} points, {s.violated} violated")
-    parts += ['<header><h1>crashgate crash report</h1>', f'<p class="meta">{e(s.modes() or "no crash points")}</p></header>']
+    parts += ['<header><h1>crashgate crash report</h1>', f'<p class="meta">{e(s.modes() or "no crash points")}</p>', *_sample(s), '</header>']
     parts += _cause(s, lay, "")
     parts.append('<section class="cards">')
     for key, value, label, tone in cards:
@@ -568,6 +579,19 @@ def _is_library(path: str) -> bool:
     """Whether ``path`` is crashgate's own code (engine/ or chaos/), not the user's."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return any(os.path.abspath(path).startswith(os.path.join(here, name) + os.sep) for name in ("engine", "chaos"))
+
+
+def _sample(s: Summary) -> list[str]:
+    """Where only a sample of the points ran, say so first, with how many of how many: a line
+    with no point, and the coverage, then speak of the points drawn, not of the code."""
+    sampled = s.sampled()
+    if not sampled:
+        return []
+    ran, of = sum(n for _, n, _ in sampled), sum(m for _, _, m in sampled)
+    each = "; ".join(f"{n:,} of {m:,} in <code>{e(plan)}</code>" for plan, n, m in sampled)
+    return [f'<p class="sample" id="sample">A sample: <strong>{ran:,} of {of:,} points</strong> ran (<code>--chaos-points</code>, '
+            f'seeded): {each}. The figures below count the points that ran; '
+            f'run without <code>--chaos-points</code> for every point.</p>']
 
 
 def _faults(s: Summary) -> list[str]:

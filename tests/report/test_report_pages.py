@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from browser import chromium as _chromium, run_chromium as _run_chromium
 from chaos.report.html import summarize, write_html
@@ -122,3 +123,46 @@ def test_under_a_sample_a_users_file_counts_the_failures_that_name_its_lines(tmp
     page = (project / "report_files" / "orders_unsafe_py.html").read_text()
     assert "0 points, 0 violated; 2 failures naming a line of it" in page
     assert re.search(r'<tr class="culprit" id="L2">', page)
+
+
+SAMPLED_GATE = '''
+import pytest
+
+@pytest.mark.crash_matrix(families=["clean"])
+def test_gate(crash_matrix):
+    crash_matrix()
+'''
+
+
+def _sampled_run(pytester, monkeypatch, *args):
+    from chaos.plugin import OPTIONS
+
+    for option in OPTIONS:
+        monkeypatch.delenv(option.env, raising=False)
+    plans = pytester.path / "fault_plans"
+    plans.mkdir(exist_ok=True)
+    shipped = Path(__file__).resolve().parents[2] / "fault_plans" / "outbox_crash.toml"
+    (plans / "outbox_crash.toml").write_text(shipped.read_text())
+    pytester.makepyfile(test_gate=SAMPLED_GATE)
+    return pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", *args)
+
+
+def test_a_sampled_run_says_on_the_index_how_many_points_of_how_many_ran(pytester, monkeypatch):
+    """Under --chaos-points N a line without points may only not have been drawn: the index said
+    nothing of the sample, and a reader took the coverage for the code's."""
+    collected = _sampled_run(pytester, monkeypatch, "--collect-only", "-q", "fault_plans")
+    every = len([line for line in collected.stdout.lines if line.startswith("fault_plans/outbox_crash.toml::") and "::baseline" not in line])
+    result = _sampled_run(pytester, monkeypatch, "--chaos-points", "3", "--chaos-report", "out/report.html")
+    index = (pytester.path / "out" / "report.html").read_text()
+    sample = re.search(r'<p class="sample" id="sample">A sample: <strong>(\d+) of ([\d,]+) points</strong>.*?</p>', index)
+    assert sample, result.stdout.str()[-3000:]
+    text = sample.group(0)
+    assert f"3 of {every:,} in <code>fault_plans/outbox_crash.toml</code>" in text, (every, text)
+    matrix = re.search(r"3 of ([\d,]+) in <code>test_gate\.py::test_gate</code>", text)
+    assert matrix and int(matrix.group(1).replace(",", "")) > 3, text
+    assert int(sample.group(1)) == 6 and int(sample.group(2).replace(",", "")) == every + int(matrix.group(1).replace(",", ""))
+    assert index.index('id="sample"') < index.index('class="cards"')  # said before the figures it qualifies
+
+    whole = _sampled_run(pytester, monkeypatch, "--chaos-report", "out/whole.html", "fault_plans")
+    assert whole.ret == 0, whole.stdout.str()[-2000:]
+    assert 'id="sample"' not in (pytester.path / "out" / "whole.html").read_text()  # every point ran: no word of a sample
