@@ -7,13 +7,34 @@ sign of a configuration that a later setuptools refuses.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 300
+
+
+@contextlib.contextmanager
+def source_tree_lock() -> Iterator[None]:
+    """Hold the checkout for one build at a time. A build writes ``crashgate.egg-info`` and ``build/``
+    into the checkout itself, so two builds at once (the wheel's, the sdist's and the tutorial's
+    tests under pytest-xdist) read each other's half-written files and fail; every process of the
+    test session takes this lock (a file lock in the temporary folder, named after the checkout)
+    around its build."""
+    name = hashlib.sha256(str(ROOT).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"crashgate-build-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:

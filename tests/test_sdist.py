@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import pytest
 
-from builds import BUILD_TIMEOUT_S, ROOT, RUN_TIMEOUT_S, clean_env, run, warnings_in
+from builds import BUILD_TIMEOUT_S, ROOT, RUN_TIMEOUT_S, clean_env, run, source_tree_lock, warnings_in
 from pg_fixtures import require
 
 # Tracked files that only serve a Git checkout.
@@ -37,7 +37,8 @@ class Built(NamedTuple):
 def built(tmp_path_factory) -> Built:
     require(None if importlib.util.find_spec("build") else "the build package is not installed (pip install -e '.[test]' installs it)")
     out = tmp_path_factory.mktemp("sdist")
-    build = run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
+    with source_tree_lock():
+        build = run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
     sdists = list(out.glob("crashgate-*.tar.gz"))
     assert len(sdists) == 1, sdists
     return Built(sdists[0], build.stdout + build.stderr)

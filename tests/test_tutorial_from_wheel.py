@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from test_docs_code import blocks
+from builds import source_tree_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "docs" / "tutorial" / "first-fault-plan.md"
@@ -38,7 +39,8 @@ def _ok(command: list[str], *, cwd: Path, env: dict[str, str] | None = None, tim
 def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A virtual environment with the wheel built from this checkout, and the environment to run in it."""
     where = tmp_path_factory.mktemp("tutorial-wheel")
-    _ok([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(where / "dist"), str(ROOT)], cwd=where)
+    with source_tree_lock():
+        _ok([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(where / "dist"), str(ROOT)], cwd=where)
     wheel = next((where / "dist").glob("crashgate-*.whl"))
     venv = where / "venv"
     _ok([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=where)

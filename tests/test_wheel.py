@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import pytest
 
-from builds import BUILD_TIMEOUT_S, ROOT, RUN_TIMEOUT_S, clean_env, run, warnings_in
+from builds import BUILD_TIMEOUT_S, ROOT, RUN_TIMEOUT_S, clean_env, run, source_tree_lock, warnings_in
 
 
 class Built(NamedTuple):
@@ -34,7 +34,8 @@ class Built(NamedTuple):
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Built:
     out = tmp_path_factory.mktemp("wheel")
-    build = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "-w", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
+    with source_tree_lock():
+        build = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "-w", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
     wheels = list(out.glob("crashgate-*.whl"))
     assert len(wheels) == 1, wheels
     return Built(wheels[0], build.stdout + build.stderr)
