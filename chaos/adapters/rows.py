@@ -80,11 +80,14 @@ def crashgate_unpickle(blob: Any, key: str) -> Any:
         value = pickle.loads(blob)
     except Exception:  # a damaged or foreign blob reads as no value, as a path that is absent does
         return None
+    if hasattr(value, "_asdict"):  # a named tuple (huey's Message) reads as the dict of its fields
+        value = value._asdict()
     if key:
         if not isinstance(value, dict) or key not in value:
             return None
         value = value[key]
-    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+    # A tuple (a task's arguments) is JSON's list; a value JSON has no type for reads as its text.
+    return json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list, tuple)) else value
 
 
 def register_decoders(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -107,6 +110,11 @@ class JobRows:
     library itself reads}; empty where the library reads nothing the harness could damage (the
     damage families are then not applicable). ``takeover_at_open``: the library takes unfinished
     work back when a process opens it (persist-queue's resume of unacknowledged items).
+    ``deleted``: for a library that deletes a message as it hands it out (huey), what a deleted
+    row means: it is not gone but taken (a move into ``working``, the taker's claim), and while it
+    is its job's current row its status is this expression, over the audit's copy of the row, read
+    when the snapshot is taken (it may read the library's other tables: whether a result was
+    stored for the message). None: a deleted row is gone.
     """
 
     table: str
@@ -122,6 +130,7 @@ class JobRows:
     working: str = "working"
     damage: Mapping[str, str] = field(default_factory=dict)
     takeover_at_open: bool = False
+    deleted: str | None = None
 
     def state_of(self, status: Any, step: Any) -> str | None:
         if status is None:
@@ -177,7 +186,7 @@ class RowSchema:
         j, out = self.jobs, []
         out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in
                 ("job_id", "status", "order", "payload", "owner", "lease_until", "result")]
-        out += [(j.table, "JobRows(step=...)", j.step)] if j.step is not None else []
+        out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in ("step", "deleted") if getattr(j, name) is not None]
         for m in self.memos:
             out += [(m.table, f"MemoRows({name}=...)", getattr(m, name)) for name in ("job_id", "step", "output", "where")]
         if self.outbox is not None:
@@ -241,10 +250,13 @@ class RowSchema:
             for job, status, step, order, more in self._job_rows(conn, _ident(j.table), rest):
                 if job is not None and (job not in current or order > current[job][3]):
                     current[job] = (job, status, step, order, more)
+            snap.transitions, snap.writes, taken = self._replay(conn)
             for job, status, step, _, more in current.values():
                 payload, owner, until, result = json.loads(more)
                 snap.jobs[str(job)] = JobView(j.state_of(status, step) or "", _text(payload), owner, until, None, result=_text(result))
-            snap.transitions, snap.writes = self._replay(conn)
+            for job, (state, seq) in taken.items():  # a job whose current row was deleted: read from its copy
+                payload, owner, until, result = json.loads(conn.execute(f"SELECT {rest} FROM {AUDIT_TABLE} WHERE chaos_seq = ?", (seq,)).fetchone()[0])
+                snap.jobs[job] = JobView(state, _text(payload), owner, until, None, result=_text(result))
             for m in self.memos:
                 for job, step, output in conn.execute(f"SELECT {m.job_id}, {m.step}, {m.output} FROM {_ident(m.table)} WHERE {m.where}"):
                     if job is not None and step is not None:
@@ -259,39 +271,51 @@ class RowSchema:
         finally:
             conn.execute("COMMIT")
 
-    def _replay(self, conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+    def _replay(self, conn: sqlite3.Connection) -> tuple[list[Any], list[Any], dict[str, tuple[str, int]]]:
         """Replay the audit's copies of the rows, in order, into each change of a job's derived
         state (the transitions) and who made them (the writes). A row moving into ``working`` is a
         claim, whether or not it is the job's current row (a consumer takes a message the job has
         moved on from, resumed at open); any other write counts where it moves the job's state: a
         consumer marking done the message whose next one another consumer has taken writes to a
-        message, not to the job."""
+        message, not to the job. Where the declaration says what a deleted row means, also the jobs
+        whose current row was deleted: their state and the audit's copy of that row."""
         j = self.jobs
-        rows: dict[int, tuple[Any, Any, Any]] = {}  # rowid -> (job, state, order)
+        rows: dict[Any, tuple[Any, ...]] = {}  # rowid (a deleted row: its seq) -> (job, state, order, seq, deleted)
         last: dict[Any, str | None] = {}
         transitions: list[Any] = []
         writes: list[Any] = []
-        exprs = ", ".join(["chaos_op", "chaos_writer", "rowid", j.job_id, j.status, j.step or "NULL", j.order])
-        for op, writer, rowid, job, status, step, order in conn.execute(f"SELECT {exprs} FROM {AUDIT_TABLE} ORDER BY chaos_seq"):
-            before = rows.get(rowid)
-            if op == "delete":
-                rows.pop(rowid, None)
-            else:
-                rows[rowid] = (job, j.state_of(status, step), order)
+        exprs = ", ".join(["chaos_op", "chaos_writer", "rowid", j.job_id, j.status, j.step or "NULL", j.order, "chaos_seq"])
+        for op, writer, rowid, job, status, step, order, seq in conn.execute(f"SELECT {exprs} FROM {AUDIT_TABLE} ORDER BY chaos_seq"):
+            before = rows.pop(rowid, None) if op == "delete" else rows.get(rowid)
+            if op == "delete" and j.deleted is not None and before is not None:
+                rowid = ("deleted", seq)  # the row lives on, taken (JobRows.deleted)
+                rows[rowid] = (before[0], j.state_of(j.working, step), before[2], seq, True)
+            elif op != "delete":
+                rows[rowid] = (job, j.state_of(status, step), order, seq, False)
             after = rows.get(rowid)
             moved = False
             for key in sorted({r[0] for r in (before, after) if r is not None and r[0] is not None}):
-                live = [r for r in rows.values() if r[0] == key]
-                new = max(live, key=lambda r: r[2])[1] if live else None
-                if new != last.get(key):
-                    transitions.append((str(key), last.get(key), new))
-                    last[key], moved = new, True
+                new = _current(rows, key)
+                if (new and new[1]) != last.get(key):
+                    transitions.append((str(key), last.get(key), new and new[1]))
+                    last[key], moved = new and new[1], True
             row_before, row_after = before and before[1], after and after[1]
             if writer is not None and row_before != row_after and (after or before)[0] is not None:
                 write = self._write(str((after or before)[0]), writer, row_before, row_after)
                 if write[1] == "claim" or moved:  # marking a row the job has moved on from is no write to the job
                     writes.append(write)
-        return transitions, writes
+        taken: dict[str, tuple[str, int]] = {}
+        for key in list(last) if j.deleted is not None else ():
+            current = _current(rows, key)
+            if current is None or not current[4]:
+                continue
+            status, step = conn.execute(f"SELECT {j.deleted}, {j.step or 'NULL'} FROM {AUDIT_TABLE} WHERE chaos_seq = ?",
+                                        (current[3],)).fetchone()
+            state = j.state_of(status, step) or ""
+            if state != last[key]:
+                transitions.append((str(key), last[key], state))
+            taken[str(key)] = (state, current[3])
+        return transitions, writes, taken
 
     def _write(self, job: str, writer: str, old: str | None, new: str | None) -> tuple[str, str, str, str]:
         at_open = writer.endswith(AT_OPEN)
@@ -327,6 +351,12 @@ class RowSchema:
         return []  # the library's rows hold each job whole: nothing of it can be left without the rest
 
 
+def _current(rows: dict[Any, tuple[Any, ...]], job: Any) -> tuple[Any, ...] | None:
+    """A job's current row: of its rows, the greatest order; of those, the one written last."""
+    live = [r for r in rows.values() if r[0] == job]
+    return max(live, key=lambda r: (r[2], r[3])) if live else None
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
@@ -349,8 +379,8 @@ class RowProbe:
         j = self.schema.jobs
         owners = [r for r in conn.execute(f"SELECT {j.order}, {j.owner}, {j.lease_until} FROM {_ident(j.table)} WHERE {j.job_id} = ?",
                                           (job_id,))]
-        if not owners:
-            return memo, False
+        if not owners:  # a message deleted as it was handed out (JobRows.deleted) is held by that one consumer
+            return memo, j.deleted is not None
         _, owner, until = max(owners, key=lambda r: r[0])
         return memo, (j.owner == "NULL" or owner == worker_id) and (until is None or until > now)
 
