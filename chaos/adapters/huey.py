@@ -1,16 +1,14 @@
 """huey 3.5.4's ``SqliteHuey`` running the reference pipeline (:mod:`chaos.adapters.queue_pipeline`) as a huey pipeline
-(fetch, extract, verify, deliver, send, chained with ``then``), read from its own rows: a pickled message per task,
-deleted at its dequeue, and a pickled result. A task killed after its dequeue is lost; so is the rest of a pipeline
-killed between storing a result and enqueuing the next task:
-``python -m chaos matrix --target chaos.adapters.huey:adapter --family clean --family resume --faults crash``."""
+(fetch, extract, verify, deliver, send, chained with ``then``), read from its own rows: a pickled message per task, deleted
+at its dequeue, and a pickled result. A task killed after its dequeue is lost; so is the rest of a pipeline killed between
+storing a result and enqueuing the next task: ``python -m chaos matrix --target chaos.adapters.huey:adapter --family clean --family resume --faults crash``."""
 
-from __future__ import annotations
-
+import logging
 import sqlite3
 from typing import Any
 
 from huey import SqliteHuey, api as huey_api, storage as huey_storage
-from huey.exceptions import CancelExecution, RetryTask
+from huey.exceptions import CancelExecution
 
 from chaos.adapters import queue_pipeline as pipeline
 from chaos.adapters.rows import JobRows, MemoRows, OutboxRows, RowSchema
@@ -18,12 +16,13 @@ from chaos.adapters.rows import JobRows, MemoRows, OutboxRows, RowSchema
 __all__ = ["HueyAdapter", "HueySession", "adapter"]
 
 QUEUE, SEND = "pipeline", "send"  # the huey's name (its rows' queue); the last task, which sends the effect
-ARG = "json_extract(crashgate_unpickle(data, 'kwargs'), '$.{}')"  # a task's message: its keyword arguments
+ARG = "crashgate_json(crashgate_unpickle(data, 'kwargs'), '$.{}')"  # a task's message: its keyword arguments
 VALUE = "crashgate_unpickle(value, '{}')"  # a stored result: the message its task returned
 WHERE = f"queue = '{QUEUE}' AND {VALUE} IS NOT NULL"  # a stored result that names its 'after' or 'kind'
-# A dequeued message is taken; done once huey stored its task's result, failed once it stored an Error (no
-# 'after' in it), and lost where neither is stored and its consumer died: nothing will ever run it again.
-DELETED = f"COALESCE((SELECT CASE WHEN {VALUE.format('after')} IS NULL THEN 3 ELSE 2 END FROM kv WHERE queue = '{QUEUE}' AND key = crashgate_unpickle(data, 'id')), 1)"
+# A dequeued message is taken: done once its result is stored, failed once its last Error is (an Error of an attempt
+# huey retries has retries left), else lost if its consumer died.
+DELETED = f"COALESCE((SELECT CASE WHEN {VALUE.format('after')} IS NOT NULL THEN 2 WHEN crashgate_json({VALUE.format('metadata')}, " \
+          f"'$.retries') = 0 THEN 3 END FROM kv WHERE queue = '{QUEUE}' AND key = crashgate_unpickle(data, 'id')), 1)"
 
 
 class HueySession(pipeline.QueueSession):
@@ -38,23 +37,24 @@ class HueySession(pipeline.QueueSession):
             self.huey.enqueue(chain(self.tasks, job_id, payload))
 
     def run_once(self) -> str:
+        try:  # each error logged, and the loop goes on, as in huey's own (huey.consumer.Worker.loop)
+            task = self.huey.dequeue()  # huey deletes the message here, before its task runs
+        except Exception:  # a database locked or failing: no progress, the next iteration tries again
+            logging.getLogger("huey.consumer").exception("Error reading from queue")
+            return "busy"
+        if task is None:
+            return "idle"
         try:
-            if (task := self.huey.dequeue()) is not None:  # huey deletes the message here, before its task runs
-                self.huey.execute(task)
-            return "idle" if task is None else "ran"
-        except sqlite3.OperationalError as exc:
-            if pipeline.busy(exc):
-                return "busy"
-            raise
+            self.huey.execute(task)
+        except Exception:
+            logging.getLogger("huey.consumer").exception("Unhandled error during execution of task %s.", task.id)
+        return "ran"
 
     def send_outbox(self) -> int:
         return 0  # the pipeline's last task sends the effect, in the consumer's loop
 
     def claim_only(self) -> None:
         self.huey.dequeue()
-
-    def close(self) -> None:
-        self.huey.storage.close()
 
 
 class HueyAdapter(pipeline.QueuePipelineAdapter):
@@ -81,23 +81,27 @@ adapter = HueyAdapter
 
 
 # -- the workflow: the pipeline's steps as huey tasks, chained as a huey pipeline -----------------------------------
+ATTEMPTS_MAX = 5  # a task's runs: huey's retries, one fewer (it runs a task that raised again at once: no backoff)
 
 def workflow(session: HueySession) -> dict[str, Any]:
     """The pipeline's tasks on ``session``'s huey: one per step, then the one that sends the effect."""
     def run(**message: Any) -> Any:  # huey passes a returned dict to the next task as its keywords
         outcome = pipeline.run_step(session.world, session.worker_id, message)
-        if outcome.what != "next":  # poison: huey stores an Error for the task and the rest of its pipeline
-            raise RetryTask(outcome.error) if outcome.what == "retry" else CancelExecution(retry=False)
+        if outcome.what == "retry":  # huey runs a task that raised again, ATTEMPTS_MAX - 1 times, then stores an Error
+            raise RuntimeError(outcome.error)
+        if outcome.what == "failed":  # poison: an Error for the task and the rest of its pipeline, at once
+            raise CancelExecution(retry=False)
         return outcome.message
 
     def send(**effect: Any) -> dict[str, Any]:
         try:
             pipeline.send_effect(session.world, effect)
-        except pipeline.RETRYABLE as exc:  # the receiver is down: huey enqueues the task again
-            raise RetryTask(str(exc))
+        except pipeline.RETRYABLE as exc:  # the receiver is down: huey runs the task again
+            raise RuntimeError(f"{type(exc).__name__}: {exc}")
         return {"job_id": effect["job_id"], "sent": effect["key"]}
 
-    return {**{step: session.huey.task(name=step)(run) for step in pipeline.STEPS}, SEND: session.huey.task(name=SEND)(send)}
+    task = session.huey.task
+    return {**{step: task(ATTEMPTS_MAX - 1, name=step)(run) for step in pipeline.STEPS}, SEND: task(ATTEMPTS_MAX - 1, name=SEND)(send)}
 
 
 def chain(tasks: dict[str, Any], job_id: str, payload: Any) -> Any:
