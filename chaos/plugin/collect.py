@@ -1,49 +1,5 @@
-"""crashgate's pytest plugin: fault plans as tests, crash-matrix fixtures, a summary and a report.
-
-Registered through the ``pytest11`` entry point, so it loads in every pytest run where crashgate is
-installed. It imports nothing but pytest and the standard library until it is used (a fault plan
-is collected, a crashgate fixture is requested), and prints nothing in a project that does not
-use it.
-
-Every option is a command-line flag, an environment variable and an ini key; the command line
-wins over the environment, which wins over the ini file:
-
-========================  ==========================  ======================  ========================
-flag                      environment                 ini key                 default
-========================  ==========================  ======================  ========================
---chaos-target            CRASHGATE_TARGET            chaos_target            chaos:reference_adapter
---chaos-mode              CRASHGATE_MODE              chaos_mode              fork
---chaos-seed              CRASHGATE_SEED              chaos_seed              0
---chaos-points            CRASHGATE_POINTS            chaos_points            all
---chaos-faults            CRASHGATE_FAULTS            chaos_faults            crash
---chaos-pairs             CRASHGATE_PAIRS             chaos_pairs             200
---chaos-report            CRASHGATE_REPORT            chaos_report            (none)
---chaos-baseline          CRASHGATE_BASELINE          chaos_baseline          (none)
---chaos-allow-effects     CRASHGATE_ALLOW_EFFECTS     chaos_allow_effects     (none)
---chaos-all-failures      CRASHGATE_ALL_FAILURES      chaos_all_failures      false
---chaos-scenario-timeout  CRASHGATE_SCENARIO_TIMEOUT  chaos_scenario_timeout  (the adapter's, else 60)
-========================  ==========================  ======================  ========================
-
-``--chaos-all-failures`` is a flag without a value; in the environment or the ini file, 1, true,
-yes or on sets it.
-
-pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos.plans.plan`): one item per crash
-point, ``fault_plans/lost_lease.toml::extract::_worker.run_once:L57#1``, two per pause point (the
-other worker runs with the frozen one's lease valid, then expired),
-``fault_plans/frozen_worker.toml::extract::_worker.run_once:L57#1@pause-live`` and
-``...@pause-expired``, one per interleaving pair, ``...::P+Q@interleave``, one per scripted
-scenario, ``fault_plans/poison.toml::poison``, and one ``::baseline`` per plan with points (the
-iteration run without a crash). A fault of the machine (``disk``, ``io``, ``lock``, ``clock``,
-``damage``, or one sub-kind) is one item per sub-kind at every point where it can show,
-``fault_plans/disk_full.toml::fetch::_worker.run_once:L57#1@disk-full``. A plan's ``fault`` key
-picks its fault kinds; ``--chaos-faults`` does for the plans that have none, and for
-``crash_matrix`` tests. Under pytest-xdist each item is
-a separate test, and the controller's summary counts them all.
-
-A file of known findings (``--chaos-baseline``) turns a plan item whose every violation is in it
-into an xfail, and lets a ``crash_matrix`` test pass on them. Under GitHub Actions
-(``GITHUB_ACTIONS=true``) the summary ends with one ``::error`` annotation per finding of each
-failing test or plan (:mod:`chaos.core.annotations`).
+"""The plugin's code while it is split into modules by concern (see :mod:`chaos.plugin`): the
+options, the session's state, the fault-plan collector and its items, the fixtures, the summary.
 """
 
 from __future__ import annotations
@@ -60,9 +16,18 @@ from typing import Any, Callable, Iterator
 import pytest
 
 __all__ = [
-    "OPTIONS",
-    "Option",
-    "Settings",
+    "PLAN_DIR",
+    "MARKER",
+    "REFERENCE_TARGET",
+    "MODES",
+    "FAULTS",
+    "MACHINE_SUBKINDS",
+    "ITEM_KINDS",
+    "PAIRS_DEFAULT",
+    "RECORD_KEY",
+    "ALL_FAILURES_FLAG",
+    "DETAIL_MAX",
+    "FOLD_MIN",
     "HELP_GROUP",
     "HELP_TARGET",
     "HELP_MODE",
@@ -71,12 +36,31 @@ __all__ = [
     "HELP_FAULTS",
     "HELP_PAIRS",
     "HELP_REPORT",
+    "HELP_BASELINE",
     "HELP_ALLOW_EFFECTS",
     "HELP_ALL_FAILURES",
     "HELP_SCENARIO_TIMEOUT",
     "HELP_MARKER",
-    "MARKER",
-    "PLAN_DIR",
+    "Option",
+    "OPTIONS",
+    "Settings",
+    "resolve",
+    "CrashFailure",
+    "PlanFile",
+    "PlanGroup",
+    "PlanPoint",
+    "PlanBaseline",
+    "PlanScenario",
+    "explain",
+    "matrix_failure",
+    "junit_properties",
+    "allowed_lines",
+    "KNOWN_SHOWN_MAX",
+    "known_lines",
+    "annotation_lines",
+    "add_options",
+    "configure",
+    "unconfigure",
 ]
 
 PLAN_DIR = "fault_plans"
@@ -210,7 +194,8 @@ class Settings:
     scenario_timeout_s: float | None = None  # the bound on one scenario (None: the adapter's, else the default)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def add_options(parser: pytest.Parser) -> None:
+    """Declare every option as a flag and an ini key (called by ``pytest_addoption``)."""
     group = parser.getgroup("crashgate", HELP_GROUP)
     for option in OPTIONS:
         if option.boolean:
@@ -439,14 +424,14 @@ def _state(config: pytest.Config) -> _State:
     return config.stash[_STATE]
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}{HELP_MARKER[len(MARKER):]}")
     state = config.stash[_STATE] = _State(config, resolve(config))
     config.pluginmanager.register(_Reporter(state), f"crashgate-reporter-{id(config)}")
     config.pluginmanager.register(_FoldFailures(state), f"crashgate-fold-{id(config)}")
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
+def unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is not None:
         if "chaos.core.pristine" in sys.modules:  # a server was started only where a scenario ran

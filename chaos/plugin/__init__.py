@@ -1,0 +1,142 @@
+"""crashgate's pytest plugin: fault plans as tests, crash-matrix fixtures, a summary and a report.
+
+Registered through the ``pytest11`` entry point, so it loads in every pytest run where crashgate is
+installed. It imports nothing but pytest and the standard library until it is used (a fault plan
+is collected, a crashgate fixture is requested), and prints nothing in a project that does not
+use it.
+
+Every option is a command-line flag, an environment variable and an ini key; the command line
+wins over the environment, which wins over the ini file:
+
+========================  ==========================  ======================  ========================
+flag                      environment                 ini key                 default
+========================  ==========================  ======================  ========================
+--chaos-target            CRASHGATE_TARGET            chaos_target            chaos:reference_adapter
+--chaos-mode              CRASHGATE_MODE              chaos_mode              fork
+--chaos-seed              CRASHGATE_SEED              chaos_seed              0
+--chaos-points            CRASHGATE_POINTS            chaos_points            all
+--chaos-faults            CRASHGATE_FAULTS            chaos_faults            crash
+--chaos-pairs             CRASHGATE_PAIRS             chaos_pairs             200
+--chaos-report            CRASHGATE_REPORT            chaos_report            (none)
+--chaos-baseline          CRASHGATE_BASELINE          chaos_baseline          (none)
+--chaos-allow-effects     CRASHGATE_ALLOW_EFFECTS     chaos_allow_effects     (none)
+--chaos-all-failures      CRASHGATE_ALL_FAILURES      chaos_all_failures      false
+--chaos-scenario-timeout  CRASHGATE_SCENARIO_TIMEOUT  chaos_scenario_timeout  (the adapter's, else 60)
+========================  ==========================  ======================  ========================
+
+``--chaos-all-failures`` is a flag without a value; in the environment or the ini file, 1, true,
+yes or on sets it.
+
+pytest collects ``fault_plans/*.toml`` as test files (see :mod:`chaos.plans.plan`): one item per crash
+point, ``fault_plans/lost_lease.toml::extract::_worker.run_once:L57#1``, two per pause point (the
+other worker runs with the frozen one's lease valid, then expired),
+``fault_plans/frozen_worker.toml::extract::_worker.run_once:L57#1@pause-live`` and
+``...@pause-expired``, one per interleaving pair, ``...::P+Q@interleave``, one per scripted
+scenario, ``fault_plans/poison.toml::poison``, and one ``::baseline`` per plan with points (the
+iteration run without a crash). A fault of the machine (``disk``, ``io``, ``lock``, ``clock``,
+``damage``, or one sub-kind) is one item per sub-kind at every point where it can show,
+``fault_plans/disk_full.toml::fetch::_worker.run_once:L57#1@disk-full``. A plan's ``fault`` key
+picks its fault kinds; ``--chaos-faults`` does for the plans that have none, and for
+``crash_matrix`` tests. Under pytest-xdist each item is
+a separate test, and the controller's summary counts them all.
+
+A file of known findings (``--chaos-baseline``) turns a plan item whose every violation is in it
+into an xfail, and lets a ``crash_matrix`` test pass on them. Under GitHub Actions
+(``GITHUB_ACTIONS=true``) the summary ends with one ``::error`` annotation per finding of each
+failing test or plan (:mod:`chaos.core.annotations`).
+
+The package is split by concern, as pytest-xdist keeps its plugin apart from its scheduler and its
+workers; this ``__init__`` is what pytest loads and holds only the hooks it calls first, each
+importing its module on first use (a pytest run that never reaches them pays for none).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import pytest
+
+__all__ = ["collect"]
+
+# The names ``chaos.plugin`` offered when it was one module (its options and help texts, which the
+# docs and tests import, among them): name -> the module of this package that defines it, imported
+# on first use so that ``import chaos.plugin`` alone imports nothing else.
+_EXPORTS = {
+    "PLAN_DIR": ".collect",
+    "MARKER": ".collect",
+    "REFERENCE_TARGET": ".collect",
+    "MODES": ".collect",
+    "FAULTS": ".collect",
+    "MACHINE_SUBKINDS": ".collect",
+    "ITEM_KINDS": ".collect",
+    "PAIRS_DEFAULT": ".collect",
+    "RECORD_KEY": ".collect",
+    "ALL_FAILURES_FLAG": ".collect",
+    "DETAIL_MAX": ".collect",
+    "FOLD_MIN": ".collect",
+    "HELP_GROUP": ".collect",
+    "HELP_TARGET": ".collect",
+    "HELP_MODE": ".collect",
+    "HELP_SEED": ".collect",
+    "HELP_POINTS": ".collect",
+    "HELP_FAULTS": ".collect",
+    "HELP_PAIRS": ".collect",
+    "HELP_REPORT": ".collect",
+    "HELP_BASELINE": ".collect",
+    "HELP_ALLOW_EFFECTS": ".collect",
+    "HELP_ALL_FAILURES": ".collect",
+    "HELP_SCENARIO_TIMEOUT": ".collect",
+    "HELP_MARKER": ".collect",
+    "Option": ".collect",
+    "OPTIONS": ".collect",
+    "Settings": ".collect",
+    "resolve": ".collect",
+    "CrashFailure": ".collect",
+    "PlanFile": ".collect",
+    "PlanGroup": ".collect",
+    "PlanPoint": ".collect",
+    "PlanBaseline": ".collect",
+    "PlanScenario": ".collect",
+    "explain": ".collect",
+    "matrix_failure": ".collect",
+    "junit_properties": ".collect",
+    "allowed_lines": ".collect",
+    "KNOWN_SHOWN_MAX": ".collect",
+    "known_lines": ".collect",
+    "annotation_lines": ".collect",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chaos.plugin' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # the next lookup is an ordinary global
+    return value
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Every option, declared here and not later: pytest parses the command line before it
+    configures anything, so an option a plugin registered in ``pytest_configure`` declared would
+    be unknown."""
+    from chaos.plugin.collect import add_options
+
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Resolve the settings, then register the modules that collect fault plans and offer the
+    fixtures (pytest reads hooks and fixtures from every registered plugin, also one registered
+    now)."""
+    from chaos.plugin import collect
+
+    collect.configure(config)
+    config.pluginmanager.register(collect)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if "chaos.plugin.collect" in sys.modules:  # configured: the session's state exists
+        sys.modules["chaos.plugin.collect"].unconfigure(config)
