@@ -58,41 +58,41 @@ from typing import Any
 
 import pytest
 
-__all__ = ["collect"]
+__all__ = ["collect", "options"]
 
 # The names ``chaos.plugin`` offered when it was one module (its options and help texts, which the
 # docs and tests import, among them): name -> the module of this package that defines it, imported
 # on first use so that ``import chaos.plugin`` alone imports nothing else.
 _EXPORTS = {
     "PLAN_DIR": ".collect",
-    "MARKER": ".collect",
-    "REFERENCE_TARGET": ".collect",
-    "MODES": ".collect",
-    "FAULTS": ".collect",
-    "MACHINE_SUBKINDS": ".collect",
-    "ITEM_KINDS": ".collect",
-    "PAIRS_DEFAULT": ".collect",
+    "MARKER": ".options",
+    "REFERENCE_TARGET": ".options",
+    "MODES": ".options",
+    "FAULTS": ".options",
+    "MACHINE_SUBKINDS": ".options",
+    "ITEM_KINDS": ".options",
+    "PAIRS_DEFAULT": ".options",
     "RECORD_KEY": ".collect",
-    "ALL_FAILURES_FLAG": ".collect",
+    "ALL_FAILURES_FLAG": ".options",
     "DETAIL_MAX": ".collect",
     "FOLD_MIN": ".collect",
-    "HELP_GROUP": ".collect",
-    "HELP_TARGET": ".collect",
-    "HELP_MODE": ".collect",
-    "HELP_SEED": ".collect",
-    "HELP_POINTS": ".collect",
-    "HELP_FAULTS": ".collect",
-    "HELP_PAIRS": ".collect",
-    "HELP_REPORT": ".collect",
-    "HELP_BASELINE": ".collect",
-    "HELP_ALLOW_EFFECTS": ".collect",
-    "HELP_ALL_FAILURES": ".collect",
-    "HELP_SCENARIO_TIMEOUT": ".collect",
-    "HELP_MARKER": ".collect",
-    "Option": ".collect",
-    "OPTIONS": ".collect",
-    "Settings": ".collect",
-    "resolve": ".collect",
+    "HELP_GROUP": ".options",
+    "HELP_TARGET": ".options",
+    "HELP_MODE": ".options",
+    "HELP_SEED": ".options",
+    "HELP_POINTS": ".options",
+    "HELP_FAULTS": ".options",
+    "HELP_PAIRS": ".options",
+    "HELP_REPORT": ".options",
+    "HELP_BASELINE": ".options",
+    "HELP_ALLOW_EFFECTS": ".options",
+    "HELP_ALL_FAILURES": ".options",
+    "HELP_SCENARIO_TIMEOUT": ".options",
+    "HELP_MARKER": ".options",
+    "Option": ".options",
+    "OPTIONS": ".options",
+    "Settings": ".options",
+    "resolve": ".options",
     "CrashFailure": ".collect",
     "PlanFile": ".collect",
     "PlanGroup": ".collect",
@@ -122,7 +122,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Every option, declared here and not later: pytest parses the command line before it
     configures anything, so an option a plugin registered in ``pytest_configure`` declared would
     be unknown."""
-    from chaos.plugin.collect import add_options
+    from chaos.plugin.options import add_options
 
     add_options(parser)
 
