@@ -58,7 +58,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["collect", "options"]
+__all__ = ["collect", "options", "state"]
 
 # The names ``chaos.plugin`` offered when it was one module (its options and help texts, which the
 # docs and tests import, among them): name -> the module of this package that defines it, imported
@@ -138,5 +138,5 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if "chaos.plugin.collect" in sys.modules:  # configured: the session's state exists
-        sys.modules["chaos.plugin.collect"].unconfigure(config)
+    if "chaos.plugin.state" in sys.modules:  # configured: the run's state may exist
+        sys.modules["chaos.plugin.state"].stop(config)

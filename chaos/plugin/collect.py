@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import sys
 import warnings
 from typing import Any, Callable, Iterator
 
 import pytest
 
-from chaos.plugin.options import (ALL_FAILURES_FLAG, HELP_MARKER, MACHINE_SUBKINDS, MARKER, PAIRS_DEFAULT, REFERENCE_TARGET, Settings,
-                                  resolve)
+from chaos.plugin.options import ALL_FAILURES_FLAG, HELP_MARKER, MACHINE_SUBKINDS, MARKER, PAIRS_DEFAULT, REFERENCE_TARGET
+from chaos.plugin.state import PluginState, plugin_state, start
 
 __all__ = [
     "PLAN_DIR",
@@ -35,7 +34,6 @@ __all__ = [
     "known_lines",
     "annotation_lines",
     "configure",
-    "unconfigure",
 ]
 
 PLAN_DIR = "fault_plans"
@@ -45,91 +43,13 @@ FOLD_MIN = 2  # failed fault-plan items of one finding from which the summary st
 
 
 # -- session state ------------------------------------------------------------------------------
-class _State:
-    """What one pytest process keeps: settings, loaded adapters, prepared plans, records."""
-
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
-        self.config = config
-        self.settings = settings
-        self.records: list[dict[str, Any]] = []
-        self._workdir: str | None = None
-        self._adapters: dict[str, Any] = {}
-        self._prepared: dict[tuple[str, str, int], Any] = {}
-        self._scratch_count = 0
-        self._points_dir: str | None = None
-        self.sent_executable: set[str] = set()
-        self.failed_records: list[dict[str, Any]] = []  # the records of failed items and tests
-        self.explained: set[str] = set()  # invariants whose "why it matters" a failure printed (see explain)
-        self.folded: _Folded | None = None  # the plan items the summary stands for, while pytest writes its own
-        self.shortened: list[tuple[Any, str, str]] = []  # (a failure's holder, attribute, whole message), while pytest writes its short summary
-
-    def workdir(self) -> str:
-        if self._workdir is None:
-            from chaos.matrix.runner import scratch_dir
-
-            self._workdir = scratch_dir()
-        return self._workdir
-
-    def scratch(self, prefix: str) -> str:
-        """A new directory; the caller removes it when done (see :meth:`scratch_for`)."""
-        self._scratch_count += 1
-        path = os.path.join(self.workdir(), f"{prefix}-{self._scratch_count}")
-        os.makedirs(path, exist_ok=True)
-        return path
-
-    def points_dir(self) -> str:
-        """One directory for every crash point this process runs: each run replaces the last."""
-        if self._points_dir is None:
-            self._points_dir = self.scratch("points")
-        return self._points_dir
-
-    def adapter(self, target: str) -> Any:
-        if target not in self._adapters:
-            from chaos.adapter import load_adapter
-
-            self._adapters[target] = load_adapter(target)
-        return self._adapters[target]
-
-    def prepared(self, plan: Any, target: str, faults: tuple[str, ...]) -> Any:
-        """A plan's points, prepared once per process (collection and every run reuse them)."""
-        key = (plan.file or os.path.abspath(plan.path), target, self.settings.seed)
-        if key not in self._prepared:
-            from chaos.core import pristine
-            from chaos.plans.runner import prepare_target_points
-
-            # Recorded (and later run, see PlanPoint.runtest) in a process that never ran the code
-            # under test: the tests run before a plan's points fill no memory its workers start from.
-            self._prepared[key] = pristine.call(prepare_target_points, plan, target, self.scratch("plan"), seed=self.settings.seed,
-                                                faults=faults, allowed_effects=self.settings.allowed_effects,
-                                                timeout_s=self.settings.scenario_timeout_s)
-        return self._prepared[key]
-
-    def cleanup(self) -> None:
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
-
-
-_STATE = pytest.StashKey[_State]()
-
-
-def _state(config: pytest.Config) -> _State:
-    return config.stash[_STATE]
 
 
 def configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}{HELP_MARKER[len(MARKER):]}")
-    state = config.stash[_STATE] = _State(config, resolve(config))
+    state = start(config)
     config.pluginmanager.register(_Reporter(state), f"crashgate-reporter-{id(config)}")
     config.pluginmanager.register(_FoldFailures(state), f"crashgate-fold-{id(config)}")
-
-
-def unconfigure(config: pytest.Config) -> None:
-    state = config.stash.get(_STATE, None)
-    if state is not None:
-        if "chaos.core.pristine" in sys.modules:  # a server was started only where a scenario ran
-            sys.modules["chaos.core.pristine"].stop()
-        state.cleanup()
 
 
 # -- fault plans --------------------------------------------------------------------------------
@@ -153,7 +73,7 @@ class PlanFile(pytest.File):
         from chaos.plans.runner import select_items
         from chaos.plans.plan import PlanError, check_against, load_plan
 
-        state = _state(self.config)
+        state = plugin_state(self.config)
         shown = self.nodeid or str(self.path)
         try:
             plan = load_plan(self.path, shown=shown)
@@ -185,7 +105,7 @@ class PlanFile(pytest.File):
         """The plan's fault kinds: its own ``fault`` key, else the ``--chaos-faults`` setting."""
         section = self.plan.points
         own = section.fault if section is not None else None
-        return own if own is not None else _state(self.config).settings.faults
+        return own if own is not None else plugin_state(self.config).settings.faults
 
 
 class PlanGroup(pytest.Collector):
@@ -219,7 +139,7 @@ class _PlanItem(pytest.Item):
         return self.plan_file.plan
 
     def replay(self) -> str:
-        s = _state(self.config).settings
+        s = plugin_state(self.config).settings
         parts = ["python", "-m", "pytest", self.nodeid, "--chaos-mode", s.mode, "--chaos-seed", str(s.seed)]
         if self.plan.target is None and s.target != REFERENCE_TARGET:
             parts += ["--chaos-target", s.target]
@@ -231,7 +151,7 @@ class _PlanItem(pytest.Item):
         return []
 
     def record(self, **fields: Any) -> dict[str, Any]:
-        s = _state(self.config).settings
+        s = plugin_state(self.config).settings
         rec = {
             "nodeid": self.nodeid,
             "plan": self.plan_file.nodeid,
@@ -252,13 +172,13 @@ class _PlanItem(pytest.Item):
         finding (``--chaos-baseline``), and no expectation of the plan failed, is an xfail."""
         if rec["held"]:
             return
-        s = _state(self.config).settings
+        s = plugin_state(self.config).settings
         if rec["violations"] and not rec["failures"] and _all_known(rec, s.known):
             from chaos.core.annotations import shown_path
 
             invariants = ", ".join(sorted({invariant for invariant, _ in rec["violations"]}))
             pytest.xfail(f"known finding (in {shown_path(s.known_file)}): {invariants}")
-        raise CrashFailure(explain(rec, _state(self.config).explained))
+        raise CrashFailure(explain(rec, plugin_state(self.config).explained))
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, CrashFailure):
@@ -293,7 +213,7 @@ class PlanPoint(_PlanItem):
         self.second = second
 
     def _replay_settings(self) -> list[str]:
-        s = _state(self.config).settings
+        s = plugin_state(self.config).settings
         out: list[str] = []
         if self.plan.points is not None and self.plan.points.fault is None and self.fault != "crash":
             out += ["--chaos-faults", ",".join(s.faults)]
@@ -319,7 +239,7 @@ class PlanPoint(_PlanItem):
         from chaos.core import pristine
         from chaos.plans.runner import run_target_point
 
-        state = _state(self.config)
+        state = plugin_state(self.config)
         if self.fault.startswith("io-"):
             from chaos.core import libfiu
 
@@ -417,7 +337,7 @@ class PlanScenario(_PlanItem):
     def runtest(self) -> None:
         from chaos.plans.runner import run_scenario
 
-        state = _state(self.config)
+        state = plugin_state(self.config)
         adapter = state.adapter(self.plan_file.target)
         directory = state.scratch("scenario")
         try:
@@ -435,7 +355,7 @@ class PlanScenario(_PlanItem):
             seconds=round(result.seconds, 5),
         )
         if not rec["held"]:
-            raise CrashFailure(explain(rec, _state(self.config).explained))
+            raise CrashFailure(explain(rec, plugin_state(self.config).explained))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"scenario {self.scenario.name}"
@@ -544,14 +464,14 @@ def chaos_world(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
     """
     from chaos.core.sandbox import Sandbox
 
-    state = _state(request.config)
+    state = plugin_state(request.config)
     marked = _marker_defaults(request).get("target")
     box = Sandbox(_fixture_adapter(state, marked or state.settings.target, marked), str(tmp_path / "crashgate"), seed=state.settings.seed)
     yield box
     box.close()
 
 
-def _fixture_adapter(state: _State, target: str, marked: str | None) -> Any:
+def _fixture_adapter(state: PluginState, target: str, marked: str | None) -> Any:
     """The adapter a fixture runs, loaded once per process. A target that does not load is the
     run's setting (or a marker's), not the test's: the run stops there with exit code 2 and one
     line naming the target, where it came from and why, as a fault plan's collection does."""
@@ -577,7 +497,7 @@ def crash_matrix(request: pytest.FixtureRequest) -> Callable[..., Any]:
     ...     report = crash_matrix()
     ...     assert report.points > 0
     """
-    state = _state(request.config)
+    state = plugin_state(request.config)
     defaults = _marker_defaults(request)
 
     def run(**kwargs: Any) -> Any:
@@ -774,7 +694,7 @@ def chaos_state_machine(request: pytest.FixtureRequest) -> Callable[..., Any]:
         from chaos.machine import state_machine_test
     except ImportError as exc:
         pytest.skip(f"the crashgate state-machine explorer (chaos.machine.state_machine_test) is not available: {exc}")
-    state = _state(request.config)
+    state = plugin_state(request.config)
     defaults = _marker_defaults(request)
 
     def explore(target: str | None = None, **kwargs: Any) -> None:
@@ -789,7 +709,7 @@ class _Reporter:
     """Collects every crashgate record (from this process's items or, under xdist, from the
     workers' reports) and prints the summary once, in the controller."""
 
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: PluginState) -> None:
         self.state = state
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -838,7 +758,7 @@ class _Reporter:
                 terminalreporter.write_line(f"crash report: {state.settings.report}")
 
 
-def allowed_lines(state: _State) -> list[str]:
+def allowed_lines(state: PluginState) -> list[str]:
     """What the run declared is no effect on the world (``--chaos-allow-effects`` and each target
     adapter's ``allowed_effects``): said in the summary, since each entry is a hole in
     ``effects-through-outbox`` that a reader of the gate's output must be able to see."""
@@ -856,7 +776,7 @@ def allowed_lines(state: _State) -> list[str]:
         if entries:
             out.append(f"effects allowed (by the adapter {target}), not findings: {', '.join(map(str, entries))}")
     return out
-def _mark_known(state: _State) -> None:
+def _mark_known(state: PluginState) -> None:
     """A record whose every violation is a known finding is not listed as new."""
     for rec in state.records:
         if not rec["held"] and rec.get("violations") and not rec.get("failures") and _all_known(rec, state.settings.known):
@@ -886,7 +806,7 @@ class _Folded:
         terminalreporter.stats["failed"] = [rep for rep in self.original if id(rep) not in hidden]
 
 
-def _fold(state: _State, failed: list[Any]) -> _Folded | None:
+def _fold(state: PluginState, failed: list[Any]) -> _Folded | None:
     """Which failed reports the summary stands for: the fault-plan items (one record each) of a
     finding the summary shows in full, when at least :data:`FOLD_MIN` of them failed (a finding
     of one item is that item: its own failure text says more). The first item of each such
@@ -923,7 +843,7 @@ def _record_group(rec: dict[str, Any]) -> tuple[str, str]:
     return group_key(invariant, detail)
 
 
-def _one_line_messages(state: _State, failed: list[Any]) -> None:
+def _one_line_messages(state: PluginState, failed: list[Any]) -> None:
     """Cut the messages of crashgate's failed reports to their first line for pytest's short
     summary, which prints them whole where ``CI`` is set (the failures section above has them
     whole already): one line per item, as on a terminal. :class:`_FoldFailures` puts them back."""
@@ -942,7 +862,7 @@ class _FoldFailures:
     """Folds the failures of fault-plan items into the findings of the crashgate summary while
     pytest writes its failures section and short summary (see :class:`_Folded`)."""
 
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: PluginState) -> None:
         self.state = state
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
