@@ -58,7 +58,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["collect", "options", "state"]
+__all__ = ["collect", "options", "records", "state", "summary"]
 
 # The names ``chaos.plugin`` offered when it was one module (its options and help texts, which the
 # docs and tests import, among them): name -> the module of this package that defines it, imported
@@ -72,10 +72,10 @@ _EXPORTS = {
     "MACHINE_SUBKINDS": ".options",
     "ITEM_KINDS": ".options",
     "PAIRS_DEFAULT": ".options",
-    "RECORD_KEY": ".collect",
+    "RECORD_KEY": ".records",
     "ALL_FAILURES_FLAG": ".options",
     "DETAIL_MAX": ".collect",
-    "FOLD_MIN": ".collect",
+    "FOLD_MIN": ".summary",
     "HELP_GROUP": ".options",
     "HELP_TARGET": ".options",
     "HELP_MODE": ".options",
@@ -101,11 +101,11 @@ _EXPORTS = {
     "PlanScenario": ".collect",
     "explain": ".collect",
     "matrix_failure": ".collect",
-    "junit_properties": ".collect",
-    "allowed_lines": ".collect",
-    "KNOWN_SHOWN_MAX": ".collect",
-    "known_lines": ".collect",
-    "annotation_lines": ".collect",
+    "junit_properties": ".records",
+    "allowed_lines": ".summary",
+    "KNOWN_SHOWN_MAX": ".summary",
+    "known_lines": ".summary",
+    "annotation_lines": ".summary",
 }
 
 
@@ -128,13 +128,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Resolve the settings, then register the modules that collect fault plans and offer the
-    fixtures (pytest reads hooks and fixtures from every registered plugin, also one registered
-    now)."""
-    from chaos.plugin import collect
+    """Resolve the settings, then register the plugins that collect fault plans and offer the
+    fixtures, and those that write the summary (pytest reads hooks and fixtures from every
+    registered plugin, also one registered now)."""
+    from chaos.plugin import collect, options, state, summary
 
-    collect.configure(config)
+    config.addinivalue_line("markers", f"{options.MARKER}{options.HELP_MARKER[len(options.MARKER):]}")
+    run = state.start(config)
     config.pluginmanager.register(collect)
+    config.pluginmanager.register(summary.Reporter(run), f"crashgate-reporter-{id(config)}")
+    config.pluginmanager.register(summary.FoldFailures(run), f"crashgate-fold-{id(config)}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from chaos.plugin.options import Settings, resolve
+
+if TYPE_CHECKING:
+    from chaos.plugin.summary import Folded
 
 __all__ = ["PluginState", "plugin_state", "start", "stop"]
 
@@ -34,7 +37,7 @@ class PluginState:
         self.sent_executable: set[str] = set()
         self.failed_records: list[dict[str, Any]] = []  # the records of failed items and tests
         self.explained: set[str] = set()  # invariants whose "why it matters" a failure printed (see explain)
-        self.folded: _Folded | None = None  # the plan items the summary stands for, while pytest writes its own
+        self.folded: Folded | None = None  # the plan items the summary stands for, while pytest writes its own
         self.shortened: list[tuple[Any, str, str]] = []  # (a failure's holder, attribute, whole message), while pytest writes its short summary
 
     def workdir(self) -> str:
