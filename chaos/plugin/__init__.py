@@ -58,7 +58,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["collect", "options", "records", "state", "summary"]
+__all__ = ["collect", "fixtures", "options", "records", "state", "summary"]
 
 # The names ``chaos.plugin`` offered when it was one module (its options and help texts, which the
 # docs and tests import, among them): name -> the module of this package that defines it, imported
@@ -74,7 +74,7 @@ _EXPORTS = {
     "PAIRS_DEFAULT": ".options",
     "RECORD_KEY": ".records",
     "ALL_FAILURES_FLAG": ".options",
-    "DETAIL_MAX": ".collect",
+    "DETAIL_MAX": ".fixtures",
     "FOLD_MIN": ".summary",
     "HELP_GROUP": ".options",
     "HELP_TARGET": ".options",
@@ -100,7 +100,7 @@ _EXPORTS = {
     "PlanBaseline": ".collect",
     "PlanScenario": ".collect",
     "explain": ".collect",
-    "matrix_failure": ".collect",
+    "matrix_failure": ".fixtures",
     "junit_properties": ".records",
     "allowed_lines": ".summary",
     "KNOWN_SHOWN_MAX": ".summary",
@@ -131,11 +131,12 @@ def pytest_configure(config: pytest.Config) -> None:
     """Resolve the settings, then register the plugins that collect fault plans and offer the
     fixtures, and those that write the summary (pytest reads hooks and fixtures from every
     registered plugin, also one registered now)."""
-    from chaos.plugin import collect, options, state, summary
+    from chaos.plugin import collect, fixtures, options, state, summary
 
     config.addinivalue_line("markers", f"{options.MARKER}{options.HELP_MARKER[len(options.MARKER):]}")
     run = state.start(config)
     config.pluginmanager.register(collect)
+    config.pluginmanager.register(fixtures)
     config.pluginmanager.register(summary.Reporter(run), f"crashgate-reporter-{id(config)}")
     config.pluginmanager.register(summary.FoldFailures(run), f"crashgate-fold-{id(config)}")
 
