@@ -58,7 +58,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["collect", "fixtures", "options", "records", "state", "summary"]
+__all__ = ["collect", "fixtures", "items", "options", "records", "state", "summary"]
 
 # The names ``chaos.plugin`` offered when it was one module (its options and help texts, which the
 # docs and tests import, among them): name -> the module of this package that defines it, imported
@@ -93,13 +93,13 @@ _EXPORTS = {
     "OPTIONS": ".options",
     "Settings": ".options",
     "resolve": ".options",
-    "CrashFailure": ".collect",
+    "CrashFailure": ".items",
     "PlanFile": ".collect",
     "PlanGroup": ".collect",
-    "PlanPoint": ".collect",
-    "PlanBaseline": ".collect",
-    "PlanScenario": ".collect",
-    "explain": ".collect",
+    "PlanPoint": ".items",
+    "PlanBaseline": ".items",
+    "PlanScenario": ".items",
+    "explain": ".items",
     "matrix_failure": ".fixtures",
     "junit_properties": ".records",
     "allowed_lines": ".summary",
