@@ -46,8 +46,13 @@ into an xfail, and lets a ``crash_matrix`` test pass on them. Under GitHub Actio
 failing test or plan (:mod:`chaos.core.annotations`).
 
 The package is split by concern, as pytest-xdist keeps its plugin apart from its scheduler and its
-workers; this ``__init__`` is what pytest loads and holds only the hooks it calls first, each
-importing its module on first use (a pytest run that never reaches them pays for none).
+workers. In the order a run meets them: :mod:`~chaos.plugin.options` (the settings),
+:mod:`~chaos.plugin.state` (what one pytest process keeps), :mod:`~chaos.plugin.collect` and
+:mod:`~chaos.plugin.items` (fault plans as tests), :mod:`~chaos.plugin.fixtures`,
+:mod:`~chaos.plugin.records` (what every item and test writes in its report) and
+:mod:`~chaos.plugin.summary` (the end of the run). This ``__init__`` is what pytest loads: it holds
+only the hooks pytest calls first, each importing its module on first use, and
+``pytest_configure`` registers the collector, the fixtures and the summary as plugins of their own.
 """
 
 from __future__ import annotations
