@@ -3,7 +3,8 @@
 ``matrix`` kills a worker at every crash point and checks the invariants; it exits 1 on any
 violation, printing for each the invariant, what was seen, and the one command that replays it.
 ``explore`` runs random histories (chaos.machine) and exits 1 with the shrunk program of every distinct
-violation (``--ignore INVARIANT`` looks past a known one).
+violation (``--ignore INVARIANT`` looks past a known one). ``survey`` runs both on each engine of
+chaos.survey's registry (libraries too) and exits 0 when they ran: its findings are its product.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ __all__ = ["main", "COMMANDS", "PROG", "format_report", "invoked_as", "version"]
 PROG = "python -m chaos"
 DISTRIBUTION = "crashgate"
 POSTGRES_TARGET = "chaos:postgres_adapter"
-COMMANDS = ("matrix", "baseline", "explore", "adapter", "demo", "soak", "plans")
+COMMANDS = ("matrix", "baseline", "explore", "adapter", "survey", "demo", "soak", "plans")
 SOURCE_CHARS_MAX = 60
 
 
@@ -146,6 +147,8 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="count this invariant's violations, but do not fail on them: look past a known weakness for other bugs (repeatable)")
     a = sub.add_parser("adapter", help="which optional capabilities an adapter offers, and what each missing one disables")
     a.add_argument("--target", default=REFERENCE_TARGET, help=f"adapter as MODULE:ATTR (default {REFERENCE_TARGET})")
+    _survey_arguments(sub.add_parser("survey", help="the crash matrix and random histories of each engine (libraries too), "
+                                                    "findings said in one sentence each, with a replay command"))
     from chaos.fleet import demo as _demo
     from chaos.fleet import soak as _soak  # the fleet commands: workers, sender and monkey as real processes
 
@@ -157,6 +160,24 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     plan_files.add_arguments(sub)
     return parser
+
+
+def _survey_arguments(s: argparse.ArgumentParser) -> None:
+    """The options of ``survey`` (chaos.survey; its registry names the engines)."""
+    from chaos.survey import BUDGETS, ENGINES
+
+    s.add_argument("--engine", action="append", metavar="NAME",
+                   help=f"survey this engine (repeatable): one of {', '.join(ENGINES)} (default: every one)")
+    s.add_argument("--target", action="append", metavar="MODULE:ATTR",
+                   help="survey an adapter of your own as well (repeatable; alone, instead of the registry's engines)")
+    s.add_argument("--budget", choices=tuple(BUDGETS), default="standard",
+                   help="small: a sample of 60 scenarios and 8 histories per engine; standard: 400 and 40 (default); "
+                        "full: every crash point, one per pause class, 200 interleaving pairs per family and 130 histories")
+    s.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of every RNG in the survey (default 0)")
+    s.add_argument("-n", "--jobs", type=_jobs, default=os.cpu_count() or 1,
+                   help="processes to spread the matrix over: a number or 'auto' (default: every core, here %(default)s)")
+    s.add_argument("--json", action="store_true", help="print one JSON document instead of the text")
+    s.add_argument("--plain", action="store_true", help="progress as plain lines (also when stderr is not a terminal, or CI=true)")
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
@@ -187,6 +208,10 @@ def _command(args: argparse.Namespace) -> int:
         return _matrix(args)
     if args.command == "adapter":
         return _adapter(args)
+    if args.command == "survey":
+        from chaos import survey
+
+        return survey.run_cli(args)
     if args.command == "plans":
         from chaos.plans import files
 

@@ -1,0 +1,419 @@
+"""``python -m chaos survey``: the crash matrix and random histories of each engine a team may run
+on, its findings grouped by invariant and cause, each said in one sentence, with the shortest
+command that replays it and whether the library documents the behaviour.
+
+The registry (:data:`ENGINES`) is the one place that names a surveyed engine: its adapter, the
+distribution its version is read from, and per known behaviour the page of the library's
+documentation that was read for it. A finding on a library is what the survey is for, not an error
+of the run: the command exits 0 when every engine was surveyed (or skipped, its library not being
+installed), 1 when an engine's survey could not run, 2 on bad input.
+
+>>> sorted(ENGINES)[:1], ENGINES["reference"].target
+(['litequeue'], 'chaos:reference_adapter')
+>>> sentence("drains", "crash", "job 'doc-1' is still 'fetch:working'")
+"A job was lost: it never finished once the faults stopped and every lease and backoff had passed, when a worker was killed (SIGKILL) at a line: job 'doc-1' is still 'fetch:working'."
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shlex
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from chaos.adapter import REFERENCE_TARGET
+from chaos.core.findings import fix_for, group_key, normalise
+
+__all__ = ["Behaviour", "SurveyedEngine", "ENGINES", "INSTALL_HINT", "BUDGETS", "Budget", "SurveyFinding", "EngineSurvey",
+           "known_engines", "engines_named", "survey_engine", "sentence", "format_survey", "run_cli", "SURVEY_FORMAT"]
+
+INSTALL_HINT = "pip install 'crashgate[engines]'"
+SURVEY_FORMAT = 1
+EXAMPLE_CHARS_MAX = 240
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """A behaviour of a library that a survey may find, and what its documentation says of it.
+
+    ``cause`` is a regular expression searched in a finding's detail; ``documented`` the link
+    where the library documents the behaviour ("" where it does not); ``read`` the page that was
+    read to say so; ``avoid`` how a team avoids it with that library."""
+
+    invariant: str
+    cause: str
+    read: str
+    avoid: str
+    documented: str = ""
+
+    def matches(self, invariant: str, detail: str) -> bool:
+        return invariant == self.invariant and re.search(self.cause, detail) is not None
+
+
+@dataclass(frozen=True)
+class SurveyedEngine:
+    """An engine the survey knows by name: its adapter (``module:attr``), the distribution its
+    version is read from (``importlib.metadata``), and the behaviours known of it."""
+
+    name: str
+    target: str
+    distribution: str
+    behaviours: tuple[Behaviour, ...] = ()
+
+    def documented(self, invariant: str, detail: str) -> Behaviour | None:
+        return next((b for b in self.behaviours if b.matches(invariant, detail)), None)
+
+
+LITEQUEUE_DOCS = "https://github.com/litements/litequeue#readme"
+PERSISTQUEUE_DOCS = "https://github.com/peter-wangxu/persist-queue#readme"
+
+ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
+    SurveyedEngine("reference", REFERENCE_TARGET, "crashgate"),
+    SurveyedEngine("litequeue", "chaos.adapters.litequeue:adapter", "litequeue", (
+        # The README says a popped message must be marked done, and offers no lock timeout nor a
+        # way to hand a locked message out again: what happens when its consumer dies is not said.
+        Behaviour("drains", r"still '[^']*:working'", LITEQUEUE_DOCS,
+                  "keep a lease of your own: requeue (retry) messages whose lock_time is older than the longest step, "
+                  "from one process, after making sure their consumer is dead"),
+    )),
+    SurveyedEngine("persist-queue", "chaos.adapters.persistqueue:adapter", "persist-queue", (
+        # The README says items survive a restart ("Recoverable"); it does not say that
+        # SQLiteAckQueue(auto_resume=True), the default, hands every unacked item out again when
+        # any process opens the queue, a live consumer's item included.
+        Behaviour("bounded-spend", r"paid calls", PERSISTQUEUE_DOCS,
+                  "open the queue with auto_resume=False in every consumer, and resume unacked items "
+                  "(resume_unack_tasks) only from one supervisor once their consumer is known dead"),
+        Behaviour("no-spend-after-memo", r".", PERSISTQUEUE_DOCS,
+                  "open the queue with auto_resume=False in every consumer; check a step's recorded result before paying for it"),
+    )),
+)}
+
+
+def known_engines() -> str:
+    return ", ".join(ENGINES)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much of each engine a survey runs: a seeded sample of the matrix's scenarios (None:
+    every crash point and one per pause class), interleaving pairs per family, and histories."""
+
+    sample: int | None
+    pairs: int
+    histories: int
+    shrink_s: float
+
+
+BUDGETS: dict[str, Budget] = {
+    "small": Budget(sample=60, pairs=3, histories=8, shrink_s=20.0),  # about a minute per engine on one core
+    "standard": Budget(sample=400, pairs=10, histories=40, shrink_s=60.0),
+    "full": Budget(sample=None, pairs=200, histories=130, shrink_s=300.0),
+}
+
+# What an invariant's violation means for a team's jobs, as the start of a sentence.
+HAPPENED: dict[str, str] = {
+    "drains": "A job was lost: it never finished once the faults stopped and every lease and backoff had passed",
+    "bounded-spend": "A step was done twice: it was paid for more often than the faults explain",
+    "no-spend-after-memo": "A step was done twice: it was paid for again after its result had been recorded",
+    "progress-recorded": "A step's result was lost: the job moved past a step whose result was never recorded",
+    "memo-stable": "A step's recorded result changed after it was written",
+    "effects-complete": "A finished job's effect was lost or applied twice",
+    "outbox-at-least-once": "An effect was lost, sent without its record, or applied twice",
+    "effects-through-outbox": "A step acted on the world outside the outbox, where a crash repeats or loses it",
+    "fenced-writes": "A worker wrote to a job after another had taken it over",
+    "legal-transitions": "A job moved along an edge its state table does not have, or a job row was lost or duplicated",
+    "idempotent-submit": "A repeated submit changed or duplicated a job",
+    "same-outcome": "A job ended differently than it does without the fault",
+    "cost-recorded": "A step's cost was not recorded as an amount of money",
+    "retry-spread": "Retries were not spread out in time",
+    "hangs": "A scenario never finished",
+    "baseline": "The workflow fails without any fault",
+    "raised": "The code under test raised",
+}
+UNDER: dict[str, str] = {
+    "": "without any fault",
+    "crash": "when a worker was killed (SIGKILL) at a line",
+    "pause-live": "when a worker froze at a line, its lease still valid, while another worker ran",
+    "pause-expired": "when a worker froze at a line past its lease, while another worker took its job",
+    "interleave": "when two workers' runs interleaved",
+    "explore": "in a random history of runs, kills, pauses and clock jumps",
+}
+
+
+def sentence(invariant: str, fault: str, example: str) -> str:
+    """One sentence on what happened: what the violation means, under which fault, what was seen."""
+    what = HAPPENED.get(invariant, f"The invariant {invariant} was broken")
+    under = UNDER.get(fault, f"under the host fault {fault}")
+    seen = example if len(example) <= EXAMPLE_CHARS_MAX else example[: EXAMPLE_CHARS_MAX - 1] + "…"
+    return f"{what}, {under}: {seen.rstrip('.')}."
+
+
+@dataclass
+class SurveyFinding:
+    """One invariant broken for one cause, across the matrix's scenarios and the histories."""
+
+    invariant: str
+    cause: str
+    example: str
+    faults: Counter = field(default_factory=Counter)
+    families: set[str] = field(default_factory=set)
+    replays: set[str] = field(default_factory=set)
+    behaviour: Behaviour | None = None
+
+    @property
+    def scenarios(self) -> int:
+        return sum(self.faults.values())
+
+    @property
+    def fault(self) -> str:
+        """The fault it was seen under most often (a matrix's fault before the histories')."""
+        return min(self.faults, key=lambda k: (-self.faults[k], k == "explore", k))
+
+    @property
+    def replay(self) -> str:
+        """The shortest command that replays it (one scenario of the matrix, where one showed it)."""
+        return min(self.replays, key=lambda r: (" explore " in r, len(r), r))
+
+    def to_json(self) -> dict[str, Any]:
+        b = self.behaviour
+        return {"invariant": self.invariant, "cause": self.cause, "example": self.example, "sentence": sentence(self.invariant, self.fault, self.example),
+                "faults": dict(self.faults.most_common()), "families": sorted(self.families), "scenarios": self.scenarios,
+                "fix": fix_for(self.invariant, self.example), "replay": self.replay,
+                "documented": None if b is None else bool(b.documented), "documentation": (b.documented or b.read) if b else None,
+                "avoid": b.avoid if b else None}
+
+
+@dataclass
+class EngineSurvey:
+    """What the survey of one engine did: ``status`` is surveyed, skipped (its library is not
+    installed) or failed (its survey could not run; ``reason`` says why)."""
+
+    name: str
+    target: str
+    distribution: str
+    version: str = ""
+    status: str = "surveyed"
+    reason: str = ""
+    seconds: float = 0.0
+    scenarios: int = 0
+    violated: int = 0
+    families: int = 0
+    skipped_families: int = 0
+    histories: int = 0
+    rules: int = 0
+    findings: list[SurveyFinding] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "target": self.target, "distribution": self.distribution, "version": self.version,
+                "status": self.status, "reason": self.reason or None, "install": INSTALL_HINT if self.status == "skipped" else None,
+                "seconds": round(self.seconds, 1), "scenarios": self.scenarios, "violated": self.violated, "families": self.families,
+                "skipped_families": self.skipped_families, "histories": self.histories, "rules": self.rules,
+                "findings": [f.to_json() for f in self.findings]}
+
+
+Phase = Callable[[str, str], None]  # (phase, what it did) -> shown by the progress display
+
+
+def survey_engine(engine: SurveyedEngine, budget: Budget, *, seed: int = 0, jobs: int = 1,
+                  phase: Phase = lambda name, done: None) -> EngineSurvey:
+    """Survey one engine: its crash matrix (crashes, pauses, interleavings) and random histories.
+
+    ``phase(name, done)`` is told when a phase starts (``done`` empty) and ends (what it did)."""
+    out = EngineSurvey(engine.name, engine.target, engine.distribution)
+    started = time.perf_counter()
+    try:
+        out.version = importlib.metadata.version(engine.distribution) if engine.distribution else ""
+    except importlib.metadata.PackageNotFoundError:
+        out.status, out.reason = "skipped", f"{engine.distribution} is not installed; {INSTALL_HINT}"
+        return out
+    from chaos.machine import explore
+    from chaos.matrix.runner import MatrixUsageError, run_matrix
+
+    groups: dict[tuple[str, str], SurveyFinding] = {}
+    try:
+        phase("crash matrix", "")
+        report = run_matrix(engine.target, seed=seed, sample=budget.sample, pairs=budget.pairs, jobs=jobs,
+                            faults=("crash", "pause", "interleave"))
+        out.scenarios, out.families, out.skipped_families = report.points, len(report.baselines), len(report.skipped)
+        out.violated = sum(1 for r in report.results if not r.outcome.held)
+        phase("crash matrix", f"{out.scenarios} scenarios in {out.families} families, {out.violated} violated, {report.seconds:.1f}s")
+        _add_matrix(groups, report)
+        phase("random histories", "")
+        histories = explore(engine.target, profile="ci", seed=seed, max_examples=budget.histories, shrink_s=budget.shrink_s)
+        out.histories, out.rules = histories.examples, histories.rules
+        phase("random histories", f"{out.histories} histories, {out.rules} steps, {len(histories.findings)} failing, {histories.seconds:.1f}s")
+        _add_histories(groups, histories)
+    except (MatrixUsageError, ValueError) as exc:  # an adapter that does not load, a library that refuses
+        out.status, out.reason = "failed", " ".join(str(exc).split())
+    for finding in groups.values():
+        finding.behaviour = engine.documented(finding.invariant, finding.example)
+    out.findings = sorted(groups.values(), key=lambda f: (-f.scenarios, f.invariant, f.cause))
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _add(groups: dict[tuple[str, str], SurveyFinding], invariant: str, detail: str, fault: str, family: str, replay: str) -> None:
+    finding = groups.setdefault(group_key(invariant, detail), SurveyFinding(invariant, normalise(detail), detail))
+    finding.faults[fault] += 1
+    if family:
+        finding.families.add(family)
+    finding.replays.add(replay)
+
+
+def _add_matrix(groups: dict[tuple[str, str], SurveyFinding], report: Any) -> None:
+    """The matrix's violations: each family's run without any fault, then every scenario's."""
+    for family, base in report.baselines.items():
+        for v in base.violations:
+            replay = ["python", "-m", "chaos", "matrix", "--target", report.target, "--family", family, "--faults", "crash",
+                      "--sample", "1", "--seed", str(report.seed)]
+            _add(groups, v.invariant, v.detail, "", family, " ".join(shlex.quote(p) for p in replay))
+    for result in report.results:
+        for key in {(v.invariant, v.detail) for v in result.outcome.violations}:
+            _add(groups, *key, result.fault, result.family, result.replay)
+
+
+def _add_histories(groups: dict[tuple[str, str], SurveyFinding], report: Any) -> None:
+    for finding in report.findings:
+        violations = [(v.invariant, v.detail) for v in finding.violations] or [(finding.invariant, finding.failure.splitlines()[0])]
+        for invariant, detail in dict.fromkeys(violations):
+            _add(groups, invariant, detail, "explore", "", finding.replay or report.replay)
+
+
+def engines_named(names: Iterable[str]) -> list[SurveyedEngine]:
+    """The registry's engines of ``names`` (every one when empty); ValueError names an unknown one."""
+    chosen = list(dict.fromkeys(names)) or list(ENGINES)
+    unknown = [n for n in chosen if n not in ENGINES]
+    if unknown:
+        raise ValueError(f"--engine {unknown[0]!r} is not an engine the survey knows; pass one of: {known_engines()} "
+                         "(or --target MODULE:ATTR for an adapter of your own)")
+    return [ENGINES[n] for n in chosen]
+
+
+def format_survey(surveys: list[EngineSurvey], budget: str, seed: int) -> str:
+    """The survey as a person reads it: per engine what ran and each finding, said in one sentence,
+    whether the library documents it, how to avoid it, and the shortest replay command."""
+    out = [f"survey (budget {budget}, seed {seed}): {len(surveys)} {'engine' if len(surveys) == 1 else 'engines'}"]
+    for s in surveys:
+        version = f" {s.distribution} {s.version}" if s.version else ""
+        head = f"{s.name} ({s.target}{',' if version else ''}{version})"
+        if s.status == "skipped":
+            out.append(f"{head}: skipped: {s.reason}")
+            continue
+        if s.status == "failed":
+            out.append(f"{head}: FAILED TO RUN after {s.seconds:.1f}s: {s.reason}")
+            continue
+        found = f"{len(s.findings)} {'finding' if len(s.findings) == 1 else 'findings'}" if s.findings else "no finding"
+        skipped = f" ({s.skipped_families} not applicable)" if s.skipped_families else ""
+        out.append(f"{head}: {found}; {s.scenarios} scenarios in {s.families} families{skipped}, {s.violated} violated; "
+                   f"{s.histories} random histories ({s.rules} steps); {s.seconds:.1f}s")
+        for n, f in enumerate(s.findings, 1):
+            faults = ", ".join(f"{kind or 'no fault'} {count}" for kind, count in f.faults.most_common())
+            families = f" of {len(f.families)} {'family' if len(f.families) == 1 else 'families'}" if f.families else ""
+            out.append(f"  FINDING {n}: {f.invariant} at {f.scenarios} {'scenario' if f.scenarios == 1 else 'scenarios'}{families} [{faults}]")
+            out.append(f"    what happened: {sentence(f.invariant, f.fault, f.example)}")
+            b = f.behaviour
+            if b is None:
+                out.append("    documented: not known (the survey's registry has no entry for this behaviour)")
+            elif b.documented:
+                out.append(f"    documented: yes, {b.documented}")
+            else:
+                out.append(f"    documented: no (not said in {b.read})")
+            if b is not None:
+                out.append(f"    avoid: {b.avoid}")
+            fix = fix_for(f.invariant, f.example)
+            if fix and b is None:
+                out.append(f"    fix: {fix}")
+            out.append(f"    replay: {f.replay}")
+    return "\n".join(out)
+
+
+def run_cli(args: Any) -> int:
+    """``python -m chaos survey``: 0 when every engine was surveyed or skipped (findings are the
+    survey's product), 1 when one could not run, 2 on bad input."""
+    import json
+    import os
+    import sys
+
+    from engine.terminal import printable
+
+    from chaos.adapter import load_adapter
+
+    try:  # every engine of the registry by default; --target alone surveys only the adapters it names
+        engines = engines_named(args.engine) if args.engine or not args.target else []
+        for target in dict.fromkeys(args.target or ()):
+            load_adapter(target)  # a target that does not load is bad input, said before anything runs
+            engines.append(SurveyedEngine(target, target, ""))
+    except ValueError as exc:
+        print(f"error: {printable(exc)}", file=sys.stderr)
+        return 2
+    budget = BUDGETS[args.budget]
+    plain = args.plain or os.environ.get("CI", "").lower() in ("1", "true", "yes") or not sys.stderr.isatty()
+    surveys: list[EngineSurvey] = []
+    with _Display(len(engines), plain=plain) as display:
+        for number, engine in enumerate(engines, 1):
+            display.engine(number, engine.name)
+            surveys.append(survey_engine(engine, budget, seed=args.seed, jobs=args.jobs, phase=display.phase))
+            display.ended(surveys[-1])
+    if args.json:
+        print(json.dumps({"crashgate_survey": SURVEY_FORMAT, "budget": args.budget, "seed": args.seed,
+                          "engines": [s.to_json() for s in surveys]}, indent=2))
+    else:
+        print(format_survey(surveys, args.budget, args.seed))
+    return 1 if any(s.status == "failed" for s in surveys) else 0
+
+
+class _Display:
+    """Progress on stderr (stdout is the report): a bar over the engines' phases with a spinner
+    and the time spent (rich), or a plain line as each phase starts and ends."""
+
+    PHASES = 2  # the crash matrix, the random histories
+
+    def __init__(self, engines: int, *, plain: bool) -> None:
+        import sys
+
+        self.plain, self.total, self.out = plain, engines * self.PHASES, sys.stderr
+        self.progress: Any = None
+        self.name, self.number, self.started = "", 0, time.perf_counter()
+
+    def __enter__(self) -> "_Display":
+        if not self.plain:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                                     TimeElapsedColumn(), console=Console(file=self.out), transient=True)
+            self.progress.__enter__()
+            self.task = self.progress.add_task("survey", total=self.total)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def engine(self, number: int, name: str) -> None:
+        self.name, self.number, self.started = name, number, time.perf_counter()
+
+    def phase(self, name: str, done: str) -> None:
+        where = f"{self.name} ({self.number}/{self.total // self.PHASES})"
+        if self.progress is not None:
+            if done:
+                self.progress.console.print(f"{where}: {name}: {done}")
+                self.progress.advance(self.task)
+            else:
+                self.progress.update(self.task, description=f"{where}: {name}")
+        else:
+            print(f"survey: {where}: {name}: {done}" if done else f"survey: {where}: {name}...", file=self.out, flush=True)
+
+    def ended(self, survey: EngineSurvey) -> None:
+        """An engine's survey ended: its phases that did not run count as done, and a line says how."""
+        if self.progress is not None:
+            self.progress.update(self.task, completed=self.number * self.PHASES)
+        status = survey.status if survey.status != "surveyed" else f"{len(survey.findings)} findings"
+        line = f"{self.name} ({self.number}/{self.total // self.PHASES}): {status}, {time.perf_counter() - self.started:.1f}s"
+        if self.progress is not None:
+            self.progress.console.print(line)
+        else:
+            print(f"survey: {line}", file=self.out, flush=True)
