@@ -171,7 +171,7 @@ def _survey_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--target", action="append", metavar="MODULE:ATTR",
                    help="survey an adapter of your own as well (repeatable; alone, instead of the registry's engines)")
     s.add_argument("--budget", choices=tuple(BUDGETS), default="standard",
-                   help="small: a sample of 60 scenarios and 8 histories per engine; standard: 400 and 40 (default); "
+                   help="small: a seeded sample of 100 scenarios and 8 random histories per engine; standard: 600 and 40 (default); "
                         "full: every crash point, one per pause class, 200 interleaving pairs per family and 130 histories")
     s.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of every RNG in the survey (default 0)")
     s.add_argument("-n", "--jobs", type=_jobs, default=os.cpu_count() or 1,

@@ -16,19 +16,22 @@ installed), 1 when an engine's survey could not run, 2 on bad input.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import os
 import re
 import shlex
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from chaos.adapter import REFERENCE_TARGET
 from chaos.core.findings import fix_for, group_key, normalise
 
 __all__ = ["Behaviour", "SurveyedEngine", "ENGINES", "INSTALL_HINT", "BUDGETS", "Budget", "SurveyFinding", "EngineSurvey",
-           "known_engines", "engines_named", "survey_engine", "sentence", "format_survey", "run_cli", "SURVEY_FORMAT"]
+           "known_engines", "engines_named", "survey_engine", "grouped", "sentence", "format_survey", "run_cli", "SURVEY_FORMAT"]
 
 INSTALL_HINT = "pip install 'crashgate[engines]'"
 SURVEY_FORMAT = 1
@@ -108,8 +111,8 @@ class Budget:
 
 
 BUDGETS: dict[str, Budget] = {
-    "small": Budget(sample=60, pairs=3, histories=8, shrink_s=20.0),  # about a minute per engine on one core
-    "standard": Budget(sample=400, pairs=10, histories=40, shrink_s=60.0),
+    "small": Budget(sample=100, pairs=3, histories=8, shrink_s=20.0),  # about a minute per engine
+    "standard": Budget(sample=600, pairs=10, histories=40, shrink_s=60.0),
     "full": Budget(sample=None, pairs=200, histories=130, shrink_s=300.0),
 }
 
@@ -232,7 +235,7 @@ def survey_engine(engine: SurveyedEngine, budget: Budget, *, seed: int = 0, jobs
     from chaos.machine import explore
     from chaos.matrix.runner import MatrixUsageError, run_matrix
 
-    groups: dict[tuple[str, str], SurveyFinding] = {}
+    report = histories = None
     try:
         phase("crash matrix", "")
         report = run_matrix(engine.target, seed=seed, sample=budget.sample, pairs=budget.pairs, jobs=jobs,
@@ -240,46 +243,58 @@ def survey_engine(engine: SurveyedEngine, budget: Budget, *, seed: int = 0, jobs
         out.scenarios, out.families, out.skipped_families = report.points, len(report.baselines), len(report.skipped)
         out.violated = sum(1 for r in report.results if not r.outcome.held)
         phase("crash matrix", f"{out.scenarios} scenarios in {out.families} families, {out.violated} violated, {report.seconds:.1f}s")
-        _add_matrix(groups, report)
         phase("random histories", "")
         histories = explore(engine.target, profile="ci", seed=seed, max_examples=budget.histories, shrink_s=budget.shrink_s)
         out.histories, out.rules = histories.examples, histories.rules
         phase("random histories", f"{out.histories} histories, {out.rules} steps, {len(histories.findings)} failing, {histories.seconds:.1f}s")
-        _add_histories(groups, histories)
     except (MatrixUsageError, ValueError) as exc:  # an adapter that does not load, a library that refuses
         out.status, out.reason = "failed", " ".join(str(exc).split())
-    for finding in groups.values():
+    out.findings = grouped(report, histories) if report is not None else []
+    for finding in out.findings:
         finding.behaviour = engine.documented(finding.invariant, finding.example)
-    out.findings = sorted(groups.values(), key=lambda f: (-f.scenarios, f.invariant, f.cause))
     out.seconds = time.perf_counter() - started
     return out
 
 
-def _add(groups: dict[tuple[str, str], SurveyFinding], invariant: str, detail: str, fault: str, family: str, replay: str) -> None:
-    finding = groups.setdefault(group_key(invariant, detail), SurveyFinding(invariant, normalise(detail), detail))
-    finding.faults[fault] += 1
-    if family:
-        finding.families.add(family)
-    finding.replays.add(replay)
+def grouped(matrix: Any, histories: Any = None) -> list[SurveyFinding]:
+    """The findings of a matrix report and an exploration's report, grouped by invariant and cause
+    (:func:`chaos.core.findings.group_key`) across both, the most scenarios first."""
+    groups: dict[tuple[str, str], SurveyFinding] = {}
+    _add_matrix(groups, matrix)
+    if histories is not None:
+        _add_histories(groups, histories)
+    return sorted(groups.values(), key=lambda f: (-f.scenarios, f.invariant, f.cause))
+
+
+def _add(groups: dict[tuple[str, str], SurveyFinding], violations: Iterable[tuple[str, str]], fault: str, family: str, replay: str) -> None:
+    """One scenario's violations: a scenario that breaks one invariant twice for one cause counts once."""
+    seen: set[tuple[str, str]] = set()
+    for invariant, detail in violations:
+        key = group_key(invariant, detail)
+        finding = groups.setdefault(key, SurveyFinding(invariant, normalise(detail), detail))
+        if key in seen:
+            continue
+        seen.add(key)
+        finding.faults[fault] += 1
+        if family:
+            finding.families.add(family)
+        finding.replays.add(replay)
 
 
 def _add_matrix(groups: dict[tuple[str, str], SurveyFinding], report: Any) -> None:
     """The matrix's violations: each family's run without any fault, then every scenario's."""
     for family, base in report.baselines.items():
-        for v in base.violations:
-            replay = ["python", "-m", "chaos", "matrix", "--target", report.target, "--family", family, "--faults", "crash",
-                      "--sample", "1", "--seed", str(report.seed)]
-            _add(groups, v.invariant, v.detail, "", family, " ".join(shlex.quote(p) for p in replay))
+        replay = ["python", "-m", "chaos", "matrix", "--target", report.target, "--family", family, "--faults", "crash",
+                  "--sample", "1", "--seed", str(report.seed)]
+        _add(groups, [(v.invariant, v.detail) for v in base.violations], "", family, " ".join(shlex.quote(p) for p in replay))
     for result in report.results:
-        for key in {(v.invariant, v.detail) for v in result.outcome.violations}:
-            _add(groups, *key, result.fault, result.family, result.replay)
+        _add(groups, [(v.invariant, v.detail) for v in result.outcome.violations], result.fault, result.family, result.replay)
 
 
 def _add_histories(groups: dict[tuple[str, str], SurveyFinding], report: Any) -> None:
     for finding in report.findings:
         violations = [(v.invariant, v.detail) for v in finding.violations] or [(finding.invariant, finding.failure.splitlines()[0])]
-        for invariant, detail in dict.fromkeys(violations):
-            _add(groups, invariant, detail, "explore", "", finding.replay or report.replay)
+        _add(groups, violations, "explore", "", finding.replay or report.replay)
 
 
 def engines_named(names: Iterable[str]) -> list[SurveyedEngine]:
@@ -297,8 +312,9 @@ def format_survey(surveys: list[EngineSurvey], budget: str, seed: int) -> str:
     whether the library documents it, how to avoid it, and the shortest replay command."""
     out = [f"survey (budget {budget}, seed {seed}): {len(surveys)} {'engine' if len(surveys) == 1 else 'engines'}"]
     for s in surveys:
-        version = f" {s.distribution} {s.version}" if s.version else ""
-        head = f"{s.name} ({s.target}{',' if version else ''}{version})"
+        shown = [s.target] if s.target != s.name else []
+        shown += [f"{s.distribution} {s.version}"] if s.version else []
+        head = f"{s.name} ({', '.join(shown)})" if shown else s.name
         if s.status == "skipped":
             out.append(f"{head}: skipped: {s.reason}")
             continue
@@ -334,8 +350,6 @@ def run_cli(args: Any) -> int:
     """``python -m chaos survey``: 0 when every engine was surveyed or skipped (findings are the
     survey's product), 1 when one could not run, 2 on bad input."""
     import json
-    import os
-    import sys
 
     from engine.terminal import printable
 
@@ -352,7 +366,9 @@ def run_cli(args: Any) -> int:
     budget = BUDGETS[args.budget]
     plain = args.plain or os.environ.get("CI", "").lower() in ("1", "true", "yes") or not sys.stderr.isatty()
     surveys: list[EngineSurvey] = []
-    with _Display(len(engines), plain=plain) as display:
+    # What the runs print (Hypothesis's warnings, a library's own output) goes to stderr with the
+    # progress: stdout holds the report alone, one JSON document with --json.
+    with _stdout_to_stderr(), _Display(len(engines), plain=plain) as display:
         for number, engine in enumerate(engines, 1):
             display.engine(number, engine.name)
             surveys.append(survey_engine(engine, budget, seed=args.seed, jobs=args.jobs, phase=display.phase))
@@ -365,6 +381,26 @@ def run_cli(args: Any) -> int:
     return 1 if any(s.status == "failed" for s in surveys) else 0
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send stdout to stderr, Python's and the file descriptor's (processes started meanwhile inherit it)."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (stdout closed): Python's stream is redirected alone
+        saved = -1
+    try:
+        if saved >= 0:
+            os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        if saved >= 0:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 class _Display:
     """Progress on stderr (stdout is the report): a bar over the engines' phases with a spinner
     and the time spent (rich), or a plain line as each phase starts and ends."""
@@ -372,8 +408,6 @@ class _Display:
     PHASES = 2  # the crash matrix, the random histories
 
     def __init__(self, engines: int, *, plain: bool) -> None:
-        import sys
-
         self.plain, self.total, self.out = plain, engines * self.PHASES, sys.stderr
         self.progress: Any = None
         self.name, self.number, self.started = "", 0, time.perf_counter()

@@ -1,0 +1,102 @@
+"""``python -m chaos survey``: the reference engine surveyed has no finding, a planted weakness is
+reported once with one sentence and a replay command that reproduces it, an engine whose library
+is missing is skipped with the install command, and bad input is one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from chaos.adapter import REFERENCE_TARGET
+from chaos.core.invariants import Violation
+from chaos.survey import BUDGETS, ENGINES, INSTALL_HINT, SurveyedEngine, format_survey, grouped, survey_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_S_MAX = 900  # a small survey takes about a minute on an idle machine; a busy one is allowed far more
+
+
+def _chaos(*args: str, timeout: float = RUN_S_MAX) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "true"}
+    return subprocess.run([sys.executable, "-m", "chaos", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_small_survey_of_the_reference_engine_has_no_finding_and_prints_one_json_document():
+    """Goal: the reference engine, surveyed the same way as a library, is clean. Method: a small
+    survey with --json; stdout is one JSON document even though the runs print warnings."""
+    done = _chaos("survey", "--engine", "reference", "--budget", "small", "--json", "-n", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    (engine,) = report["engines"]
+    assert (engine["name"], engine["target"], engine["status"]) == ("reference", REFERENCE_TARGET, "surveyed")
+    assert engine["scenarios"] >= BUDGETS["small"].sample and engine["histories"] > 0, engine
+    assert engine["findings"] == [], engine["findings"]
+    assert "survey: reference (1/1): crash matrix" in done.stderr  # the plain progress lines, under CI=true
+
+
+def test_a_planted_weakness_is_one_finding_with_a_sentence_and_a_replay_that_reproduces_it():
+    """Goal: a weakness is reported grouped, said in one sentence, with a command that shows it
+    again. Method: survey an engine whose claim ignores a live lease (a paused worker's step is
+    paid for twice), then run the finding's replay command: it fails with the same invariant."""
+    target = "tests.quality.variants:ClaimIgnoresLiveLease"
+    done = _chaos("survey", "--target", target, "--budget", "small", "-n", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    heads = [n for n, line in enumerate(lines) if line.startswith("  FINDING ")]
+    assert [lines[n].split(":")[1].split()[0] for n in heads] == ["bounded-spend"], done.stdout
+    block = lines[heads[0]:]
+    (happened,) = [line for line in block if line.startswith("    what happened: ")]
+    assert happened.startswith("    what happened: A step was done twice") and happened.endswith("."), happened
+    assert happened.count(". ") == 0, f"more than one sentence: {happened}"
+    (replay,) = [line[len("    replay: "):] for line in block if line.startswith("    replay: ")]
+    assert replay.startswith(f"python -m chaos matrix --target {target} "), replay
+    again = _chaos(*shlex.split(replay)[3:])
+    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "bounded-spend" in again.stdout, again.stdout[-3000:]
+
+
+def test_an_unknown_engine_is_one_line_naming_the_known_ones_with_exit_2():
+    done = _chaos("survey", "--engine", "celery", timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert "'celery'" in line and all(name in line for name in ENGINES), line
+
+
+def test_a_target_that_does_not_load_is_bad_input_with_exit_2():
+    done = _chaos("survey", "--target", "no_such_module_here:adapter", timeout=120)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert "no_such_module_here:adapter" in line, line
+
+
+def test_an_engine_whose_library_is_not_installed_is_skipped_with_the_install_command():
+    absent = SurveyedEngine("absent", REFERENCE_TARGET, "crashgate-survey-test-absent-library")
+    result = survey_engine(absent, BUDGETS["small"])
+    assert (result.status, result.scenarios, result.findings) == ("skipped", 0, [])
+    assert INSTALL_HINT in result.reason and "crashgate-survey-test-absent-library" in result.reason
+    assert result.to_json()["install"] == INSTALL_HINT
+    text = format_survey([result], "small", 0)
+    assert f"absent ({REFERENCE_TARGET}): skipped: crashgate-survey-test-absent-library is not installed; {INSTALL_HINT}" in text
+
+
+def _result(family: str, fault: str, replay: str, *violations: Violation) -> SimpleNamespace:
+    return SimpleNamespace(family=family, outcome=SimpleNamespace(fault=fault, violations=list(violations)), fault=fault, replay=replay)
+
+
+def test_violations_of_one_cause_are_one_finding_counted_once_per_scenario_with_the_shortest_replay():
+    """Two scenarios stuck alike (job ids and states differ) are one finding of two scenarios, even
+    where one scenario reports it twice; the shortest of their replay commands is the one shown."""
+    stuck = [Violation("drains", "job 'doc-1' is still 'fetch:working'"), Violation("drains", "job 'doc-2' is still 'fetch:working'")]
+    report = SimpleNamespace(target="t:a", seed=0, baselines={"clean": SimpleNamespace(violations=[])}, results=[
+        _result("clean", "crash", "python -m chaos matrix --point 'clean::a_long_point_id:L10#1'", *stuck),
+        _result("resume", "pause-live", "python -m chaos matrix --point 'resume::p:L1#1'", Violation("drains", "job 'doc-3' is still 'extract:working'")),
+    ])
+    (finding,) = grouped(report)
+    assert finding.scenarios == 2 and finding.families == {"clean", "resume"}
+    assert finding.replay == "python -m chaos matrix --point 'resume::p:L1#1'"
+    assert finding.to_json()["sentence"].startswith("A job was lost: it never finished")
