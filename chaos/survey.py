@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from chaos.adapter import REFERENCE_TARGET
-from chaos.core.findings import fix_for, group_key, normalise
+from chaos.core.findings import fix_for, group_key, normalise, plural
 
 __all__ = ["Behaviour", "SurveyedEngine", "ENGINES", "INSTALL_HINT", "BUDGETS", "Budget", "SurveyFinding", "EngineSurvey",
            "known_engines", "engines_named", "survey_engine", "grouped", "sentence", "format_survey", "run_cli", "SURVEY_FORMAT"]
@@ -445,7 +445,7 @@ class _Display:
         """An engine's survey ended: its phases that did not run count as done, and a line says how."""
         if self.progress is not None:
             self.progress.update(self.task, completed=self.number * self.PHASES)
-        status = survey.status if survey.status != "surveyed" else f"{len(survey.findings)} findings"
+        status = survey.status if survey.status != "surveyed" else plural(len(survey.findings), "finding")
         line = f"{self.name} ({self.number}/{self.total // self.PHASES}): {status}, {time.perf_counter() - self.started:.1f}s"
         if self.progress is not None:
             self.progress.console.print(line)
