@@ -93,12 +93,12 @@ def _result(family: str, fault: str, replay: str, *violations: Violation) -> Sim
 
 
 def test_violations_of_one_cause_are_one_finding_counted_once_per_scenario_with_the_shortest_replay():
-    """Two scenarios stuck alike (job ids and states differ) are one finding of two scenarios, even
+    """Two scenarios stuck alike (their job ids differ) are one finding of two scenarios, even
     where one scenario reports it twice; the shortest of their replay commands is the one shown."""
     stuck = [Violation("drains", "job 'doc-1' is still 'fetch:working'"), Violation("drains", "job 'doc-2' is still 'fetch:working'")]
     report = SimpleNamespace(target="t:a", seed=0, baselines={"clean": SimpleNamespace(violations=[])}, results=[
         _result("clean", "crash", "python -m chaos matrix --point 'clean::a_long_point_id:L10#1'", *stuck),
-        _result("resume", "pause-live", "python -m chaos matrix --point 'resume::p:L1#1'", Violation("drains", "job 'doc-3' is still 'extract:working'")),
+        _result("resume", "pause-live", "python -m chaos matrix --point 'resume::p:L1#1'", Violation("drains", "job 'doc-3' is still 'fetch:working'")),
     ])
     (finding,) = grouped(report)
     assert finding.scenarios == 2 and finding.families == {"clean", "resume"}
@@ -114,3 +114,16 @@ def test_violations_of_one_cause_are_one_finding_counted_once_per_scenario_with_
         f"    fix: {fix_for('drains', finding.example)}",
         "    replay: python -m chaos matrix --point 'resume::p:L1#1'",
     ]
+
+
+def test_every_engine_of_the_registry_names_an_adapter_that_loads_and_an_installed_distribution():
+    """The registry is the one place that names an engine: each target loads (the test extra
+    installs the engines extra's libraries), and each distribution's version can be read."""
+    import importlib.metadata
+
+    from chaos.adapter import load_adapter
+
+    for engine in ENGINES.values():
+        assert load_adapter(engine.target) is not None, engine
+        assert importlib.metadata.version(engine.distribution), engine
+        assert all(b.read.startswith("https://") and b.avoid for b in engine.behaviours), engine
