@@ -32,6 +32,7 @@ CHAOS_ARGS = {
     "matrix": ["--family", "sender", "--faults", "crash", "--sample", "2", "--mode", "inprocess"],
     "explore": ["--max-examples", "2"],
     "adapter": [],
+    "survey": ["--engine", "reference", "--budget", "small", "-n", "1", "--plain"],
     "baseline": ["--family", "sender", "--faults", "crash", "--sample", "2", "--mode", "inprocess"],
     "demo": ["--jobs", "4", "--kill-every", "0", "--kills-min", "0", "--plain"],
     "plans": ["init", "{tmp}/fault_plans"],  # into the test's folder, never the checkout's own plans
