@@ -92,6 +92,8 @@ ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
         Behaviour("no-spend-after-memo", r".", PERSISTQUEUE_DOCS,
                   "open the queue with auto_resume=False in every consumer; check a step's recorded result before paying for it"),
     )),
+    # No behaviour recorded yet: its findings read "not known" until its documentation is read for each.
+    SurveyedEngine("huey", "chaos.adapters.huey:adapter", "huey"),
 )}
 
 
