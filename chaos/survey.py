@@ -8,8 +8,8 @@ documentation that was read for it. A finding on a library is what the survey is
 of the run: the command exits 0 when every engine was surveyed (or skipped, its library not being
 installed), 1 when an engine's survey could not run, 2 on bad input.
 
->>> sorted(ENGINES)[:1], ENGINES["reference"].target
-(['litequeue'], 'chaos:reference_adapter')
+>>> list(ENGINES)[0], ENGINES["reference"].target
+('reference', 'chaos:reference_adapter')
 >>> sentence("drains", "crash", "job 'doc-1' is still 'fetch:working'")
 "A job was lost: it never finished once the faults stopped and every lease and backoff had passed, when a worker was killed (SIGKILL) at a line: job 'doc-1' is still 'fetch:working'."
 """
