@@ -16,9 +16,9 @@ from chaos.adapters.rows import JobRows, MemoRows, OutboxRows, RowSchema
 
 __all__ = ["LitequeueAdapter", "LitequeueSession", "adapter", "verbs"]
 
-JOB = "crashgate_json(data, '$.job_id')"
-AFTER = dict(job_id=JOB, step="crashgate_json(data, '$.after')", output="crashgate_json(data, '$.output')",
-             where="crashgate_json(data, '$.after') IS NOT NULL")
+JOB = "json_extract(data, '$.job_id')"  # SQLite's own where a scalar is read: each consumer's memo check reads every row
+AFTER = dict(job_id=JOB, step="json_extract(data, '$.after')", output="crashgate_json(data, '$.output')",
+             where="json_extract(data, '$.after') IS NOT NULL")
 
 
 def verbs(queue: LiteQueue, outbox: LiteQueue) -> pipeline.Verbs:
@@ -28,8 +28,6 @@ def verbs(queue: LiteQueue, outbox: LiteQueue) -> pipeline.Verbs:
 
 
 class LitequeueSession(pipeline.QueueSession):
-    select_submitted = "SELECT 1 FROM Queue WHERE json_extract(data, '$.job_id') = ? LIMIT 1"
-
     def __init__(self, db: str, world: Any, worker_id: str) -> None:
         self.conn = sqlite3.connect(db, timeout=5, isolation_level=None, check_same_thread=False)
         queue, outbox = LiteQueue(self.conn), LiteQueue(self.conn, queue_name="outbox")
@@ -40,18 +38,16 @@ class LitequeueAdapter(pipeline.QueuePipelineAdapter):
     name, lease_s = "litequeue", 30.0
     schema = RowSchema(  # no damage declared: litequeue hands a message out as stored, reading nothing in it
         JobRows(table="Queue", job_id=JOB, status="status", statuses={0: "ready", 1: "working", 2: "done", 3: "failed"},
-                step="crashgate_json(data, '$.step')", payload="crashgate_json(data, '$.payload')"),
+                step="json_extract(data, '$.step')", payload="crashgate_json(data, '$.payload')",
+                next_run_at="CASE WHEN status = 0 THEN json_extract(data, '$.not_before') END"),
         memos=(MemoRows("Queue", **AFTER), MemoRows("outbox", **AFTER)),
-        outbox=OutboxRows("outbox", id="rowid", job_id=JOB, kind="crashgate_json(data, '$.kind')",
-                          sent_at="CASE WHEN status = 2 THEN done_time END", key="crashgate_json(data, '$.key')"))
+        outbox=OutboxRows("outbox", id="rowid", job_id=JOB, kind="json_extract(data, '$.kind')",
+                          sent_at="CASE WHEN status = 2 THEN done_time END", key="json_extract(data, '$.key')"))
     library_files = (litequeue.__file__,)
     session_type = LitequeueSession
 
     def create_schema(self, conn: sqlite3.Connection) -> None:
         LiteQueue(conn), LiteQueue(conn, queue_name="outbox")
-
-    def open(self, db: str, world: Any, *, worker_id: str, clock: Any, rng: Any) -> LitequeueSession:
-        return LitequeueSession(db, world, worker_id)
 
 
 adapter = LitequeueAdapter

@@ -127,6 +127,7 @@ class JobRows:
     owner: str = "NULL"
     lease_until: str = "NULL"
     result: str = "NULL"
+    next_run_at: str = "NULL"
     working: str = "working"
     damage: Mapping[str, str] = field(default_factory=dict)
     takeover_at_open: bool = False
@@ -185,7 +186,7 @@ class RowSchema:
     def _expressions(self) -> list[tuple[str, str, str]]:
         j, out = self.jobs, []
         out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in
-                ("job_id", "status", "order", "payload", "owner", "lease_until", "result")]
+                ("job_id", "status", "order", "payload", "owner", "lease_until", "result", "next_run_at")]
         out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in ("step", "deleted") if getattr(j, name) is not None]
         for m in self.memos:
             out += [(m.table, f"MemoRows({name}=...)", getattr(m, name)) for name in ("job_id", "step", "output", "where")]
@@ -246,17 +247,17 @@ class RowSchema:
         try:
             snap = Snapshot()
             current: dict[Any, tuple[Any, ...]] = {}
-            rest = f"json_array({j.payload}, {j.owner}, {j.lease_until}, {j.result})"
+            rest = f"json_array({j.payload}, {j.owner}, {j.lease_until}, {j.result}, {j.next_run_at})"
             for job, status, step, order, more in self._job_rows(conn, _ident(j.table), rest):
                 if job is not None and (job not in current or order > current[job][3]):
                     current[job] = (job, status, step, order, more)
             snap.transitions, snap.writes, taken = self._replay(conn)
             for job, status, step, _, more in current.values():
-                payload, owner, until, result = json.loads(more)
-                snap.jobs[str(job)] = JobView(j.state_of(status, step) or "", _text(payload), owner, until, None, result=_text(result))
+                payload, owner, until, result, due = json.loads(more)
+                snap.jobs[str(job)] = JobView(j.state_of(status, step) or "", _text(payload), owner, until, due, result=_text(result))
             for job, (state, seq) in taken.items():  # a job whose current row was deleted: read from its copy
-                payload, owner, until, result = json.loads(conn.execute(f"SELECT {rest} FROM {AUDIT_TABLE} WHERE chaos_seq = ?", (seq,)).fetchone()[0])
-                snap.jobs[job] = JobView(state, _text(payload), owner, until, None, result=_text(result))
+                payload, owner, until, result, due = json.loads(conn.execute(f"SELECT {rest} FROM {AUDIT_TABLE} WHERE chaos_seq = ?", (seq,)).fetchone()[0])
+                snap.jobs[job] = JobView(state, _text(payload), owner, until, due, result=_text(result))
             for m in self.memos:
                 for job, step, output in conn.execute(f"SELECT {m.job_id}, {m.step}, {m.output} FROM {_ident(m.table)} WHERE {m.where}"):
                     if job is not None and step is not None:
@@ -281,21 +282,26 @@ class RowSchema:
         whose current row was deleted: their state and the audit's copy of that row."""
         j = self.jobs
         rows: dict[Any, tuple[Any, ...]] = {}  # rowid (a deleted row: its seq) -> (job, state, order, seq, deleted)
+        of_job: dict[Any, dict[Any, tuple[Any, ...]]] = {}  # the same rows by job: a change reads its job's, not all
         last: dict[Any, str | None] = {}
         transitions: list[Any] = []
         writes: list[Any] = []
         exprs = ", ".join(["chaos_op", "chaos_writer", "rowid", j.job_id, j.status, j.step or "NULL", j.order, "chaos_seq"])
         for op, writer, rowid, job, status, step, order, seq in conn.execute(f"SELECT {exprs} FROM {AUDIT_TABLE} ORDER BY chaos_seq"):
             before = rows.pop(rowid, None) if op == "delete" else rows.get(rowid)
+            if before is not None:
+                of_job[before[0]].pop(rowid, None)
             if op == "delete" and j.deleted is not None and before is not None:
                 rowid = ("deleted", seq)  # the row lives on, taken (JobRows.deleted)
                 rows[rowid] = (before[0], j.state_of(j.working, step), before[2], seq, True)
             elif op != "delete":
                 rows[rowid] = (job, j.state_of(status, step), order, seq, False)
             after = rows.get(rowid)
+            if after is not None:
+                of_job.setdefault(after[0], {})[rowid] = after
             moved = False
             for key in sorted({r[0] for r in (before, after) if r is not None and r[0] is not None}):
-                new = _current(rows, key)
+                new = _current(of_job.get(key, {}), key)
                 if (new and new[1]) != last.get(key):
                     transitions.append((str(key), last.get(key), new and new[1]))
                     last[key], moved = new and new[1], True
@@ -306,7 +312,7 @@ class RowSchema:
                     writes.append(write)
         taken: dict[str, tuple[str, int]] = {}
         for key in list(last) if j.deleted is not None else ():
-            current = _current(rows, key)
+            current = _current(of_job.get(key, {}), key)
             if current is None or not current[4]:
                 continue
             status, step = conn.execute(f"SELECT {j.deleted}, {j.step or 'NULL'} FROM {AUDIT_TABLE} WHERE chaos_seq = ?",
