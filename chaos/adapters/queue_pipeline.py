@@ -148,9 +148,10 @@ def claim(session: "QueueSession") -> "tuple[Any, dict[str, Any]] | str":
             key = (message["job_id"], message["step"], message.get("attempt", 0))
             met = key in session.deferred
             session.deferred.add(key)
-            with write_lock(session.conn):  # the tail, then done (persist-queue commits its put: a crash between
-                queue.put(message)            # leaves two, and the first one run makes the other's memo)
-                queue.done(handle)
+            # The tail, unless its step's memo exists (a copy a crash left: the step ran), then done. Where
+            # the library commits its put (persist-queue), a crash between leaves two: the first run skips the other.
+            put_once(session, message, message, queue.put)
+            queue.done(handle)
             return "idle" if met else "deferred"
         if session.memo_exists(message["job_id"], message["step"]):  # handed out again after its next one was put
             queue.done(handle)
@@ -263,6 +264,10 @@ def run_step(world: Any, worker_id: str, message: dict[str, Any]) -> Outcome:
         return Outcome("retry", error=f"{type(exc).__name__}: {exc}")
     except Exception as exc:
         return Outcome("failed", error=f"{type(exc).__name__}: {exc}")
+    try:  # an output no message can hold (NaN) is poison: refused before any put, never stored half-readable
+        json.dumps(output, allow_nan=False)
+    except ValueError as exc:
+        return Outcome("failed", error=f"the output of step {step!r} cannot be stored: {exc}")
     after = {"job_id": job_id, "after": step, "output": output, "payload": message["payload"]}
     if step == STEPS[-1]:
         return Outcome("next", {**after, "kind": DELIVERY, "key": f"{job_id}:{DELIVERY}", "body": {"job": job_id, "fields": inputs["extract"]["fields"]}})
