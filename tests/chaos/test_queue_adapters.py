@@ -56,12 +56,13 @@ def test_persistqueue_pays_twice_for_an_item_of_a_paused_consumer(tmp_path):
     """Goal: persist-queue's known weakness shows, and its resumption at open is not a write
     without a claim. Method: freeze the consumer at a seeded sample of points while another worker
     opens the queue (which resumes the frozen consumer's item) and runs; then wake the frozen one."""
-    report = run_matrix(PERSISTQUEUE, families=["clean"], faults=["pause"], sample=12, workdir=str(tmp_path))
+    report = run_matrix(PERSISTQUEUE, families=["clean"], faults=["pause"], sample=30, workdir=str(tmp_path))
     found = violations(report)
     assert any(inv == "bounded-spend" and "2 paid calls" in msg for inv, msg in found), found
-    # The opener's resumption is its claim: only the woken consumer writes after another's claim.
+    # The opener's resumption is its claim: only the woken consumer may write after another's claim
+    # (it rarely does: finding its step's memo, it puts no next message).
     fenced = [msg for inv, msg in found if inv == "fenced-writes"]
-    assert fenced and all(msg.startswith("worker 'w-doomed'") for msg in fenced), fenced
+    assert all(msg.startswith("worker 'w-doomed'") for msg in fenced), fenced
 
 
 def test_a_crash_with_persistqueue_is_taken_over_at_open_without_a_fenced_writes_finding(tmp_path):
