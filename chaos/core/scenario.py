@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, TYPE_CHECKING
 
 from engine import NO_PROGRESS, STORE_UNAVAILABLE
-from engine import Outcome as RunOutcome  # the engine's run outcomes; Outcome below is a point's
 
 from chaos.core.clock import AheadClock, SharedClock, engine_reads, time_source
 from chaos.core.context import RunContext, close_quietly, store_conn
@@ -57,7 +56,7 @@ from chaos.core.iteration import iteration_model, one_iteration
 from chaos.core.recovery import recovering_workers, recovery_model, recovery_wait_s
 from chaos.core.points import SWITCH_INTERVAL_S, DurableState, Killer, Point, Recorder, crash_classes, pause_classes
 from chaos.core.hangs import bound_s, stacks_json, stuck_at
-from chaos.core.process import Ended, Exit, Hung, die_here, fork, in_child, stop_here, watchdog
+from chaos.core.process import Ended, Exit, Hung, die_here, fork, in_child, watchdog
 from chaos.core.raises import RaiseNoter, watch_raises
 from chaos.adapter import allowed_effects, job_ref, payload_for, resolve_jobs
 from chaos.adapters.sql import HUMAN_WRITER
@@ -81,8 +80,6 @@ __all__ = [
     "Family",
     "prepare",
     "run_point",
-    "run_pause",
-    "run_interleaving",
     "record",
     "MODES",
     "DEFAULT_PAYLOAD",
@@ -103,17 +100,22 @@ __all__ = [
     "Run",
     "T0",
     "copy_template",
-    "other_worker",
     "recover_and_check",
     "setup_action",
-    "short_busy",
     "steps_in_flight",
     "for_adapter",
     "task_names",
     "watched",
+    "ITERATIONS_PER_ROUND_MAX",
+    "adapter_raised",
+    "after_fault",
+    "doomed_exit",
+    "arm_sticky",
 ]
 
 MODES = ("fork", "inprocess")
+# The faults that freeze a worker at a point (chaos.core.freeze): its lease still valid, or past it.
+PAUSE_KINDS = ("pause-live", "pause-expired")
 # The task of a store fault brought on as the doomed iteration starts, before its claim.
 AT_START = "claim"
 T0 = 1_700_000_000.0
@@ -953,9 +955,9 @@ def _run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, 
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     try:
         exit_kind, error = kill_at(run, point, deep=deep, mode=mode)
-        outcome = _after_fault(run, family, point.id, exit_kind, lambda snapshot: steps_in_flight(run, snapshot))
+        outcome = after_fault(run, family, point.id, exit_kind, lambda snapshot: steps_in_flight(run, snapshot))
     except Exception as exc:  # an adapter raised in the harness's own process (inspect, probe)
-        outcome, error = _adapter_raised(point.id, exc), ""
+        outcome, error = adapter_raised(point.id, exc), ""
     finally:
         run.close()
     if error:
@@ -970,7 +972,7 @@ def _run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, 
 def kill_at(run: Run, point: Point, *, deep: bool = True, mode: str = "fork") -> tuple[Exit, str]:
     """Run the doomed iteration in a child and kill it at ``point``: how it ended, and the
     traceback it left when it raised instead."""
-    return _doomed_exit(fork(lambda: _run_to_point(run, point, deep, mode), "the doomed iteration (before its point)").wait())
+    return doomed_exit(fork(lambda: _run_to_point(run, point, deep, mode), "the doomed iteration (before its point)").wait())
 
 
 def _run_to_point(run: Run, point: Point, deep: bool, mode: str) -> bool:
@@ -994,7 +996,7 @@ def _run_to_point(run: Run, point: Point, deep: bool, mode: str) -> bool:
     return killer.reached
 
 
-def _doomed_exit(ended: Ended) -> tuple[Exit, str]:
+def doomed_exit(ended: Ended) -> tuple[Exit, str]:
     """How a doomed child ended, and the traceback it left when it raised."""
     if ended.exit is Exit.KILLED:
         return Exit.KILLED, ""
@@ -1003,7 +1005,7 @@ def _doomed_exit(ended: Ended) -> tuple[Exit, str]:
     return Exit.ERROR, ended.error or f"its process ended: {ended.exit} (status {ended.status})"
 
 
-def _adapter_raised(point_id: str, exc: BaseException) -> Outcome:
+def adapter_raised(point_id: str, exc: BaseException) -> Outcome:
     import traceback
 
     lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
@@ -1011,7 +1013,7 @@ def _adapter_raised(point_id: str, exc: BaseException) -> Outcome:
     return Outcome(point_id, Exit.ERROR, error=tail, violations=[raised("the adapter, in the harness's process", tail)])
 
 
-def _after_fault(run: Run, family: Family, point_id: str, exit_kind: Exit, interrupted: Callable[[Any], Counter],
+def after_fault(run: Run, family: Family, point_id: str, exit_kind: Exit, interrupted: Callable[[Any], Counter],
                  problems: list[Violation] | None = None) -> Outcome:
     """Check what must hold right after the fault, then recover in a fresh child and check the
     rest (the fault's own ``problems`` first, each violation once). ``interrupted`` names the steps
@@ -1206,41 +1208,6 @@ def _checked(run: Run, submitted: dict[str, str], interruptions: Counter, point_
     )
 
 
-# -- pauses -------------------------------------------------------------------------------------
-PAUSE_KINDS = ("pause-live", "pause-expired")
-OTHER_BUSY_TIMEOUT_S = 0.05
-EXIT_RESUMED = 0
-
-
-def _frozen_at(run: Run, point: Point, deep: bool, iteration_of: Callable[[], Callable[[], Any]], who: str = "the worker to freeze") -> Any:
-    """Fork a worker that stops itself (SIGSTOP) just before ``point``; return the child, stopped
-    (or ended, if it never reached the point)."""
-    def body() -> bool:
-        iteration = iteration_of()
-        with Killer(run.adapter.trace_paths(), point, stop_here, run.only(deep)) as killer:
-            iteration()
-        return killer.reached
-
-    child = fork(body, f"{who} (before its point)")
-    return child, child.wait()
-
-
-def _resumed(child: Any, who: str) -> list[Violation]:
-    child.what = f"{who} (resumed)"
-    ended = child.resume()
-    if ended.exit is Exit.FINISHED:
-        return []
-    detail = (ended.error or f"exit status {ended.status}").strip().splitlines()[-1]
-    return [Violation("drains", f"{who} crashed after it was resumed: {detail}")]
-
-
-def short_busy(session: Any) -> Any:
-    setter = getattr(session, "set_busy_timeout", None)
-    if setter is not None:
-        setter(OTHER_BUSY_TIMEOUT_S)
-    return session
-
-
 def arm_sticky(run: Run) -> None:
     """Arm the scenario's sticky faults in this process's world: a poison input fails the same
     way for every worker that calls with it, not only for the doomed one."""
@@ -1249,124 +1216,3 @@ def arm_sticky(run: Run) -> None:
             run.world.arm(fault)
 
 
-def other_worker(run: Run, name: str) -> tuple[float, list[Violation]]:
-    """Another worker, in a child of its own, runs as far as it can (steps and outbox) while one
-    is frozen.
-
-    Its busy timeout is short: where the frozen worker holds the write lock, it must wait that
-    long, back off cleanly and leave the job for later. Returns the time it spent blocked.
-    """
-
-    def body() -> tuple[float, list[Violation]]:
-        arm_sticky(run)
-        session = short_busy(run.session(name))
-        blocked_s = 0.0
-        try:
-            for _ in range(ITERATIONS_PER_ROUND_MAX):
-                started = time.perf_counter()
-                outcome = session.run_once()
-                if outcome == RunOutcome.BUSY:
-                    blocked_s += time.perf_counter() - started
-                if outcome in NO_PROGRESS:
-                    break
-            for _ in range(ITERATIONS_PER_ROUND_MAX):
-                if not session.send_outbox():
-                    break
-        except Exception as exc:  # the engine must survive a frozen peer: anything raised is a violation
-            return blocked_s, [Violation("drains", f"worker {name!r} raised {type(exc).__name__} while a peer was frozen: {exc}")]
-        run.close()
-        return blocked_s, []
-
-    ended = fork(body, f"worker {name!r} (run while a peer was frozen)").wait()
-    if ended.exit is Exit.FINISHED:
-        return ended.value
-    return 0.0, [raised(f"worker {name!r}, while a peer was frozen", ended.error or str(ended.exit))]
-
-
-def run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
-    """Freeze the worker at ``point``; another worker runs with its lease still valid
-    (``expired=False``) or past it; then resume the frozen worker, drain, and check (a scenario
-    past its bound is a ``hangs`` result)."""
-    kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
-    return watched(adapter, family, point.id, kind, lambda: _run_pause(adapter, family, point, workdir, seed=seed, expired=expired, deep=deep))
-
-
-def _run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool) -> Outcome:
-    started = time.perf_counter()
-    run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
-    kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
-    problems: list[Violation] = []
-    blocked_s = 0.0
-    interruptions: Counter = Counter()
-    child = None
-    try:
-        child, ended = _frozen_at(run, point, deep, lambda: doomed_iteration(run))
-        if ended.exit is Exit.STOPPED:
-            exit_kind = Exit.PAUSED
-            if expired:
-                interruptions = steps_in_flight(run)  # a pause longer than the lease interrupts the step
-                run.clock.advance(adapter.lease_s + 1)
-            blocked_s, problems = other_worker(run, "w-other")
-            problems += _resumed(child, "the frozen worker")
-        else:
-            exit_kind, error = _doomed_exit(ended)
-            if error:
-                problems.append(raised("the iteration to pause", error))
-            elif exit_kind is Exit.NOT_REACHED:  # no pause happened: the scenario tested nothing
-                problems.append(point_reached("the worker to freeze"))
-        outcome = _after_fault(run, family, point.id, exit_kind, lambda _: interruptions, problems)
-    except Exception as exc:  # an adapter raised in the harness's own process
-        outcome = _adapter_raised(point.id, exc)
-    finally:
-        if child is not None:
-            child.kill()  # never leave a stopped worker behind
-        run.close()
-    outcome.fault = kind
-    outcome.blocked_s = blocked_s
-    outcome.seconds = time.perf_counter() - started
-    return outcome
-
-
-def _worker_b(run: Run) -> Callable[[], Any]:
-    arm_sticky(run)
-    return one_iteration(run.adapter, short_busy(run.session("w-b")))
-
-
-def run_interleaving(adapter: Adapter, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
-    """Two-level interleaving on one job: A frozen at ``first``; time passes A's lease; B runs
-    until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check (a
-    scenario past its bound is a ``hangs`` result)."""
-    return watched(adapter, family, f"{first.id}+{second.id}", "interleave",
-                    lambda: _run_interleaving(adapter, family, first, second, workdir, seed=seed, deep=deep))
-
-
-def _run_interleaving(adapter: Adapter, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool) -> Outcome:
-    started = time.perf_counter()
-    run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
-    problems: list[Violation] = []
-    interruptions: Counter = Counter()
-    exit_kind = Exit.NOT_REACHED
-    point_id = f"{first.id}+{second.id}"
-    children: list[Any] = []
-    try:
-        a, a_ended = _frozen_at(run, first, deep, lambda: doomed_iteration(run), "worker A")
-        children.append(a)
-        if a_ended.exit is Exit.STOPPED:
-            interruptions = steps_in_flight(run)
-            run.clock.advance(adapter.lease_s + 1)
-            b, b_ended = _frozen_at(run, second, deep, lambda: _worker_b(run), "worker B")
-            children.append(b)
-            problems += _resumed(a, "worker A")
-            if b_ended.exit is Exit.STOPPED:
-                exit_kind = Exit.INTERLEAVED
-                problems += _resumed(b, "worker B")
-        outcome = _after_fault(run, family, point_id, exit_kind, lambda _: interruptions, problems)
-    except Exception as exc:  # an adapter raised in the harness's own process
-        outcome = _adapter_raised(point_id, exc)
-    finally:
-        for child in children:
-            child.kill()
-        run.close()
-    outcome.fault = "interleave"
-    outcome.seconds = time.perf_counter() - started
-    return outcome

@@ -73,6 +73,7 @@ from chaos.hostfaults.power import LESSONS as POWER_LESSONS
 from chaos.hostfaults.power import POWER_KINDS
 from chaos.hostfaults.power_faults import run_power_cut
 from chaos.core.process import Exit, fork, run_in_child
+from chaos.core.freeze import other_worker
 from chaos.core.scenario import (
     DOOMED,
     EXIT_NOT_REACHED,
@@ -80,7 +81,6 @@ from chaos.core.scenario import (
     Outcome,
     Scenario,
     copy_template,
-    other_worker,
     recover_and_check,
     Run,
     setup_action,

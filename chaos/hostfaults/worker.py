@@ -22,12 +22,12 @@ from engine import NO_PROGRESS, STORE_UNAVAILABLE
 from chaos.core import libfiu
 from chaos.core.store_faults import fill_disk
 from chaos.core.points import Killer, Point
+from chaos.core.freeze import short_busy
 from chaos.core.scenario import (
     EXIT_ERROR,
     EXIT_NOT_REACHED,
     doomed_iteration,
     Run,
-    short_busy,
     settle,
 )
 

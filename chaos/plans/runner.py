@@ -54,7 +54,8 @@ from chaos.plans.plan import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Exp
 from chaos.core.points import CommitCounter, Point, Recorder
 from chaos.core.sampling import sample_every_kind
 from chaos.core.sandbox import Sandbox
-from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, prepare, run_interleaving, run_pause, run_point
+from chaos.core.freeze import run_interleaving, run_pause
+from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, prepare, run_point
 from chaos.core.world import Call, Fault
 
 if TYPE_CHECKING:

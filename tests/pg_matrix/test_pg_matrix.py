@@ -22,7 +22,8 @@ from chaos import run_matrix
 from chaos.cli import main
 from chaos.matrix.families import reference_scenarios
 from chaos.adapters.postgres import PostgresReferenceAdapter
-from chaos.core.scenario import discard, prepare, run_pause, run_point
+from chaos.core.freeze import run_pause
+from chaos.core.scenario import discard, prepare, run_point
 from chaos.core.world import World
 
 from .variants import PLANTED
