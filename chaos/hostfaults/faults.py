@@ -74,6 +74,7 @@ from chaos.hostfaults.power import POWER_KINDS
 from chaos.hostfaults.power_faults import run_power_cut
 from chaos.core.process import Exit, fork, run_in_child
 from chaos.core.freeze import other_worker
+from chaos.core.prepare import setup_action
 from chaos.core.scenario import (
     DOOMED,
     EXIT_NOT_REACHED,
@@ -83,7 +84,6 @@ from chaos.core.scenario import (
     copy_template,
     recover_and_check,
     Run,
-    setup_action,
     watched,
 )
 from chaos.core.world import Fault

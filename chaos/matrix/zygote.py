@@ -20,7 +20,7 @@ import pickle
 import sys
 
 from chaos.core.points import warm
-from chaos.core.scenario import prepare
+from chaos.core.prepare import prepare
 from chaos.matrix.runner import PREPARE, adopt, run_chunk
 
 

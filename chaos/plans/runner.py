@@ -1,6 +1,6 @@
 """Running fault plans: prepare a plan's crash points, kill at one, play a scripted scenario.
 
-A ``[points]`` section becomes a scenario family (:func:`chaos.core.scenario.prepare`): its doomed
+A ``[points]`` section becomes a scenario family (:func:`chaos.core.prepare.prepare`): its doomed
 iteration is recorded once, then re-run under a second recorder that notes, at every point, the
 job's committed state. That state names the point's group: the step the job was in when the
 worker died (``extract``), ``claim`` before the worker's claim committed, ``release`` after its
@@ -55,7 +55,8 @@ from chaos.core.points import CommitCounter, Point, Recorder
 from chaos.core.sampling import sample_every_kind
 from chaos.core.sandbox import Sandbox
 from chaos.core.freeze import run_interleaving, run_pause
-from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, prepare, run_point
+from chaos.core.prepare import prepare
+from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, run_point
 from chaos.core.world import Call, Fault
 
 if TYPE_CHECKING:

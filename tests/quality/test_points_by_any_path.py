@@ -22,7 +22,8 @@ import pytest
 from chaos import ReferenceAdapter, run_matrix
 from chaos.core.points import Killer, Point
 from chaos.core.freeze import run_pause
-from chaos.core.scenario import for_adapter, prepare, run_point
+from chaos.core.prepare import prepare
+from chaos.core.scenario import for_adapter, run_point
 from chaos.hostfaults.faults import machine_points, machine_scenarios, run_machine_fault
 from chaos.matrix.runner import source_line
 
