@@ -68,7 +68,7 @@ WAIT_S_MAX = 900.0  # a child that neither ends nor stops by then is killed and 
 # The signal that makes a watched child write every thread's stack (faulthandler, in C: it answers
 # while the interpreter is blocked in a lock, a sleep or a query). A real-time signal where there
 # is one, so that it meets no handler an engine installs for SIGUSR1 or SIGUSR2 (the inprocess
-# kill uses SIGUSR1 itself, see chaos.core.scenario.Abandoning).
+# kill uses SIGUSR1 itself, see chaos.core.kill.Abandoning).
 STACKS_SIGNAL: int = signal.SIGRTMIN + 3 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
 STACKS_SIGNAL_NAME = "SIGRTMIN+3" if hasattr(signal, "SIGRTMIN") else "SIGUSR2"
 STACKS_WAIT_S = 2.0  # how long a stuck child has to write its stacks before it is killed without them

@@ -42,7 +42,7 @@ from chaos.core.context import RunContext, close_quietly, store_conn
 from chaos.core.iteration import one_iteration
 from chaos.core.points import CommitCounter, Killer, Point, Recorder
 from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
-from chaos.core.scenario import Abandon, Abandoning
+from chaos.core.kill import Abandon, Abandoning
 from chaos.core.world import Fault, World
 
 if TYPE_CHECKING:

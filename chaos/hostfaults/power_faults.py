@@ -31,7 +31,8 @@ from chaos.core.points import Point
 from chaos.hostfaults.power import LEVEL_OF, PowerImage, PowerUnavailable, power_missing, sync_tree
 from chaos.hostfaults.power_checks import durable_commits, lost_commits, lost_interruptions, read_acknowledged
 from chaos.core.invariants import raised
-from chaos.core.scenario import Family, Outcome, copy_template, recover_and_check, steps_in_flight, Run, kill_at
+from chaos.core.kill import kill_at
+from chaos.core.scenario import Family, Outcome, copy_template, recover_and_check, steps_in_flight, Run
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter

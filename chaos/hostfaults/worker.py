@@ -23,10 +23,10 @@ from chaos.core import libfiu
 from chaos.core.store_faults import fill_disk
 from chaos.core.points import Killer, Point
 from chaos.core.freeze import short_busy
+from chaos.core.kill import doomed_iteration
 from chaos.core.scenario import (
     EXIT_ERROR,
     EXIT_NOT_REACHED,
-    doomed_iteration,
     Run,
     settle,
 )

@@ -35,9 +35,10 @@ from chaos.core.invariants import submit_policy
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.process import Exit
 from chaos.core.scenario import (
-    AT_START, PAUSE_KINDS, Family, Outcome, Scenario, compared, discard, for_adapter, recovery_key, run_point,
+    AT_START, PAUSE_KINDS, Family, Outcome, Scenario, compared, discard, for_adapter, recovery_key,
 )
 from chaos.core.freeze import run_interleaving, run_pause
+from chaos.core.kill import run_point
 from chaos.core.prepare import prepare
 
 if TYPE_CHECKING:

@@ -56,7 +56,8 @@ from chaos.core.sampling import sample_every_kind
 from chaos.core.sandbox import Sandbox
 from chaos.core.freeze import run_interleaving, run_pause
 from chaos.core.prepare import prepare
-from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario, run_point
+from chaos.core.kill import run_point
+from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario
 from chaos.core.world import Call, Fault
 
 if TYPE_CHECKING:
@@ -208,7 +209,8 @@ def _groups(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: 
     """Each point's step: the iteration runs once more, in a child, reading the jobs' committed
     states before every line."""
     from chaos.core.process import Exit, fork
-    from chaos.core.scenario import fresh_run, doomed_iteration
+    from chaos.core.kill import doomed_iteration
+    from chaos.core.scenario import fresh_run
 
     if not family.points:
         return []

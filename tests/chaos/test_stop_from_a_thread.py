@@ -73,7 +73,7 @@ def test_inprocess_mode_abandons_the_worker_at_a_step_thread_line_outside_any_tr
 
 ABANDON_ON_A_THREAD = """
 import threading
-from chaos.core.scenario import Abandon, Abandoning
+from chaos.core.kill import Abandon, Abandoning
 try:
     with Abandoning("a point") as abandon:
         thread = threading.Thread(target=abandon, name="steps-w-doomed")  # a point on the engine's step thread

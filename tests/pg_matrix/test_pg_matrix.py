@@ -24,7 +24,8 @@ from chaos.matrix.families import reference_scenarios
 from chaos.adapters.postgres import PostgresReferenceAdapter
 from chaos.core.freeze import run_pause
 from chaos.core.prepare import prepare
-from chaos.core.scenario import discard, run_point
+from chaos.core.kill import run_point
+from chaos.core.scenario import discard
 from chaos.core.world import World
 
 from .variants import PLANTED

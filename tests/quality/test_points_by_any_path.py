@@ -23,7 +23,8 @@ from chaos import ReferenceAdapter, run_matrix
 from chaos.core.points import Killer, Point
 from chaos.core.freeze import run_pause
 from chaos.core.prepare import prepare
-from chaos.core.scenario import for_adapter, run_point
+from chaos.core.kill import run_point
+from chaos.core.scenario import for_adapter
 from chaos.hostfaults.faults import machine_points, machine_scenarios, run_machine_fault
 from chaos.matrix.runner import source_line
 
