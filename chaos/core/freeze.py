@@ -24,10 +24,10 @@ from chaos.core.iteration import one_iteration
 from chaos.core.points import Point, Killer
 from chaos.core.process import Exit, fork, stop_here
 from chaos.core.scenario import (
-    ITERATIONS_PER_ROUND_MAX, PAUSE_KINDS, Family, Outcome, Run, adapter_raised, after_fault, arm_sticky, fresh_run, steps_in_flight,
-    watched,
+    PAUSE_KINDS, Family, Outcome, Run, adapter_raised, arm_sticky, fresh_run, steps_in_flight, watched,
 )
 from chaos.core.kill import doomed_exit, doomed_iteration
+from chaos.core.settle import ITERATIONS_PER_ROUND_MAX, after_fault
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter

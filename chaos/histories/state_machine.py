@@ -46,7 +46,8 @@ from chaos.matrix.runner import scratch_dir
 from chaos.core.iteration import one_iteration
 from chaos.core.recovery import recovering_workers, recovery_wait_s
 from chaos.core.process import run_in_child
-from chaos.core.scenario import MODES, T0, settle, task_names
+from chaos.core.scenario import MODES, T0, task_names
+from chaos.core.settle import settle
 from chaos.core.world import OUTCOME_FAULTS, Fault, World
 
 if TYPE_CHECKING:

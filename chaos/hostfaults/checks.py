@@ -19,7 +19,8 @@ from chaos.core.invariants import Violation, initial_states
 from chaos.hostfaults.worker import EXIT_DRAINED, EXIT_STUCK
 from chaos.core.store_faults import DAMAGED_STATE, ScenarioDb
 from chaos.adapters.postgres import is_postgres
-from chaos.core.scenario import EXIT_NOT_REACHED, RECOVERY_ROUNDS_MAX
+from chaos.core.scenario import EXIT_NOT_REACHED
+from chaos.core.settle import RECOVERY_ROUNDS_MAX
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter

@@ -75,6 +75,7 @@ from chaos.hostfaults.power_faults import run_power_cut
 from chaos.core.process import Exit, fork, run_in_child
 from chaos.core.freeze import other_worker
 from chaos.core.prepare import setup_action
+from chaos.core.settle import recover_and_check
 from chaos.core.scenario import (
     DOOMED,
     EXIT_NOT_REACHED,
@@ -82,7 +83,6 @@ from chaos.core.scenario import (
     Outcome,
     Scenario,
     copy_template,
-    recover_and_check,
     Run,
     watched,
 )

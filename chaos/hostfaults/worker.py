@@ -24,11 +24,11 @@ from chaos.core.store_faults import fill_disk
 from chaos.core.points import Killer, Point
 from chaos.core.freeze import short_busy
 from chaos.core.kill import doomed_iteration
+from chaos.core.settle import settle
 from chaos.core.scenario import (
     EXIT_ERROR,
     EXIT_NOT_REACHED,
     Run,
-    settle,
 )
 
 __all__ = ["EXIT_DRAINED", "EXIT_STUCK", "IO_FAILURES", "Page", "SkewedClock", "doomed_worker", "drain", "working"]

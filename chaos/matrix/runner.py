@@ -35,10 +35,11 @@ from chaos.core.invariants import submit_policy
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.process import Exit
 from chaos.core.scenario import (
-    AT_START, PAUSE_KINDS, Family, Outcome, Scenario, compared, discard, for_adapter, recovery_key,
+    AT_START, PAUSE_KINDS, Family, Outcome, Scenario, compared, discard, for_adapter,
 )
 from chaos.core.freeze import run_interleaving, run_pause
 from chaos.core.kill import run_point
+from chaos.core.settle import recovery_key
 from chaos.core.prepare import prepare
 
 if TYPE_CHECKING:
@@ -574,7 +575,7 @@ def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], wo
 def _across_families(work: list[Work], families: dict[str, Family]) -> dict[Work, Work]:
     """The crash items whose kill leaves exactly what an earlier item's kill in another family
     leaves (the files' content and the clock, see :class:`chaos.core.points.DurableState`), to be
-    recovered alike (:func:`chaos.core.scenario.recovery_key`): each -> the item that runs for it.
+    recovered alike (:func:`chaos.core.settle.recovery_key`): each -> the item that runs for it.
     Families prepared alike (the same template, the same clock) share the points before their
     own fault first shows."""
     first: dict[Any, Work] = {}
