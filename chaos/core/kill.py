@@ -27,9 +27,10 @@ from chaos.core.process import Ended, Exit, die_here, fork
 from chaos.core.store_faults import InCall
 from chaos.core.world import STORE_FAULT_KINDS
 from chaos.core.scenario import (
-    AT_START, DOOMED, MODES, Family, Outcome, Run, adapter_raised, fresh_run, steps_in_flight, watched,
+    AT_START, DOOMED, MODES, Family, Outcome, Run, fresh_run, watched,
 )
 from chaos.core.settle import after_fault
+from chaos.core.verdict import adapter_raised, steps_in_flight
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter

@@ -35,12 +35,7 @@ from chaos.core.context import RunContext, close_quietly
 from chaos.core.invariants import (
     Evidence,
     Violation,
-    check,
     hangs,
-    raised,
-    same_outcome,
-    wasted_calls,
-    zombie_calls,
 )
 from chaos.core.iteration import iteration_model
 from chaos.core.recovery import recovery_model
@@ -51,7 +46,7 @@ from chaos.core.raises import watch_raises
 from chaos.adapter import allowed_effects, job_ref, resolve_jobs
 from chaos.core import effects
 from chaos.core.store_faults import IO_FAULTS
-from chaos.core.world import OUTCOME_FAULTS, STORE_FAULT_KINDS, Fault, World
+from chaos.core.world import STORE_FAULT_KINDS, Fault, World
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
@@ -59,7 +54,6 @@ if TYPE_CHECKING:
 __all__ = [
     "AT_START",
     "RECOVERY_RNG_SCOPE",
-    "compared",
     "REFERENCE_STEPS",
     "poison_for",
     "reference_poison",
@@ -77,13 +71,10 @@ __all__ = [
     "Run",
     "T0",
     "copy_template",
-    "steps_in_flight",
     "for_adapter",
     "task_names",
     "watched",
-    "adapter_raised",
     "arm_sticky",
-    "checked",
     "hung_outcome",
     "resolve_states",
     "with_jobs_of",
@@ -450,65 +441,7 @@ def discard(adapter: Adapter, family: Family) -> None:
         family.template_db = ""
 
 
-def adapter_raised(point_id: str, exc: BaseException) -> Outcome:
-    import traceback
-
-    lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
-    tail = "\n".join(lines[-12:])
-    return Outcome(point_id, Exit.ERROR, error=tail, violations=[raised("the adapter, in the harness's process", tail)])
-
-
-def steps_in_flight(run: Run, snapshot: Any = None) -> Counter:
-    """Steps that were in flight when the worker died: each may be paid for once more."""
-    working = {w: step for step, (w, _) in run.adapter.step_states().items()}
-    snapshot = snapshot if snapshot is not None else run.adapter.inspect(run.db)
-    return Counter((job_id, working[job.state]) for job_id, job in snapshot.jobs.items() if job.state in working)
-
-
 RECOVERY_RNG_SCOPE = "recovery"
-
-
-def compared(family: Family, outcome: Outcome, adapter: Adapter) -> list[Violation]:
-    """The ``same-outcome`` violations of ``outcome`` against ``family``'s baseline (none where the
-    baseline itself did not hold)."""
-    if not family.baseline.held:
-        return []
-    return same_outcome(family.baseline, outcome, resolve_states(_allowed(family.scenario), adapter))
-
-
-def _allowed(scenario: Scenario) -> tuple[str, ...]:
-    """The other final states a job may reach after a fault: the family's own, and any settled
-    state where a fault that changes its call's outcome hits only once (a crash before that call,
-    recovered with the fault gone, rightly ends elsewhere: a review that passes this time)."""
-    once = any(f.kind in OUTCOME_FAULTS and not f.sticky for f in scenario.faults)
-    return scenario.allowed + (("<settled>",) if once else ())
-
-
-def checked(run: Run, submitted: dict[str, str], interruptions: Counter, point_id: str, exit_kind: str,
-             drained: tuple[list[Violation], list[Violation]]) -> Outcome:
-    """The whole catalog at rest, read from what outlived every process: the database and the
-    world's ledger."""
-    crashes, resubmitted = drained
-    evidence = run.evidence(submitted, interruptions)
-    violations = crashes[:1] + check(evidence, at_rest=True) + resubmitted
-    jobs = evidence.snapshot.jobs
-    return Outcome(
-        point=point_id,
-        exit=exit_kind,
-        violations=violations,
-        wasted_calls=wasted_calls(evidence),
-        zombie_calls=len(zombie_calls(evidence)),
-        final_states={j: v.state for j, v in jobs.items()},
-        calls=dict(Counter(f"{c.job_id}:{c.step}" for c in evidence.calls)),
-        tasks=sorted({c.task for c in evidence.calls}),
-        applied=sum(1 for d in evidence.deliveries if d.applied),
-        deliveries=len(evidence.deliveries),
-        results={j: v.result for j, v in jobs.items()},
-        faults_fired=sorted({kind for _, _, kind in run.world.faults_met()}),
-        last_errors={j: v.last_error for j, v in jobs.items()},
-        effects={d.key: d.payload for d in evidence.deliveries if d.applied},
-        raised=run.world.raised(),
-    )
 
 
 def arm_sticky(run: Run) -> None:

@@ -4,7 +4,8 @@ Right after the fault the harness checks the invariants that must hold at every 
 the fake clock past the dead worker's lease, and drains the system in a fresh process, one that
 never ran the doomed iteration, as a real restart is (a worker and the outbox sender until
 nothing is due, time moving past every backoff); then it checks the whole catalog at rest,
-including that the fault did not change the outcome (``same-outcome``). The recovering workers are the adapter's ``recovery`` model's
+including that the fault did not change the outcome (``same-outcome``), with
+:mod:`chaos.core.verdict`. The recovering workers are the adapter's ``recovery`` model's
 (:mod:`chaos.core.recovery`).
 """
 
@@ -20,7 +21,8 @@ from chaos.core.invariants import Violation, check, idempotent_submit, raised, s
 from chaos.core.iteration import one_iteration
 from chaos.core.recovery import recovering_workers, recovery_wait_s
 from chaos.core.process import Exit, fork
-from chaos.core.scenario import DOOMED, RECOVERY_RNG_SCOPE, Family, Outcome, Run, arm_sticky, checked, compared
+from chaos.core.scenario import DOOMED, RECOVERY_RNG_SCOPE, Family, Outcome, Run, arm_sticky
+from chaos.core.verdict import checked, compared
 
 __all__ = [
     "RECOVERY_ROUNDS_MAX", "PACED_ROUNDS_MAX", "ITERATIONS_PER_ROUND_MAX", "BACKOFF_JUMP_S", "RECOVERING", "after_fault",
