@@ -3,7 +3,7 @@ the recorder (points), the shared clock, what a database holds for the next proc
 one iteration of an engine's loop is (iteration), how an engine recovers a dead worker's work
 (recovery), the store's failures a call can bring on (store_faults), the lines an engine declares no iteration reaches (unreachable), the ledger files every process writes, libfiu's preload (the I/O errors), the world of paid calls and deliveries, the
 invariants, the findings and their GitHub annotations, one scenario's vocabulary (scenario) and its
-phases: a family's setup and its recorded baseline (prepare), a worker killed at a point (kill), a worker frozen at a point (freeze), the recovery after a fault (settle), what a scenario ended with (verdict), a sample of
+phases: a family's template and its copies (template), its setup and its recorded baseline (prepare), a worker killed at a point (kill), a worker frozen at a point (freeze), the recovery after a fault (settle), what a scenario ended with (verdict), a sample of
 a run's items that keeps every fault kind (sampling), the bound on a scenario and what one that hung leaves
 (hangs) and the sandbox a fault plan runs in; the
 fresh process scenarios are forked from (pristine), the effects a step has outside the outbox
@@ -13,5 +13,5 @@ all (whole_file).
 
 __all__ = [
     "annotations", "capabilities", "clock", "content", "context", "declared", "effects", "findings", "freeze", "hangs", "invariants", "iteration", "kill", "ledger_file", "libfiu", "points", "prepare", "pristine", "process",
-    "raises", "recovery", "sampling", "sandbox", "scenario", "settle", "store_faults", "unreachable", "verdict", "whole_file", "world",
+    "raises", "recovery", "sampling", "sandbox", "scenario", "settle", "store_faults", "template", "unreachable", "verdict", "whole_file", "world",
 ]

@@ -32,7 +32,7 @@ class RunContext:
     """The files, clock and world of one run, in ``directory``.
 
     ``db`` is the engine's database: ``<directory>/engine.db`` unless the adapter made one of its
-    own (a PostgreSQL database, see :func:`chaos.core.scenario.copy_template`); ``drop`` says the
+    own (a PostgreSQL database, see :func:`chaos.core.template.copy_template`); ``drop`` says the
     run owns it and drops it in :meth:`give_back`.
     """
 

@@ -24,10 +24,11 @@ from chaos.core.iteration import one_iteration
 from chaos.core.points import Point, Killer
 from chaos.core.process import Exit, fork, stop_here
 from chaos.core.scenario import (
-    PAUSE_KINDS, Family, Outcome, Run, arm_sticky, fresh_run, watched,
+    PAUSE_KINDS, Family, Outcome, Run, arm_sticky, watched,
 )
 from chaos.core.kill import doomed_exit, doomed_iteration
 from chaos.core.settle import ITERATIONS_PER_ROUND_MAX, after_fault
+from chaos.core.template import fresh_run
 from chaos.core.verdict import adapter_raised, steps_in_flight
 
 if TYPE_CHECKING:

@@ -34,11 +34,12 @@ from chaos.adapters.sql import HUMAN_WRITER
 from chaos.core import libfiu
 from chaos.core.store_faults import DAMAGED_JSON, DAMAGED_STATE, ScenarioDb, small_pages
 from chaos.core.scenario import (
-    AT_START, DEFAULT_PAYLOAD, T0, Family, Outcome, Run, Scenario, arm_sticky, fresh_run, hung_outcome, poison_for, resolve_states,
+    AT_START, DEFAULT_PAYLOAD, T0, Family, Outcome, Run, Scenario, arm_sticky, hung_outcome, poison_for, resolve_states,
     with_jobs_of,
 )
 from chaos.core.kill import doomed_iteration
 from chaos.core.settle import drain
+from chaos.core.template import fresh_run
 from chaos.core.verdict import checked, steps_in_flight
 
 if TYPE_CHECKING:

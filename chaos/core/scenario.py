@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -62,15 +61,12 @@ __all__ = [
     "Family",
     "MODES",
     "DEFAULT_PAYLOAD",
-    "fresh_run",
-    "discard",
     "DOOMED",
     "EXIT_ERROR",
     "EXIT_NOT_REACHED",
     "PAUSE_KINDS",
     "Run",
     "T0",
-    "copy_template",
     "for_adapter",
     "task_names",
     "watched",
@@ -399,46 +395,6 @@ def watched(adapter: Adapter, family: Family, point_id: str, fault: str, scenari
             return scenario()
     except Hung as hung:
         return hung_outcome(hung, point_id, fault, started)
-
-
-def copy_template(family: Family, directory: str, adapter: Adapter | None = None) -> str | None:
-    """A fresh copy of the template in a new directory (a WAL file is copied, never the -shm).
-
-    Returns the copy's database when the adapter made it (``new_scenario_db``, e.g. PostgreSQL's
-    ``CREATE DATABASE ... TEMPLATE``: the run owns it and drops it), else None: the files are it.
-    """
-    if os.path.exists(directory):
-        shutil.rmtree(directory)
-    os.makedirs(directory)
-    names = ("world.db", "world.db-wal") if family.template_db else ("engine.db", "engine.db-wal", "world.db", "world.db-wal")
-    for name in names:
-        source = os.path.join(family.template, name)
-        if os.path.exists(source):
-            shutil.copyfile(source, os.path.join(directory, name))
-    from chaos.adapter import server_databases
-
-    server = server_databases(adapter) if adapter is not None else None
-    if family.template_db and server is not None:
-        return server.new_scenario_db(family.template_db, directory)
-    return None
-
-
-def fresh_run(adapter: Adapter, family: Family, directory: str, seed: int) -> Run:
-    """A new run on a fresh copy of the family's template."""
-    db = copy_template(family, directory, adapter)
-    run = Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
-    run.submitted = family.submitted
-    return run
-
-
-def discard(adapter: Adapter, family: Family) -> None:
-    """Drop a family's template database, where the adapter made one (its files go with the workdir)."""
-    from chaos.adapter import server_databases
-
-    server = server_databases(adapter)
-    if family.template_db and server is not None:
-        server.drop_db(family.template_db)
-        family.template_db = ""
 
 
 RECOVERY_RNG_SCOPE = "recovery"

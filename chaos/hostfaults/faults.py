@@ -76,13 +76,13 @@ from chaos.core.process import Exit, fork, run_in_child
 from chaos.core.freeze import other_worker
 from chaos.core.prepare import setup_action
 from chaos.core.settle import recover_and_check
+from chaos.core.template import copy_template
 from chaos.core.scenario import (
     DOOMED,
     EXIT_NOT_REACHED,
     Family,
     Outcome,
     Scenario,
-    copy_template,
     Run,
     watched,
 )

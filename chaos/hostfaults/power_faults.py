@@ -32,7 +32,8 @@ from chaos.hostfaults.power import LEVEL_OF, PowerImage, PowerUnavailable, power
 from chaos.hostfaults.power_checks import durable_commits, lost_commits, lost_interruptions, read_acknowledged
 from chaos.core.invariants import raised
 from chaos.core.kill import kill_at
-from chaos.core.scenario import Family, Outcome, copy_template, Run
+from chaos.core.scenario import Family, Outcome, Run
+from chaos.core.template import copy_template
 from chaos.core.settle import recover_and_check
 from chaos.core.verdict import steps_in_flight
 

@@ -35,11 +35,12 @@ from chaos.core.invariants import submit_policy
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.process import Exit
 from chaos.core.scenario import (
-    AT_START, PAUSE_KINDS, Family, Outcome, Scenario, discard, for_adapter,
+    AT_START, PAUSE_KINDS, Family, Outcome, Scenario, for_adapter,
 )
 from chaos.core.freeze import run_interleaving, run_pause
 from chaos.core.kill import run_point
 from chaos.core.settle import recovery_key
+from chaos.core.template import discard
 from chaos.core.verdict import compared
 from chaos.core.prepare import prepare
 

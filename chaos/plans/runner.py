@@ -210,7 +210,7 @@ def _groups(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: 
     states before every line."""
     from chaos.core.process import Exit, fork
     from chaos.core.kill import doomed_iteration
-    from chaos.core.scenario import fresh_run
+    from chaos.core.template import fresh_run
 
     if not family.points:
         return []

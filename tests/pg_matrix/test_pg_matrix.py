@@ -25,7 +25,7 @@ from chaos.adapters.postgres import PostgresReferenceAdapter
 from chaos.core.freeze import run_pause
 from chaos.core.prepare import prepare
 from chaos.core.kill import run_point
-from chaos.core.scenario import discard
+from chaos.core.template import discard
 from chaos.core.world import World
 
 from .variants import PLANTED
