@@ -5,7 +5,7 @@ lease (a GC pause, a VM migration, a laptop lid) and then carry on as if nothing
 another worker has taken its job. Here the worker stops itself (SIGSTOP) just before the point,
 another worker runs meanwhile, with the frozen one's lease still valid or past it, and then the
 frozen worker resumes (SIGCONT); the system drains and the catalog is checked as after a kill
-(:mod:`chaos.core.scenario`). Compare-and-swap guards, lease checks and fencing tokens exist for
+(:mod:`chaos.core.settle`). Compare-and-swap guards, lease checks and fencing tokens exist for
 exactly this case, and only pauses reveal their absence.
 """
 
@@ -23,9 +23,7 @@ from chaos.core.invariants import Violation, point_reached, raised
 from chaos.core.iteration import one_iteration
 from chaos.core.points import Point, Killer
 from chaos.core.process import Exit, fork, stop_here
-from chaos.core.scenario import (
-    PAUSE_KINDS, Family, Outcome, Run, arm_sticky, watched,
-)
+from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Run, arm_sticky, watched
 from chaos.core.kill import doomed_exit, doomed_iteration
 from chaos.core.settle import ITERATIONS_PER_ROUND_MAX, after_fault
 from chaos.core.template import fresh_run

@@ -26,9 +26,7 @@ from chaos.core.points import SWITCH_INTERVAL_S, Killer, Point
 from chaos.core.process import Ended, Exit, die_here, fork
 from chaos.core.store_faults import InCall
 from chaos.core.world import STORE_FAULT_KINDS
-from chaos.core.scenario import (
-    AT_START, DOOMED, MODES, Family, Outcome, Run, watched,
-)
+from chaos.core.scenario import AT_START, DOOMED, MODES, Family, Outcome, Run, watched
 from chaos.core.settle import after_fault
 from chaos.core.template import fresh_run
 from chaos.core.verdict import adapter_raised, steps_in_flight

@@ -6,16 +6,19 @@ baseline, the same iteration run to the end without any fault), each doomed iter
 recovery. A recovery therefore starts in a process that never ran the doomed iteration, as a real
 restart does, and a workflow that keeps state in process memory between steps is caught.
 
-``fork`` mode (the default, the faithful one) kills the doomed worker by SIGKILL at the point:
-no ``finally``, no ``atexit``, no context-manager exit. ``inprocess`` mode abandons it by raising
-an exception at the point, so ``finally`` blocks and ``with`` exits still run, and code that is
-only correct if they run looks correct: a weaker approximation, documented as such. Either way
-the abandoned sessions are never closed; the child's exit drops their connections.
+This module holds the words every phase of a scenario speaks: a family of points
+(:class:`Scenario`, prepared once into a :class:`Family`), one scenario's run (:class:`Run`), what
+it ended with (:class:`Outcome`), and the bound every scenario runs under (:func:`watched`). The
+phases, in the order a point meets them, each in a module named after it:
 
-After the kill the harness checks the invariants that must hold at every moment, moves the fake
-clock past the dead worker's lease, drains the system in a fresh process (a worker and the
-outbox sender until nothing is due, time moving past every backoff), and checks the whole
-catalog at rest, including that the crash did not change the outcome (``same-outcome``).
+- :mod:`chaos.core.prepare`: a family's setup, run once into its template, and its doomed
+  iteration recorded, which gives its points and its baseline;
+- :mod:`chaos.core.template`: the fresh copy of the template each point starts from;
+- :mod:`chaos.core.kill` (the doomed worker killed at its point) or :mod:`chaos.core.freeze`
+  (frozen there while another worker runs, then resumed);
+- :mod:`chaos.core.settle`: what must hold at once, then a recovery in a fresh process that
+  drains the system;
+- :mod:`chaos.core.verdict`: the whole catalog checked at rest, and compared with the baseline.
 """
 
 from __future__ import annotations
@@ -28,14 +31,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, TYPE_CHECKING
 
-
 from chaos.core.clock import SharedClock, time_source
 from chaos.core.context import RunContext, close_quietly
-from chaos.core.invariants import (
-    Evidence,
-    Violation,
-    hangs,
-)
+from chaos.core.invariants import Evidence, Violation, hangs
 from chaos.core.iteration import iteration_model
 from chaos.core.recovery import recovery_model
 from chaos.core.points import Point
@@ -51,29 +49,13 @@ if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
 __all__ = [
-    "AT_START",
-    "RECOVERY_RNG_SCOPE",
-    "REFERENCE_STEPS",
-    "poison_for",
-    "reference_poison",
-    "Scenario",
-    "Outcome",
-    "Family",
-    "MODES",
-    "DEFAULT_PAYLOAD",
-    "DOOMED",
-    "EXIT_ERROR",
-    "EXIT_NOT_REACHED",
-    "PAUSE_KINDS",
-    "Run",
-    "T0",
-    "for_adapter",
-    "task_names",
-    "watched",
-    "arm_sticky",
-    "hung_outcome",
-    "resolve_states",
-    "with_jobs_of",
+    # the words a family is written in
+    "MODES", "PAUSE_KINDS", "AT_START", "T0", "EXIT_NOT_REACHED", "DOOMED", "EXIT_ERROR", "DEFAULT_PAYLOAD", "REFERENCE_STEPS",
+    "poison_for", "reference_poison", "Scenario", "task_names", "for_adapter", "with_jobs_of", "resolve_states",
+    # a family prepared, one scenario's run and what it ended with
+    "Family", "Outcome", "Run", "RECOVERY_RNG_SCOPE", "arm_sticky",
+    # the bound every scenario runs under
+    "hung_outcome", "watched",
 ]
 
 MODES = ("fork", "inprocess")
@@ -85,6 +67,9 @@ T0 = 1_700_000_000.0
 EXIT_NOT_REACHED = 3
 DOOMED = "w-doomed"  # the doomed iteration's worker
 EXIT_ERROR = 4
+# What a recovery's workers seed their random generators with besides the seed and their identity
+# (see Run.rng_scope): alike in every family, so that a recovery depends only on what it recovers.
+RECOVERY_RNG_SCOPE = "recovery"
 # What the harness submits for each job unless the adapter says otherwise (``payload(job_id)``).
 DEFAULT_PAYLOAD = '{"source": <job id>}'
 
@@ -339,7 +324,7 @@ class Run(RunContext):
         self.scenario = scenario
         # What the workers' random generators are seeded with besides the seed and their identity:
         # the family's name, but RECOVERY_RNG_SCOPE for the workers of a recovery, which then
-        # depends only on what it recovers (see recovery_key).
+        # depends only on what it recovers (see chaos.core.settle.recovery_key).
         self.rng_scope = scenario.name
         self.sessions: list[Any] = []
         self.on_session: Callable[[Any], None] | None = None  # told of every session opened
@@ -397,14 +382,9 @@ def watched(adapter: Adapter, family: Family, point_id: str, fault: str, scenari
         return hung_outcome(hung, point_id, fault, started)
 
 
-RECOVERY_RNG_SCOPE = "recovery"
-
-
 def arm_sticky(run: Run) -> None:
     """Arm the scenario's sticky faults in this process's world: a poison input fails the same
     way for every worker that calls with it, not only for the doomed one."""
     for fault in run.scenario.faults:
         if fault.sticky:
             run.world.arm(fault)
-
-
