@@ -6,8 +6,10 @@ does not do."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -255,3 +257,128 @@ def test_persistqueue_plain_a_paused_consumers_item_is_handed_to_a_second_consum
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=10)
+
+
+# A consumer that takes one message, says which on its stdout, then waits for a line on its stdin
+# before it finishes (litequeue: marks the message done; persist-queue: pays, records the payment in
+# the ledger file, acknowledges): the test decides when that happens, and what the store is doing then.
+STEPWISE = textwrap.dedent("""
+    import os, sqlite3, sys
+    kind, db, ledger = sys.argv[1], sys.argv[2], sys.argv[3]
+    if kind == "litequeue":
+        from litequeue import LiteQueue
+        queue = LiteQueue(db, timeout=0.2)  # the consumer's busy timeout
+        message = queue.pop()
+        print(message.message_id, flush=True)
+        sys.stdin.readline()
+        try:
+            queue.done(message.message_id)
+        except sqlite3.Error as exc:  # a careful consumer hands the message out again; that write fails too
+            try:
+                queue.retry(message.message_id)
+            except sqlite3.Error:
+                pass
+            print(f"{type(exc).__name__}: {exc}", flush=True)
+            sys.exit(3)
+        print("done", flush=True)
+    else:
+        from persistqueue import SQLiteAckQueue
+        queue = SQLiteAckQueue(os.path.dirname(db), db_file_name=os.path.basename(db))
+        item = queue.get(block=False, raw=True)
+        print(item["pqid"], flush=True)
+        sys.stdin.readline()
+        with open(ledger, "a") as paid:  # the paid call, recorded where no crash of the consumer undoes it
+            paid.write(f"{item['pqid']} {os.getpid()}\\n")
+        queue.ack(id=item["pqid"])
+        print("done", flush=True)
+""")
+
+
+def _stepwise(kind: str, db: str, ledger: str = "", fiu_ctrl: str = "") -> tuple[subprocess.Popen, str]:
+    command = [sys.executable, "-c", STEPWISE, kind, db, ledger]
+    if fiu_ctrl:
+        command = ["fiu-run", "-x", "-f", fiu_ctrl, *command]
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    taken = child.stdout.readline().strip()
+    assert taken, f"the {kind} consumer took nothing (exit {child.poll()})"
+    return child, taken
+
+
+def _go_on(child: subprocess.Popen) -> tuple[int, str]:
+    """Let a stepwise consumer finish; its exit code and what it said."""
+    out, _ = child.communicate("go\n", timeout=20)
+    return child.returncode, out.strip()
+
+
+def test_litequeue_plain_a_message_whose_done_met_a_lock_is_never_handed_out_again(tmp_path):
+    """The drains finding under a held lock, without the harness: a consumer process takes a
+    message and runs its step; another process holds the write lock (``BEGIN IMMEDIATE``) past the
+    consumer's busy timeout, so that its ``done()`` (and the ``retry()`` that would hand the message
+    out again) fails; once the lock is gone, no consumer takes the message again: it stays locked."""
+    from litequeue import LiteQueue, MessageStatus
+
+    db = str(tmp_path / "queue.db")
+    put = LiteQueue(db).put("doc-1").message_id
+    child, taken = _stepwise("litequeue", db)
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        code, said = _go_on(child)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert taken == put
+    assert code == 3, said
+    assert "database is locked" in said, said
+    later = LiteQueue(db)
+    assert later.pop() is None
+    assert later.get(put).status == MessageStatus.LOCKED
+
+
+@pytest.mark.skipif(shutil.which("fiu-run") is None or shutil.which("fiu-ctrl") is None, reason="libfiu's fiu-run and fiu-ctrl are not installed")
+def test_litequeue_plain_a_message_whose_done_met_an_io_error_is_never_handed_out_again(tmp_path):
+    """The drains finding under an I/O error, without the harness: a consumer process started under
+    libfiu takes a message; every ``pwrite`` of that process then fails with EIO (enabled from outside
+    with ``fiu-ctrl``), so that its ``done()`` cannot write the database; it exits, and no consumer
+    takes the message again: it stays locked."""
+    from litequeue import LiteQueue, MessageStatus
+
+    db, ctrl = str(tmp_path / "queue.db"), str(tmp_path / "fiu-ctrl")
+    put = LiteQueue(db).put("doc-1").message_id
+    child, taken = _stepwise("litequeue", db, fiu_ctrl=ctrl)
+    enabled = subprocess.run(["fiu-ctrl", "-f", ctrl, "-c", f"enable name=posix/io/rw/pwrite,failinfo={errno.EIO}",
+                              str(child.pid)], capture_output=True, text=True, timeout=20)
+    assert enabled.returncode == 0, enabled.stderr
+    code, said = _go_on(child)
+    assert taken == put
+    assert code == 3, said
+    assert "disk I/O error" in said, said
+    later = LiteQueue(db)
+    assert later.pop() is None
+    assert later.get(put).status == MessageStatus.LOCKED
+
+
+def test_persistqueue_plain_a_paused_consumers_item_is_processed_twice(tmp_path):
+    """The bounded-spend finding, without the harness: a consumer process takes an item and is
+    frozen (SIGSTOP) before it pays and acknowledges; a second consumer process opening the queue
+    resumes the item, takes it, pays (a line in the ledger file) and acknowledges; the first is
+    woken (SIGCONT) and pays for the same item again."""
+    from persistqueue import SQLiteAckQueue
+
+    db, ledger = str(tmp_path / "queue.db"), tmp_path / "ledger"
+    first = SQLiteAckQueue(str(tmp_path), db_file_name="queue.db")
+    put = first.put({"job_id": "doc-1"})
+    first.close()
+    frozen, taken = _stepwise("persistqueue", db, str(ledger))
+    try:
+        os.kill(frozen.pid, signal.SIGSTOP)
+        second, again = _stepwise("persistqueue", db, str(ledger))  # its opening resumes the frozen consumer's item
+        assert _go_on(second) == (0, "done")
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    assert _go_on(frozen) == (0, "done")
+    assert int(taken) == put
+    assert int(again) == put
+    paid = ledger.read_text().split("\n")[:-1]
+    assert sorted(line.split()[1] for line in paid) == sorted([str(frozen.pid), str(second.pid)]), paid
+    assert [line.split()[0] for line in paid] == [str(put), str(put)], paid
