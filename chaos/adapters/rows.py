@@ -279,40 +279,21 @@ class RowSchema:
         moved on from, resumed at open); any other write counts where it moves the job's state: a
         consumer marking done the message whose next one another consumer has taken writes to a
         message, not to the job. Where the declaration says what a deleted row means, also the jobs
-        whose current row was deleted: their state and the audit's copy of that row."""
+        whose current row was deleted: their state and the audit's copy of that row.
+
+        The copies already replayed on ``conn`` are not replayed again (:class:`_Replay`): a drain
+        that inspects the store after each of its rounds reads only what the round wrote."""
         j = self.jobs
-        rows: dict[Any, tuple[Any, ...]] = {}  # rowid (a deleted row: its seq) -> (job, state, order, seq, deleted)
-        of_job: dict[Any, dict[Any, tuple[Any, ...]]] = {}  # the same rows by job: a change reads its job's, not all
-        last: dict[Any, str | None] = {}
-        transitions: list[Any] = []
-        writes: list[Any] = []
+        replay = _Replay.on(conn, self)
         exprs = ", ".join(["chaos_op", "chaos_writer", "rowid", j.job_id, j.status, j.step or "NULL", j.order, "chaos_seq"])
-        for op, writer, rowid, job, status, step, order, seq in conn.execute(f"SELECT {exprs} FROM {AUDIT_TABLE} ORDER BY chaos_seq"):
-            before = rows.pop(rowid, None) if op == "delete" else rows.get(rowid)
-            if before is not None:
-                of_job[before[0]].pop(rowid, None)
-            if op == "delete" and j.deleted is not None and before is not None:
-                rowid = ("deleted", seq)  # the row lives on, taken (JobRows.deleted)
-                rows[rowid] = (before[0], j.state_of(j.working, step), before[2], seq, True)
-            elif op != "delete":
-                rows[rowid] = (job, j.state_of(status, step), order, seq, False)
-            after = rows.get(rowid)
-            if after is not None:
-                of_job.setdefault(after[0], {})[rowid] = after
-            moved = False
-            for key in sorted({r[0] for r in (before, after) if r is not None and r[0] is not None}):
-                new = _current(of_job.get(key, {}), key)
-                if (new and new[1]) != last.get(key):
-                    transitions.append((str(key), last.get(key), new and new[1]))
-                    last[key], moved = new and new[1], True
-            row_before, row_after = before and before[1], after and after[1]
-            if writer is not None and row_before != row_after and (after or before)[0] is not None:
-                write = self._write(str((after or before)[0]), writer, row_before, row_after)
-                if write[1] == "claim" or moved:  # marking a row the job has moved on from is no write to the job
-                    writes.append(write)
+        for op, writer, rowid, job, status, step, order, seq in conn.execute(
+                f"SELECT {exprs} FROM {AUDIT_TABLE} WHERE chaos_seq > ? ORDER BY chaos_seq", (replay.seq,)):
+            self._replay_one(replay, op, writer, rowid, job, status, step, order, seq)
+            replay.seq, replay.count, replay.mark = seq, replay.count + 1, json.dumps([op, writer, rowid], separators=(",", ":"), ensure_ascii=False)
+        transitions, last = list(replay.transitions), replay.last
         taken: dict[str, tuple[str, int]] = {}
         for key in list(last) if j.deleted is not None else ():
-            current = _current(of_job.get(key, {}), key)
+            current = _current(replay.of_job.get(key, {}), key)
             if current is None or not current[4]:
                 continue
             status, step = conn.execute(f"SELECT {j.deleted}, {j.step or 'NULL'} FROM {AUDIT_TABLE} WHERE chaos_seq = ?",
@@ -321,7 +302,34 @@ class RowSchema:
             if state != last[key]:
                 transitions.append((str(key), last[key], state))
             taken[str(key)] = (state, current[3])
-        return transitions, writes, taken
+        return transitions, list(replay.writes), taken
+
+    def _replay_one(self, replay: "_Replay", op: str, writer: Any, rowid: Any, job: Any, status: Any, step: Any, order: Any,
+                    seq: int) -> None:
+        """Replay one copy of a row (see :meth:`_replay`) into ``replay``."""
+        j, rows, of_job, last = self.jobs, replay.rows, replay.of_job, replay.last
+        before = rows.pop(rowid, None) if op == "delete" else rows.get(rowid)
+        if before is not None:
+            of_job[before[0]].pop(rowid, None)
+        if op == "delete" and j.deleted is not None and before is not None:
+            rowid = ("deleted", seq)  # the row lives on, taken (JobRows.deleted)
+            rows[rowid] = (before[0], j.state_of(j.working, step), before[2], seq, True)
+        elif op != "delete":
+            rows[rowid] = (job, j.state_of(status, step), order, seq, False)
+        after = rows.get(rowid)
+        if after is not None:
+            of_job.setdefault(after[0], {})[rowid] = after
+        moved = False
+        for key in sorted({r[0] for r in (before, after) if r is not None and r[0] is not None}):
+            new = _current(of_job.get(key, {}), key)
+            if (new and new[1]) != last.get(key):
+                replay.transitions.append((str(key), last.get(key), new and new[1]))
+                last[key], moved = new and new[1], True
+        row_before, row_after = before and before[1], after and after[1]
+        if writer is not None and row_before != row_after and (after or before)[0] is not None:
+            write = self._write(str((after or before)[0]), writer, row_before, row_after)
+            if write[1] == "claim" or moved:  # marking a row the job has moved on from is no write to the job
+                replay.writes.append(write)
 
     def _write(self, job: str, writer: str, old: str | None, new: str | None) -> tuple[str, str, str, str]:
         at_open = writer.endswith(AT_OPEN)
@@ -361,6 +369,50 @@ def _current(rows: dict[Any, tuple[Any, ...]], job: Any) -> tuple[Any, ...] | No
     """A job's current row: of its rows, the greatest order; of those, the one written last."""
     live = [r for r in rows.values() if r[0] == job]
     return max(live, key=lambda r: (r[2], r[3])) if live else None
+
+
+# The audits replayed, kept per connection (the harness keeps one reader per process and file), the
+# most recently used last: a few, since a process inspects one scenario's database at a time.
+REPLAYS_KEPT_MAX = 8
+# How many copies the audit holds up to a sequence number, and what the last of them is: where
+# either differs from the replay's, the audit was rewritten under the connection.
+SELECT_AUDIT_MARK = (f"SELECT count(*), (SELECT json_array(chaos_op, chaos_writer, rowid) FROM {AUDIT_TABLE} WHERE chaos_seq = :seq) "
+                     f"FROM {AUDIT_TABLE} WHERE chaos_seq <= :seq")
+
+
+@dataclass
+class _Replay:
+    """The audit of one database replayed up to its copy ``seq`` (``count`` copies): the rows as
+    they then stood (``rows``, and by job ``of_job``), each job's last state, the transitions and
+    the writes so far. A snapshot replays only the copies after ``seq``; one whose audit no longer
+    starts with the copies replayed (the file rewritten under the connection) replays it all again."""
+
+    rows: dict[Any, tuple[Any, ...]] = field(default_factory=dict)  # rowid (a deleted row: its seq) -> (job, state, order, seq, deleted)
+    of_job: dict[Any, dict[Any, tuple[Any, ...]]] = field(default_factory=dict)  # the same rows by job: a change reads its job's
+    last: dict[Any, str | None] = field(default_factory=dict)
+    transitions: list[Any] = field(default_factory=list)
+    writes: list[Any] = field(default_factory=list)
+    seq: int = 0
+    count: int = 0
+    mark: str | None = None  # the last copy replayed: json_array(chaos_op, chaos_writer, rowid)
+
+    @classmethod
+    def on(cls, conn: sqlite3.Connection, schema: RowSchema) -> "_Replay":
+        """The replay kept for ``conn`` and ``schema``, if the audit still starts with what it
+        replayed; else a new one, kept in its place."""
+        key = (id(conn), id(schema))
+        kept = _REPLAYS.pop(key, None)
+        replay = kept[2] if kept is not None and kept[0] is conn and kept[1] is schema else None
+        if replay is not None and tuple(conn.execute(SELECT_AUDIT_MARK, {"seq": replay.seq}).fetchone()) != (replay.count, replay.mark):
+            replay = None
+        replay = replay or cls()
+        _REPLAYS[key] = (conn, schema, replay)
+        while len(_REPLAYS) > REPLAYS_KEPT_MAX:
+            _REPLAYS.pop(next(iter(_REPLAYS)))
+        return replay
+
+
+_REPLAYS: dict[tuple[int, int], tuple[sqlite3.Connection, RowSchema, _Replay]] = {}
 
 
 def _text(value: Any) -> str | None:

@@ -187,6 +187,41 @@ def test_a_job_is_its_current_row_and_its_state_names_the_rows_step(tmp_path):
     assert [w[1] for w in snap.writes] == ["state", "claim", "state"]
 
 
+def test_a_snapshot_replays_only_the_audit_written_since_the_last_one_on_its_connection(tmp_path):
+    """A drain inspects the store after each round: each snapshot on a connection reads the copies
+    of rows written since the one before (what one of a new connection, replaying all, reads too),
+    and an audit rewritten under the connection (a new file at the same place) is replayed whole."""
+    schema = RowSchema(JobRows(table="q", job_id="crashgate_json(data, '$.job_id')", status="status",
+                               statuses={0: "ready", 1: "working", 2: "done"}, step="crashgate_json(data, '$.step')"))
+    conn = _audited(tmp_path, schema)
+    conn.create_function("chaos_writer", 0, lambda: "w-a")
+    reader = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    conn.execute("INSERT INTO q VALUES (?, 0)", ('{"job_id": "doc-1", "step": "fetch"}',))
+    conn.execute("UPDATE q SET status = 1")
+    first = schema.snapshot(reader)
+    replayed = []
+    reader.set_trace_callback(lambda sql: replayed.append(sql) if "FROM chaos_rows WHERE chaos_seq > " in sql else None)
+    conn.execute("INSERT INTO q VALUES (?, 0)", ('{"job_id": "doc-1", "step": "extract"}',))
+    conn.execute("UPDATE q SET status = 2 WHERE rowid = 1")
+    second = schema.snapshot(reader)
+    assert replayed == [replayed[0]] and replayed[0].endswith("chaos_seq > 2 ORDER BY chaos_seq"), replayed
+    whole = schema.snapshot(sqlite3.connect(tmp_path / "q.db", isolation_level=None))
+    assert (second.transitions, second.writes, second.jobs) == (whole.transitions, whole.writes, whole.jobs)
+    assert second.transitions[:len(first.transitions)] == first.transitions
+    assert [t[2] for t in second.transitions] == ["fetch:ready", "fetch:working", "extract:ready"]
+    # The file rewritten in place with another history of as many copies: the replay starts over.
+    conn.execute("DELETE FROM chaos_rows")
+    conn.execute("DELETE FROM q")
+    conn.execute("DELETE FROM chaos_rows")
+    conn.execute("INSERT INTO q VALUES (?, 0)", ('{"job_id": "doc-2", "step": "fetch"}',))
+    conn.execute("INSERT INTO q VALUES (?, 0)", ('{"job_id": "doc-3", "step": "fetch"}',))
+    conn.execute("UPDATE q SET status = 1 WHERE rowid = 1")
+    conn.execute("UPDATE q SET status = 1 WHERE rowid = 2")
+    again = schema.snapshot(reader)
+    assert sorted(again.jobs) == ["doc-2", "doc-3"]
+    assert [t[0] for t in again.transitions] == ["doc-2", "doc-3", "doc-2", "doc-3"]
+
+
 def test_a_declaration_naming_what_the_table_does_not_have_is_refused(tmp_path):
     conn = sqlite3.connect(tmp_path / "q.db")
     conn.execute("CREATE TABLE q (data TEXT, status INTEGER)")
