@@ -248,20 +248,27 @@ class RowSchema:
             snap = Snapshot()
             current: dict[Any, tuple[Any, ...]] = {}
             rest = f"json_array({j.payload}, {j.owner}, {j.lease_until}, {j.result}, {j.next_run_at})"
-            for job, status, step, order, more in self._job_rows(conn, _ident(j.table), rest):
+            # The decoded fields of each job's current row only: a job has a row per message it ever had.
+            for job, status, step, order, rowid in self._job_rows(conn, _ident(j.table), "rowid"):
                 if job is not None and (job not in current or order > current[job][3]):
-                    current[job] = (job, status, step, order, more)
+                    current[job] = (job, status, step, order, rowid)
             snap.transitions, snap.writes, taken = self._replay(conn)
-            for job, status, step, _, more in current.values():
+            for job, status, step, _, rowid in current.values():
+                more = conn.execute(f"SELECT {rest} FROM {_ident(j.table)} WHERE rowid = ?", (rowid,)).fetchone()[0]
                 payload, owner, until, result, due = json.loads(more)
                 snap.jobs[str(job)] = JobView(j.state_of(status, step) or "", _text(payload), owner, until, due, result=_text(result))
             for job, (state, seq) in taken.items():  # a job whose current row was deleted: read from its copy
                 payload, owner, until, result, due = json.loads(conn.execute(f"SELECT {rest} FROM {AUDIT_TABLE} WHERE chaos_seq = ?", (seq,)).fetchone()[0])
                 snap.jobs[job] = JobView(state, _text(payload), owner, until, due, result=_text(result))
-            for m in self.memos:
-                for job, step, output in conn.execute(f"SELECT {m.job_id}, {m.step}, {m.output} FROM {_ident(m.table)} WHERE {m.where}"):
+            for m in self.memos:  # a step's first memo row, its output decoded once
+                first: dict[tuple[str, str], Any] = {}
+                for job, step, rowid in conn.execute(f"SELECT {m.job_id}, {m.step}, rowid FROM {_ident(m.table)} WHERE {m.where}"):
                     if job is not None and step is not None:
-                        snap.memos.setdefault((str(job), str(step)), _text(output))
+                        first.setdefault((str(job), str(step)), rowid)
+                for key, rowid in first.items():
+                    if key not in snap.memos:
+                        output = conn.execute(f"SELECT {m.output} FROM {_ident(m.table)} WHERE rowid = ?", (rowid,)).fetchone()[0]
+                        snap.memos[key] = _text(output)
             if self.outbox is not None:
                 o = self.outbox
                 rows = conn.execute(f"SELECT {o.id}, {o.job_id}, {o.kind}, {o.sent_at}, NULL, {o.key} FROM {_ident(o.table)} "
