@@ -16,15 +16,21 @@ from __future__ import annotations
 
 __all__ = ["main"]
 
+import os
 import pickle
+import signal
 import sys
-
-from chaos.core.points import warm
-from chaos.core.prepare import prepare
-from chaos.matrix.runner import PREPARE, adopt, run_chunk
 
 
 def main(argv: list[str]) -> int:
+    # Imported here, not at the top, so that a Ctrl-C while they load (this process has started
+    # nothing yet) ends it at once and quietly (see the end of this file); from here on a Ctrl-C is
+    # a KeyboardInterrupt, which leaves a scenario through its cleanup (its children killed).
+    from chaos.core.points import warm
+    from chaos.core.prepare import prepare
+    from chaos.matrix.runner import PREPARE, adopt, run_chunk
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     source, target = argv
     with open(source, "rb") as f:
         first, rest = pickle.load(f)
@@ -40,7 +46,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _quit_while_loading(signum: int, frame: object) -> None:
+    os._exit(130)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _quit_while_loading)
     try:
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent says it, once
