@@ -25,7 +25,7 @@ from chaos.core.scenario import DOOMED, RECOVERY_RNG_SCOPE, Family, Outcome, Run
 from chaos.core.verdict import checked, compared
 
 __all__ = [
-    "RECOVERY_ROUNDS_MAX", "PACED_ROUNDS_MAX", "ITERATIONS_PER_ROUND_MAX", "BACKOFF_JUMP_S", "RECOVERING", "after_fault",
+    "RECOVERY_ROUNDS_MAX", "PACED_ROUNDS_MAX", "STILL_ROUNDS_MAX", "ITERATIONS_PER_ROUND_MAX", "BACKOFF_JUMP_S", "RECOVERING", "after_fault",
     "recover_and_check", "recovery_key", "drain", "settle", "due_at", "next_due_at",
 ]
 
@@ -33,6 +33,9 @@ RECOVERY_ROUNDS_MAX = 40
 # A paced drain moves the clock once per retry that falls due: a storm of 20 jobs retried four
 # times each needs about 80 rounds, and this bound leaves room for leases and outbox rows too.
 PACED_ROUNDS_MAX = 400
+# A paced drain ends, unsettled, after this many rounds in a row that changed nothing with nothing
+# due later: as many as an unpaced drain runs in all.
+STILL_ROUNDS_MAX = RECOVERY_ROUNDS_MAX
 ITERATIONS_PER_ROUND_MAX = 50
 BACKOFF_JUMP_S = 33.0
 RECOVERING = "w-recover"  # a new worker that recovers the doomed one's work
@@ -137,6 +140,7 @@ def settle(session: Any, inspect: Callable[[], Any], settled: frozenset[str], cl
     without, it propagates. Returns the last session, the violations, and whether it settled.
     """
     crashes: list[Violation] = []
+    still, seen = 0, None  # paced rounds in a row that changed nothing and had nothing due; the last round's view
     for _ in range(PACED_ROUNDS_MAX if paced else RECOVERY_ROUNDS_MAX):
         try:
             for _ in range(ITERATIONS_PER_ROUND_MAX):
@@ -160,6 +164,15 @@ def settle(session: Any, inspect: Callable[[], Any], settled: frozenset[str], cl
             clock.advance(first - now)
         else:
             clock.advance(max(BACKOFF_JUMP_S, due_at(waiting, snapshot.outbox) - now + 1))
+        # A paced drain with nothing due later, whose round changed nothing, has become an unpaced
+        # one (each round jumps the clock past every lease and backoff): it gets an unpaced drain's
+        # rounds, not the storm's. A job stuck for good (a message locked by a dead consumer)
+        # would otherwise cost PACED_ROUNDS_MAX rounds, each reading the engine's rows, and could
+        # outlast the scenario's bound: a 'hangs' finding where the truth is a job that never drains.
+        view = (snapshot.jobs, len(snapshot.transitions), snapshot.memos, len(snapshot.memo_changes), snapshot.outbox)
+        still, seen = (still + 1 if first is None and view == seen else 0), view
+        if paced and still >= STILL_ROUNDS_MAX:
+            break
     return session, crashes, False
 
 
