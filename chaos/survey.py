@@ -44,13 +44,16 @@ class Behaviour:
 
     ``cause`` is a regular expression searched in a finding's detail; ``documented`` the link
     where the library documents the behaviour ("" where it does not); ``read`` the page that was
-    read to say so; ``avoid`` how a team avoids it with that library."""
+    read to say so; ``avoid`` how a team avoids it with that library; ``summary`` what is lost or
+    done twice, in the words of the report card's row (docs/explanation/report-card.md), which a
+    test holds to the registry."""
 
     invariant: str
     cause: str
     read: str
     avoid: str
     documented: str = ""
+    summary: str = ""
 
     def matches(self, invariant: str, detail: str) -> bool:
         return invariant == self.invariant and re.search(self.cause, detail) is not None
@@ -72,6 +75,9 @@ class SurveyedEngine:
 
 LITEQUEUE_DOCS = "https://github.com/litements/litequeue#readme"
 PERSISTQUEUE_DOCS = "https://github.com/peter-wangxu/persist-queue#readme"
+HUEY_CONSUMER_DOCS = "https://huey.readthedocs.io/en/latest/consumer.html#consumer-shutdown"
+HUEY_PIPELINE_DOCS = "https://huey.readthedocs.io/en/latest/guide.html#task-pipelines"
+HUEY_API_DOCS = "https://huey.readthedocs.io/en/latest/api.html#SqliteHuey"
 
 ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
     SurveyedEngine("reference", REFERENCE_TARGET, "crashgate"),
@@ -80,7 +86,8 @@ ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
         # way to hand a locked message out again: what happens when its consumer dies is not said.
         Behaviour("drains", r"still '[^']*:working'", LITEQUEUE_DOCS,
                   "keep a lease of your own: requeue (retry) messages whose lock_time is older than the longest step, "
-                  "from one process, after making sure their consumer is dead"),
+                  "from one process, after making sure their consumer is dead",
+                  summary="a message whose consumer died stays locked for good"),
     )),
     SurveyedEngine("persist-queue", "chaos.adapters.persistqueue:adapter", "persist-queue", (
         # The README says items survive a restart ("Recoverable"); it does not say that
@@ -88,12 +95,43 @@ ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
         # any process opens the queue, a live consumer's item included.
         Behaviour("bounded-spend", r"paid calls", PERSISTQUEUE_DOCS,
                   "open the queue with auto_resume=False in every consumer, and resume unacked items "
-                  "(resume_unack_tasks) only from one supervisor once their consumer is known dead"),
+                  "(resume_unack_tasks) only from one supervisor once their consumer is known dead",
+                  summary="a step is paid for twice"),
         Behaviour("no-spend-after-memo", r".", PERSISTQUEUE_DOCS,
-                  "open the queue with auto_resume=False in every consumer; check a step's recorded result before paying for it"),
+                  "open the queue with auto_resume=False in every consumer; check a step's recorded result before paying for it",
+                  summary="again after its result was recorded"),
     )),
-    # No behaviour recorded yet: its findings read "not known" until its documentation is read for each.
-    SurveyedEngine("huey", "chaos.adapters.huey:adapter", "huey"),
+    SurveyedEngine("huey", "chaos.adapters.huey:adapter", "huey", (
+        # The consumer page says huey does not acknowledge tasks: a task whose consumer is killed
+        # while it runs is lost ("at-most-once"; SIGNAL_INTERRUPTED is emitted at a SIGTERM, not at a SIGKILL).
+        Behaviour("drains", r"still '[^']*:working'", HUEY_CONSUMER_DOCS,
+                  "stop consumers with SIGINT and a stop timeout longer than the longest task; for a kill or a power loss, "
+                  "record each job's progress in a table of your own and re-enqueue, from one periodic task, the jobs "
+                  "whose task has no result and no live consumer (with idempotent tasks: a re-enqueued task may run twice)",
+                  documented=HUEY_CONSUMER_DOCS, summary="a task killed after its dequeue is lost"),
+        # The same, where a family's setup kills a consumer after its dequeue (the matrix groups the
+        # baselines of resume with those of the store-error families below: one finding).
+        Behaviour("baseline", r"family '(resume|give-up)' .*ended '[^']*:working'", HUEY_CONSUMER_DOCS,
+                  "as for a task killed after its dequeue", documented=HUEY_CONSUMER_DOCS,
+                  summary="a task killed after its dequeue is lost"),
+        # The pipelines section says each task's result is passed to the next; not that the next
+        # task is enqueued only after the result is stored, so that a kill in between loses the rest.
+        Behaviour("drains", r"still '[^']*:done'", HUEY_PIPELINE_DOCS,
+                  "do not rely on then() alone for steps that must all run: record each job's next step in a table of your "
+                  "own, and re-enqueue, from one periodic task, a job whose last result is stored and whose next task is in no queue",
+                  summary="a pipeline killed between storing a result and enqueuing the next task loses the rest"),
+        # The same for the last task, which sends the effect: deliver's result stored, the send task never enqueued.
+        *(Behaviour(invariant, cause, HUEY_PIPELINE_DOCS, "as for the rest of a pipeline lost before its next task",
+                    summary="a pipeline killed between storing a result and enqueuing the next task loses the rest")
+          for invariant, cause in (("drains", r"outbox row '[^']*' is still unsent"), ("effects-complete", r"applied 0 times"),
+                                   ("outbox-at-least-once", r"never delivered"))),
+        # SqliteHuey's page names its storage's arguments; not that a database locked past the
+        # timeout, or a failing disk, at put_result (after the dequeue) is logged and the task dropped.
+        Behaviour("baseline", r"family '(store-busy|heartbeat-busy|commit-io-error|disk-full)' .*ended '[^']*:working'", HUEY_API_DOCS,
+                  "give SqliteHuey(timeout=...) more than any other writer holds huey's database, keep other writers off it, "
+                  "and re-enqueue, from one periodic task, the jobs whose task has no result and no live consumer",
+                  summary="a task whose result meets a held lock or an I/O error is lost"),
+    )),
 )}
 
 

@@ -127,3 +127,20 @@ def test_every_engine_of_the_registry_names_an_adapter_that_loads_and_an_install
         assert load_adapter(engine.target) is not None, engine
         assert importlib.metadata.version(engine.distribution), engine
         assert all(b.read.startswith("https://") and b.avoid for b in engine.behaviours), engine
+
+
+def test_hueys_findings_are_its_known_behaviours_each_with_the_page_read_for_it():
+    """The messages huey's matrix gives (tests/chaos/test_huey_adapter.py reproduces each without
+    the harness) are read as huey's known behaviours: a task lost at its dequeue (documented on
+    the consumer page), the rest of a pipeline lost before its next task is enqueued, and a task
+    whose result meets a held lock or an I/O error (neither documented)."""
+    huey = ENGINES["huey"]
+    lost = huey.documented("drains", "job 'doc-1' is still 'fetch:working' after the system drained")
+    rest = huey.documented("drains", "job 'doc-1' is still 'extract:done' after the system drained")
+    store = [huey.documented("baseline", f"family '{family}' fails without any fault, on every one of its points: job 'doc-1' "
+                                         "ended 'extract:working'; every job should end in 'deliver:done'")
+             for family in ("store-busy", "commit-io-error")]
+    assert lost is not None and lost.documented.startswith("https://huey.readthedocs.io/"), lost
+    assert rest is not None and rest is not lost and not rest.documented, rest
+    assert store[0] is not None and store[0] is store[1] and not store[0].documented, store
+    assert huey.documented("drains", "job 'doc-1' is still 'fetch:ready' after the system drained") is None
