@@ -342,7 +342,13 @@ CAPABILITIES: tuple[Capability, ...] = (
                "calls are not classified", "no-spend-after-memo"),
     Capability("writer_attribution", "adapter", "create(db, *, attribute_writers=True) installs the writer triggers",
                "writes are not attributed", "fenced-writes"),
-    Capability("connection", "session", "connection() -> the session's sqlite3.Connection",
+    Capability("connections", "adapter", "connections = 'session' or 'pool': 'pool' where your engine opens its own SQLite "
+               "connections (a connection pool: DBOS, SQLAlchemy); in each worker's process the harness then hooks sqlite3.connect "
+               "and gives every connection opened on the engine's database the writer, the statement tracing and the faults that "
+               "connection() would get", "'session' (the session's connection(), where it offers one)", ""),
+    Capability("create_with", "adapter", "create_with = 'connection' or 'path': 'path' where create_schema opens the database "
+               "itself from its path (it then runs in a child process of its own)", "'connection' (create_schema(conn))", ""),
+    Capability("connection", "session", "connection() -> the session's sqlite3.Connection (or declare connections = 'pool')",
                "every line is its own crash and pause class; no write lock is observed",
                "crash and pause classes, the host's disk-full and held-lock faults, the disk-full family"),
     Capability("claim_only", "session", "claim_only(): claim the next job and return, as a worker killed right after its claim",
@@ -365,7 +371,7 @@ CAPABILITIES: tuple[Capability, ...] = (
 
 
 # Capabilities declared as a word: ``python -m chaos adapter`` shows the word declared.
-DECLARED_WORDS = ("submit_conflict", "receiver", "iteration", "recovery", "time_source")
+DECLARED_WORDS = ("submit_conflict", "receiver", "iteration", "recovery", "time_source", "connections", "create_with")
 
 
 @dataclass(frozen=True)
@@ -429,6 +435,8 @@ def capabilities(adapter: Adapter, session: Any = None, *, session_has: Mapping[
     for c in CAPABILITIES:
         present: bool | None
         present = _adapter_has(adapter, c.name) if c.where == "adapter" else has.get(c.name)
+        if c.name == "connection" and getattr(adapter, "connections", None) == "pool":
+            present = True  # the harness finds the pool's connections itself (chaos.core.pool)
         declared = getattr(adapter, c.name, None) if c.name in DECLARED_WORDS else None
         out.append(CapabilityStatus(c, present, declared if isinstance(declared, str) else ""))
     return out

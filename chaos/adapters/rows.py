@@ -29,6 +29,7 @@ frozenset()
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pickle
@@ -57,6 +58,11 @@ def _ident(name: str) -> str:
     return f'"{name}"'
 
 
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (a table's name, written into a trigger or a query)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def crashgate_json(text: Any, path: str) -> Any:
     """The value at ``path`` (``$.a.b``) in the JSON ``text``, as SQLite's ``json_extract`` gives it
     (an object or a list as JSON text); None where the text is not JSON or the path is absent."""
@@ -73,11 +79,16 @@ def crashgate_json(text: Any, path: str) -> Any:
 
 def crashgate_unpickle(blob: Any, key: str) -> Any:
     """The item ``key`` of the dict pickled in ``blob`` (JSON text where it is a dict or a list);
-    ``key`` '' gives the whole value. None where the blob is no pickle or the key is absent.
+    ``key`` '' gives the whole value. ``blob`` may be the pickle's bytes or its base64 text (DBOS
+    stores a step's output so). None where the blob is no pickle or the key is absent.
     Registered on the harness's connections only: the rows it reads are those the workflow under
-    test wrote into its own scenario database."""
+    test wrote into its own scenario database.
+
+    >>> crashgate_unpickle(base64.b64encode(pickle.dumps({"i": 2})).decode(), "i")
+    2
+    """
     try:
-        value = pickle.loads(blob)
+        value = pickle.loads(base64.b64decode(blob, validate=True) if isinstance(blob, str) else blob)
     except Exception:  # a damaged or foreign blob reads as no value, as a path that is absent does
         return None
     if hasattr(value, "_asdict"):  # a named tuple (huey's Message) reads as the dict of its fields
@@ -169,25 +180,38 @@ class OutboxRows:
 @dataclass(frozen=True)
 class RowSchema:
     """A library's rows as the harness reads them: jobs, and where memos and the outbox are (none:
-    give an empty tuple or None), with the methods the harness calls on a ``chaos.adapters.sql.SqlSchema``."""
+    give an empty tuple or None), with the methods the harness calls on a ``chaos.adapters.sql.SqlSchema``.
+
+    ``also``: more tables whose rows are rows of a job, where the library keeps a job in several
+    (DBOS Transact: its workflow's status row, and a row per finished step). Each is a
+    :class:`JobRows` of its own; a job's current row is then the one with the greatest ``order``
+    among all its rows, in any of the tables, so the orders must be comparable across them. Only
+    ``jobs`` says what a claim is, what is damaged and who owns a job.
+    """
 
     jobs: JobRows
     memos: Sequence[MemoRows] = ()
     outbox: OutboxRows | None = None
+    also: Sequence[JobRows] = ()
+
+    def job_tables(self) -> tuple[JobRows, ...]:
+        """Every declaration of a job's rows: ``jobs``, then ``also``."""
+        return (self.jobs, *self.also)
 
     def damageable(self) -> frozenset[str]:
         """What the damage faults may overwrite here ('payload', 'state'): only what the library reads."""
         return frozenset(self.jobs.damage)
 
     def tables(self) -> list[str]:
-        names = [self.jobs.table, *(m.table for m in self.memos), *([self.outbox.table] if self.outbox else [])]
+        names = [*(j.table for j in self.job_tables()), *(m.table for m in self.memos), *([self.outbox.table] if self.outbox else [])]
         return list(dict.fromkeys(names))
 
     def _expressions(self) -> list[tuple[str, str, str]]:
-        j, out = self.jobs, []
-        out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in
-                ("job_id", "status", "order", "payload", "owner", "lease_until", "result", "next_run_at")]
-        out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in ("step", "deleted") if getattr(j, name) is not None]
+        out: list[tuple[str, str, str]] = []
+        for j in self.job_tables():
+            out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in
+                    ("job_id", "status", "order", "payload", "owner", "lease_until", "result", "next_run_at")]
+            out += [(j.table, f"JobRows({name}=...)", getattr(j, name)) for name in ("step", "deleted") if getattr(j, name) is not None]
         for m in self.memos:
             out += [(m.table, f"MemoRows({name}=...)", getattr(m, name)) for name in ("job_id", "step", "output", "where")]
         if self.outbox is not None:
@@ -213,51 +237,60 @@ class RowSchema:
             raise ValueError("the adapter's rows do not match the library's tables: " + "; ".join(problems)
                              + ": name the library's own table and SQL expressions over its columns in RowSchema(JobRows(...))")
 
-    def audit_sql(self, *, attribute_writers: bool = False, columns: Sequence[str] = ()) -> list[str]:
-        """The audit: a copy of every inserted, updated or deleted row of the jobs' table (its
-        ``columns``, as :meth:`install` reads them), with the writer where writers are attributed."""
-        t = _ident(self.jobs.table)
-        cols = [_ident(c) for c in columns if c.lower() != "rowid"]
+    def audit_sql(self, *, attribute_writers: bool = False, columns: Sequence[str] | Mapping[str, Sequence[str]] = ()) -> list[str]:
+        """The audit: a copy of every inserted, updated or deleted row of each table of the jobs
+        (its ``columns``, as :meth:`install` reads them: a sequence for the one table of ``jobs``,
+        or a mapping of each table to its columns), with the table's name and, where writers are
+        attributed, the writer. One audit table holds the copies of every table, in the order
+        they were written; a column two tables share holds either's value, read through that
+        table's own declaration only."""
+        per_table = dict(columns) if isinstance(columns, Mapping) else {self.jobs.table: list(columns)}
+        union = list(dict.fromkeys(c for cs in per_table.values() for c in cs if c.lower() != "rowid"))
         writer = "chaos_writer()" if attribute_writers else "NULL"
-        names = ", ".join(["chaos_op", "chaos_writer", "rowid", *cols])
         out = [f"CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (chaos_seq INTEGER PRIMARY KEY, chaos_op TEXT, chaos_writer TEXT, "
-               f"rowid INTEGER{''.join(f', {c}' for c in cols)})", DAMAGED_SQL]
-        for op, row in (("insert", "NEW"), ("update", "NEW"), ("delete", "OLD")):
-            values = ", ".join([f"'{op}'", writer, f"{row}.rowid", *(f"{row}.{c}" for c in cols)])
-            out.append(f"""CREATE TRIGGER IF NOT EXISTS chaos_rows_{op} AFTER {op.upper()} ON {t} BEGIN
+               f"chaos_table TEXT, rowid INTEGER{''.join(f', {_ident(c)}' for c in union)})", DAMAGED_SQL]
+        for i, declared in enumerate(self.job_tables()):
+            t = _ident(declared.table)
+            cols = [_ident(c) for c in per_table.get(declared.table, ()) if c.lower() != "rowid"]
+            names = ", ".join(["chaos_op", "chaos_writer", "chaos_table", "rowid", *cols])
+            prefix = "chaos_rows" if i == 0 else f"chaos_rows_{i}"
+            for op, row in (("insert", "NEW"), ("update", "NEW"), ("delete", "OLD")):
+                values = ", ".join([f"'{op}'", writer, _literal(declared.table), f"{row}.rowid", *(f"{row}.{c}" for c in cols)])
+                out.append(f"""CREATE TRIGGER IF NOT EXISTS {prefix}_{op} AFTER {op.upper()} ON {t} BEGIN
         INSERT INTO {AUDIT_TABLE} ({names}) VALUES ({values}); END""")
         return out
 
     def install(self, conn: sqlite3.Connection, *, attribute_writers: bool = False) -> None:
-        columns = [r[0] for r in conn.execute(SELECT_COLUMNS, (self.jobs.table,))]
+        columns = {j.table: [r[0] for r in conn.execute(SELECT_COLUMNS, (j.table,))] for j in self.job_tables()}
         for statement in self.audit_sql(attribute_writers=attribute_writers, columns=columns):
             conn.execute(statement)
         conn.commit()
 
-    def _job_rows(self, conn: sqlite3.Connection, table: str, extra: str = "") -> list[tuple[Any, ...]]:
-        j = self.jobs
+    def _job_rows(self, conn: sqlite3.Connection, j: JobRows, source: str, extra: str = "", where: str = "",
+                  params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         exprs = [j.job_id, j.status, j.step or "NULL", j.order, *([extra] if extra else [])]
-        return conn.execute(f"SELECT {', '.join(exprs)} FROM {table}").fetchall()
+        return conn.execute(f"SELECT {', '.join(exprs)} FROM {source}{where}", params).fetchall()
 
     def snapshot(self, conn: sqlite3.Connection) -> Snapshot:
         """Everything the invariants read, in one read transaction on ``conn`` (the harness's own)."""
         register_decoders(conn)
-        j = self.jobs
         conn.execute("BEGIN")
         try:
             snap = Snapshot()
             current: dict[Any, tuple[Any, ...]] = {}
-            rest = f"json_array({j.payload}, {j.owner}, {j.lease_until}, {j.result}, {j.next_run_at})"
             # The decoded fields of each job's current row only: a job has a row per message it ever had.
-            for job, status, step, order, rowid in self._job_rows(conn, _ident(j.table), "rowid"):
-                if job is not None and (job not in current or order > current[job][3]):
-                    current[job] = (job, status, step, order, rowid)
+            for j in self.job_tables():
+                for job, status, step, order, rowid in self._job_rows(conn, j, _ident(j.table), "rowid"):
+                    if job is not None and (job not in current or order > current[job][3]):
+                        current[job] = (job, j.state_of(status, step), step, order, rowid, j)
             snap.transitions, snap.writes, taken = self._replay(conn)
-            for job, status, step, _, rowid in current.values():
+            for job, state, step, _, rowid, j in current.values():
+                rest = f"json_array({j.payload}, {j.owner}, {j.lease_until}, {j.result}, {j.next_run_at})"
                 more = conn.execute(f"SELECT {rest} FROM {_ident(j.table)} WHERE rowid = ?", (rowid,)).fetchone()[0]
                 payload, owner, until, result, due = json.loads(more)
-                snap.jobs[str(job)] = JobView(j.state_of(status, step) or "", _text(payload), owner, until, due, result=_text(result))
-            for job, (state, seq) in taken.items():  # a job whose current row was deleted: read from its copy
+                snap.jobs[str(job)] = JobView(state or "", _text(payload), owner, until, due, result=_text(result))
+            for job, (state, seq, j) in taken.items():  # a job whose current row was deleted: read from its copy
+                rest = f"json_array({j.payload}, {j.owner}, {j.lease_until}, {j.result}, {j.next_run_at})"
                 payload, owner, until, result, due = json.loads(conn.execute(f"SELECT {rest} FROM {AUDIT_TABLE} WHERE chaos_seq = ?", (seq,)).fetchone()[0])
                 snap.jobs[job] = JobView(state, _text(payload), owner, until, due, result=_text(result))
             for m in self.memos:  # a step's first memo row, its output decoded once
@@ -279,53 +312,57 @@ class RowSchema:
         finally:
             conn.execute("COMMIT")
 
-    def _replay(self, conn: sqlite3.Connection) -> tuple[list[Any], list[Any], dict[str, tuple[str, int]]]:
+    def _replay(self, conn: sqlite3.Connection) -> tuple[list[Any], list[Any], dict[str, tuple[str, int, JobRows]]]:
         """Replay the audit's copies of the rows, in order, into each change of a job's derived
         state (the transitions) and who made them (the writes). A row moving into ``working`` is a
         claim, whether or not it is the job's current row (a consumer takes a message the job has
         moved on from, resumed at open); any other write counts where it moves the job's state: a
         consumer marking done the message whose next one another consumer has taken writes to a
-        message, not to the job. Where the declaration says what a deleted row means, also the jobs
-        whose current row was deleted: their state and the audit's copy of that row.
+        message, not to the job. The rows of every table of the jobs replay in the one order they
+        were written. Where a declaration says what a deleted row means, also the jobs whose
+        current row was deleted: their state, the audit's copy of that row and its declaration.
 
         The copies already replayed on ``conn`` are not replayed again (:class:`_Replay`): a drain
         that inspects the store after each of its rounds reads only what the round wrote."""
-        j = self.jobs
         replay = _Replay.on(conn, self)
-        exprs = ", ".join(["chaos_op", "chaos_writer", "rowid", j.job_id, j.status, j.step or "NULL", j.order, "chaos_seq"])
-        for op, writer, rowid, job, status, step, order, seq in conn.execute(
-                f"SELECT {exprs} FROM {AUDIT_TABLE} WHERE chaos_seq > ? ORDER BY chaos_seq", (replay.seq,)):
-            self._replay_one(replay, op, writer, rowid, job, status, step, order, seq)
+        copies: list[tuple[Any, ...]] = []  # (declaration, job, status, step, order, seq, op, writer, rowid)
+        for j in self.job_tables():
+            copies += [(j, *r) for r in self._job_rows(conn, j, AUDIT_TABLE, "chaos_seq, chaos_op, chaos_writer, rowid",
+                                                       " WHERE chaos_table = ? AND chaos_seq > ?", (j.table, replay.seq))]
+        for j, job, status, step, order, seq, op, writer, rowid in sorted(copies, key=lambda c: c[5]):
+            self._replay_one(replay, j, op, writer, rowid, job, status, step, order, seq)
             replay.seq, replay.count, replay.mark = seq, replay.count + 1, json.dumps([op, writer, rowid], separators=(",", ":"), ensure_ascii=False)
         transitions, last = list(replay.transitions), replay.last
-        taken: dict[str, tuple[str, int]] = {}
-        for key in list(last) if j.deleted is not None else ():
+        taken: dict[str, tuple[str, int, JobRows]] = {}
+        for key in list(last) if any(j.deleted is not None for j in self.job_tables()) else ():
             current = _current(replay.of_job.get(key, {}), key)
             if current is None or not current[4]:
                 continue
+            j = current[5]
             status, step = conn.execute(f"SELECT {j.deleted}, {j.step or 'NULL'} FROM {AUDIT_TABLE} WHERE chaos_seq = ?",
                                         (current[3],)).fetchone()
             state = j.state_of(status, step) or ""
             if state != last[key]:
                 transitions.append((str(key), last[key], state))
-            taken[str(key)] = (state, current[3])
+            taken[str(key)] = (state, current[3], j)
         return transitions, list(replay.writes), taken
 
-    def _replay_one(self, replay: "_Replay", op: str, writer: Any, rowid: Any, job: Any, status: Any, step: Any, order: Any,
-                    seq: int) -> None:
-        """Replay one copy of a row (see :meth:`_replay`) into ``replay``."""
-        j, rows, of_job, last = self.jobs, replay.rows, replay.of_job, replay.last
-        before = rows.pop(rowid, None) if op == "delete" else rows.get(rowid)
+    def _replay_one(self, replay: "_Replay", j: JobRows, op: str, writer: Any, rowid: Any, job: Any, status: Any, step: Any,
+                    order: Any, seq: int) -> None:
+        """Replay one copy of a row of ``j``'s table (see :meth:`_replay`) into ``replay``."""
+        rows, of_job, last = replay.rows, replay.of_job, replay.last
+        row_key: tuple[Any, ...] = (j.table, rowid)
+        before = rows.pop(row_key, None) if op == "delete" else rows.get(row_key)
         if before is not None:
-            of_job[before[0]].pop(rowid, None)
+            of_job[before[0]].pop(row_key, None)
         if op == "delete" and j.deleted is not None and before is not None:
-            rowid = ("deleted", seq)  # the row lives on, taken (JobRows.deleted)
-            rows[rowid] = (before[0], j.state_of(j.working, step), before[2], seq, True)
+            row_key = (j.table, "deleted", seq)  # the row lives on, taken (JobRows.deleted)
+            rows[row_key] = (before[0], j.state_of(j.working, step), before[2], seq, True, j)
         elif op != "delete":
-            rows[rowid] = (job, j.state_of(status, step), order, seq, False)
-        after = rows.get(rowid)
+            rows[row_key] = (job, j.state_of(status, step), order, seq, False, j)
+        after = rows.get(row_key)
         if after is not None:
-            of_job.setdefault(after[0], {})[rowid] = after
+            of_job.setdefault(after[0], {})[row_key] = after
         moved = False
         for key in sorted({r[0] for r in (before, after) if r is not None and r[0] is not None}):
             new = _current(of_job.get(key, {}), key)
@@ -394,7 +431,8 @@ class _Replay:
     the writes so far. A snapshot replays only the copies after ``seq``; one whose audit no longer
     starts with the copies replayed (the file rewritten under the connection) replays it all again."""
 
-    rows: dict[Any, tuple[Any, ...]] = field(default_factory=dict)  # rowid (a deleted row: its seq) -> (job, state, order, seq, deleted)
+    # (table, rowid), or (table, "deleted", seq) for a deleted row that lives on -> (job, state, order, seq, deleted, declaration)
+    rows: dict[Any, tuple[Any, ...]] = field(default_factory=dict)
     of_job: dict[Any, dict[Any, tuple[Any, ...]]] = field(default_factory=dict)  # the same rows by job: a change reads its job's
     last: dict[Any, str | None] = field(default_factory=dict)
     transitions: list[Any] = field(default_factory=list)

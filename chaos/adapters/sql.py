@@ -28,17 +28,44 @@ import os
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable, Mapping, Sequence
 
 from chaos.adapter import JobView, OutboxView, Snapshot
+from chaos.core.declared import declared
+from chaos.core.process import ChildFailed, run_in_child
 
-__all__ = ["JobTable", "MemoTable", "OutboxTable", "SqlSchema", "SqlProbe", "SqliteAdapter", "HUMAN_WRITER", "DAMAGED_SQL", "SELECT_DAMAGED"]
+__all__ = ["JobTable", "MemoTable", "OutboxTable", "SqlSchema", "SqlProbe", "SqliteAdapter", "HUMAN_WRITER", "DAMAGED_SQL", "SELECT_DAMAGED",
+           "CreateWith", "creates_from_path", "make_tables"]
 
 HUMAN_WRITER = "human"  # the writer a person's action is attributed to (never a fenced-writes finding)
 # The states the harness itself gave a job, as a family's premise (SqlSchema.overwrite, unaudited):
 # read into Snapshot.damaged. The same statements on SQLite and PostgreSQL.
 DAMAGED_SQL = "CREATE TABLE IF NOT EXISTS chaos_damaged_state (job_id TEXT, state TEXT)"
 SELECT_DAMAGED = "SELECT job_id, state FROM chaos_damaged_state"
+
+
+class CreateWith(StrEnum):
+    """What an adapter's ``create_schema`` is given: a connection (the default), or the database's path."""
+
+    CONNECTION = "connection"
+    PATH = "path"
+
+
+def creates_from_path(adapter: Any) -> bool:
+    """Whether ``adapter`` declares ``create_with = "path"``."""
+    return declared(adapter, "create_with", CreateWith, {
+        CreateWith.CONNECTION: "create_schema(conn) is given an open sqlite3 connection",
+        CreateWith.PATH: "create_schema(db_path) is given the database file's path and runs in a child process of its own",
+    }) is CreateWith.PATH
+
+
+def make_tables(adapter: Any, db_path: str) -> None:
+    """``adapter.create_schema(db_path)`` in a child process of its own: an engine that opens its
+    database itself may leave threads, pools or module state behind, which must never be in the
+    harness's process (every scenario's processes are forked from it) nor in the one that goes on
+    to install the audit. A failure raises :class:`~chaos.core.process.ChildFailed` with its traceback."""
+    run_in_child(lambda: adapter.create_schema(db_path), what="the adapter's create_schema")
 
 
 def _ident(name: str) -> str:
@@ -394,7 +421,10 @@ class SqliteAdapter:
 
     # -- what the subclass writes ------------------------------------------------------------------
     def create_schema(self, conn: sqlite3.Connection) -> None:
-        """Create the engine's own tables on ``conn`` (often: open the engine once and close it)."""
+        """Create the engine's own tables on ``conn`` (often: open the engine once and close it).
+        Where the engine opens its database itself from a path or a URL (DBOS Transact, anything on
+        SQLAlchemy), declare ``create_with = "path"``: it is then given the database file's path,
+        and runs in a child process of its own, never the harness's (see :func:`make_tables`)."""
         raise NotImplementedError("create the engine's tables here")
 
     def open(self, db_path: str, world: Any, *, worker_id: str, clock: Any, rng: Any) -> Any:
@@ -424,10 +454,13 @@ class SqliteAdapter:
         return sorted({os.path.abspath(inspect.getfile(fn)) for fn in self.targets().values()})
 
     def create(self, db_path: str, *, attribute_writers: bool = False) -> None:
+        if creates_from_path(self):
+            make_tables(self, db_path)
         conn = sqlite3.connect(db_path)
         try:
-            self.create_schema(conn)
-            conn.commit()
+            if not creates_from_path(self):
+                self.create_schema(conn)
+                conn.commit()
             self.schema.check(conn)
             self.schema.install(conn, attribute_writers=attribute_writers)
         finally:
@@ -453,8 +486,11 @@ class SqliteAdapter:
             conn = sqlite3.connect(os.path.join(directory, "schema.db"))
             try:
                 try:
-                    self.create_schema(conn)
-                except sqlite3.Error as exc:
+                    if creates_from_path(self):
+                        make_tables(self, os.path.join(directory, "schema.db"))
+                    else:
+                        self.create_schema(conn)
+                except (sqlite3.Error, ChildFailed) as exc:
                     raise ValueError(f"the adapter's create_schema failed: {type(exc).__name__}: {exc}") from None
                 self.schema.check(conn)
             finally:

@@ -18,6 +18,7 @@ import random
 import sqlite3
 from typing import Any, TYPE_CHECKING
 
+from chaos.core import pool
 from chaos.core.clock import engine_reads
 from chaos.core.process import in_child
 from chaos.core.world import World
@@ -25,7 +26,10 @@ from chaos.core.world import World
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["RunContext", "store_conn", "attribute_writes", "close_quietly"]
+__all__ = ["RunContext", "store_conn", "attribute_writes", "close_quietly", "offers", "is_sqlite"]
+
+# Sessions (by id) whose engine opens its own connections, and the pool of those (chaos.core.pool).
+_POOLED: dict[int, pool.Pool] = {}
 
 
 class RunContext:
@@ -53,9 +57,13 @@ class RunContext:
         time reads the run's clock (see :func:`chaos.core.clock.engine_reads`); the session's
         writes name their writer for the audit triggers (:func:`attribute_writes`).
         """
+        pooled = in_child() and pool.connections_model(self.adapter) is pool.Connections.POOL
         if in_child():
             engine_reads(self.adapter, self.clock)
+        connections = pool.intercept(self.db) if pooled else None  # before the engine opens any connection
         session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
+        if connections is not None:
+            _POOLED[id(session)] = connections
         attribute_writes(session, worker_id)
         return session
 
@@ -75,9 +83,25 @@ class RunContext:
 
 
 def store_conn(session: Any) -> Any:
-    """The database connection under a session: its ``connection()`` capability, or None."""
+    """The database connection under a session: its ``connection()`` capability, or the pool of
+    connections its engine opens itself (``connections = "pool"``, :mod:`chaos.core.pool`), or None."""
     connection = getattr(session, "connection", None)
-    return connection() if callable(connection) else None
+    if callable(connection):
+        return connection()
+    return _POOLED.get(id(session))
+
+
+def is_sqlite(conn: Any) -> bool:
+    """Whether ``conn`` (from :func:`store_conn`) is SQLite's: one connection, or a pool of them."""
+    return isinstance(conn, (sqlite3.Connection, pool.Pool))
+
+
+def offers(adapter: Any, session: Any, name: str) -> bool:
+    """Whether ``session`` offers the session method ``name``; ``connection`` also where the
+    adapter declares ``connections = "pool"`` (the harness then finds the connections itself)."""
+    if name == "connection" and pool.connections_model(adapter) is pool.Connections.POOL:
+        return True
+    return callable(getattr(session, name, None))
 
 
 def attribute_writes(session: Any, worker_id: str) -> None:
@@ -85,7 +109,7 @@ def attribute_writes(session: Any, worker_id: str) -> None:
     by the writer-attribution triggers): the session's ``writer`` where it has one (a person's
     action writes as ``"human"``), else the worker's id."""
     conn = store_conn(session)
-    if isinstance(conn, sqlite3.Connection):
+    if is_sqlite(conn):
         conn.create_function("chaos_writer", 0, lambda: getattr(session, "writer", worker_id))
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any, TYPE_CHECKING
 
 from engine import STORE_UNAVAILABLE
 
-from chaos.core.context import store_conn
+from chaos.core.context import is_sqlite, offers, store_conn
 from chaos.core.invariants import baseline_failures, raised
 from chaos.core.iteration import one_iteration
 from chaos.core.points import DurableState, Point, Recorder, crash_classes, pause_classes
@@ -91,7 +90,7 @@ def _prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, d
         # A full disk shows within a write or two only in a database of small pages (see small_pages).
         _create(small_pages(adapter) if "disk_full" in scenario.store_faults() else adapter, run.db)
         session = run.session("w-setup")
-        missing = [name for name in scenario.needs() if not callable(getattr(session, name, None))]
+        missing = [name for name in scenario.needs() if not offers(adapter, session, name)]
         if missing:
             run.close()
             return {}, missing, ""
@@ -284,7 +283,7 @@ def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: b
 
         def watch(session: Any) -> None:
             conn = store_conn(session)
-            if isinstance(conn, sqlite3.Connection):
+            if is_sqlite(conn):
                 conn.set_trace_callback(recorder.tick)
             else:
                 watched[0] = False

@@ -35,7 +35,7 @@ from typing import Any, TYPE_CHECKING
 from chaos.adapter import create_database
 from chaos.core import libfiu
 from chaos.adapters.postgres import SET_WRITER, is_postgres
-from chaos.core.context import store_conn
+from chaos.core.context import is_sqlite, store_conn
 from chaos.core.world import STORE_FAULT_KINDS
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def fill_disk(session: Any) -> Callable[[], None]:
     """The disk is full at the database's current size, for ``session``'s connection; returns what
     frees it again."""
     conn = store_conn(session)
-    if not isinstance(conn, sqlite3.Connection):
+    if not is_sqlite(conn):
         raise TypeError("the disk-full fault needs a session that offers connection() -> its sqlite3.Connection "
                         "(see chaos.adapter.CAPABILITIES)")
     limit = conn.execute("PRAGMA max_page_count").fetchone()[0]

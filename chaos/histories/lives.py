@@ -38,7 +38,7 @@ from typing import Any, Callable, TYPE_CHECKING
 
 from engine import NO_PROGRESS, FakeClock
 
-from chaos.core.context import RunContext, close_quietly, store_conn
+from chaos.core.context import RunContext, close_quietly, is_sqlite, store_conn
 from chaos.core.iteration import one_iteration
 from chaos.core.points import CommitCounter, Killer, Point, Recorder
 from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
@@ -185,7 +185,7 @@ PAGES_UNLIMITED = 0xFFFFFFFE
 
 def _limit_pages(session: Any, pages: int | None) -> bool:
     conn = store_conn(session)
-    if not isinstance(conn, sqlite3.Connection):
+    if not is_sqlite(conn):
         return False
     conn.execute(f"PRAGMA max_page_count = {int(pages if pages is not None else PAGES_UNLIMITED)}")  # an int
     return True

@@ -1,0 +1,105 @@
+"""DBOS Transact 3.4.0 on SQLite running the reference pipeline (:mod:`chaos.adapters.dbos_workflow`), read from
+DBOS's own tables: a job is its workflow's status row and a row per finished step; its effect is due once its verify
+step is recorded and sent once its deliver step is. Every worker launches DBOS with its default executor id ("local"),
+as users run it, so a second launch recovers a live worker's workflow too (declared as the takeover it is).
+``python -m chaos matrix --target chaos.adapters.dbos:adapter --faults crash,pause``"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any
+
+from dbos import DBOS, DBOSClient
+
+from chaos.adapter import PYTHON_ERRORS
+from chaos.adapters import dbos_workflow as workflow
+from chaos.adapters.rows import AT_OPEN, JobRows, MemoRows, OutboxRows, RowsAdapter, RowSchema
+
+__all__ = ["DbosAdapter", "DbosSession", "adapter"]
+
+STEPS, ENDED = workflow.STEPS, ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")  # DBOS's ended statuses
+ORDER = "CASE WHEN status IN ('ENQUEUED', 'PENDING') THEN 0 ELSE 100 END"  # an ended workflow's row comes after its steps'
+SENT = ("(SELECT d.completed_at_epoch_ms FROM operation_outputs d WHERE d.workflow_uuid = operation_outputs.workflow_uuid "
+        "AND d.function_name = 'deliver' AND d.error IS NULL)")
+_launched: list[str] = []  # the database this process's DBOS runs on (a process has one DBOS)
+
+
+def _open(db: str) -> None:
+    """Launch this process's DBOS on ``db`` (its recovery of pending workflows starts), listening to the queue."""
+    if not _launched:
+        DBOS(config={"name": "crashgate", "system_database_url": f"sqlite:///{db}", "log_level": "ERROR"})
+        DBOS.launch()
+        DBOS.register_queue(workflow.QUEUE, polling_interval_sec=0.05)
+        _launched.append(db)
+
+
+class DbosSession:
+    def __init__(self, db: str, world: Any, worker_id: str) -> None:
+        self.db, self.worker_id = db, worker_id
+        workflow.world.update(world=world, worker_id=worker_id)
+
+    @property
+    def writer(self) -> str:
+        """Who writes now: DBOS's recovery at launch takes work over (at open); anything else is the worker."""
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name != "startup_recovery_thread":
+            frame = frame.f_back
+        return self.worker_id + (AT_OPEN if frame is not None else "")
+
+    def submit(self, job_id: str, payload: Any) -> None:
+        client = DBOSClient(system_database_url=f"sqlite:///{self.db}")
+        try:  # an id already enqueued is a no-op: DBOS keeps the first workflow of an id
+            client.enqueue({"queue_name": workflow.QUEUE, "workflow_name": workflow.WORKFLOW, "workflow_id": job_id}, job_id, payload)
+        finally:
+            client.destroy()
+
+    def run_once(self) -> str:
+        """Launch DBOS (once a process), then wait for every workflow not yet ended."""
+        _open(self.db)
+        waiting = [w.workflow_id for w in DBOS.list_workflows(status=["ENQUEUED", "PENDING"], load_input=False, load_output=False)]
+        for workflow_id in waiting:
+            try:
+                DBOS.retrieve_workflow(workflow_id).get_result()
+            except Exception:  # the workflow failed (ERROR): its status row says so
+                pass
+        return "ran" if waiting else "idle"
+
+    def send_outbox(self) -> int:
+        return 0  # the deliver step sends its effect itself
+
+    def close(self) -> None:
+        pass  # the process's DBOS ends with the process: another session of it may still run
+
+
+class DbosAdapter(RowsAdapter):
+    name, lease_s = "dbos", 30.0
+    schema = RowSchema(  # no damage declared: DBOS unpickles a row only to resume from it
+        JobRows(table="workflow_status", job_id="workflow_uuid", status="status", order=ORDER, working="PENDING",
+                result="crashgate_unpickle(output, '')", takeover_at_open=True),
+        memos=(MemoRows("operation_outputs", "workflow_uuid", "function_name", "crashgate_unpickle(output, 'output')", "error IS NULL"),),
+        outbox=OutboxRows("operation_outputs", id="rowid", job_id="workflow_uuid", kind="'delivery'", sent_at=SENT,
+                          where="function_name = 'verify' AND error IS NULL"),
+        also=(JobRows(table="operation_outputs", job_id="workflow_uuid", status="'done'", step="function_name", order="function_id"),))
+    working = ("PENDING", *(f"{s}:done" for s in STEPS[:-1]))
+    table = {"ENQUEUED": ("PENDING", "CANCELLED"), **{s: () for s in ENDED}, f"{STEPS[-1]}:done": ENDED,
+             **{w: (f"{s}:done", "ENQUEUED", *ENDED[1:]) for w, s in zip(working, STEPS)}}
+    steps = [(s, w, f"{s}:done") for s, w in zip(STEPS, working)]
+    final, parked, initial = {"SUCCESS": ("delivery",)}, ENDED[1:], ("ENQUEUED",)
+    iteration, recovery, time_source, connections, create_with = "one-call", "at-open", "wall", "pool", "path"
+    submit_conflict, fault_errors, session_type = "first-wins", PYTHON_ERRORS, DbosSession
+
+    def create_schema(self, db: str) -> None:
+        _open(db)  # DBOS makes its tables (and the queue's row) as it launches
+
+    def open(self, db: str, world: Any, *, worker_id: str, clock: Any, rng: Any) -> DbosSession:
+        return DbosSession(db, world, worker_id)
+
+    def targets(self) -> dict[str, Any]:
+        return {"worker": workflow.pipeline, "sender": DbosSession.send_outbox}
+
+    def trace_paths(self) -> list[str]:
+        return [inspect.getfile(workflow)]  # the workflow's lines: this module is glue, its writer runs inside DBOS's writes
+
+
+adapter = DbosAdapter

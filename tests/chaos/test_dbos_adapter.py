@@ -1,0 +1,104 @@
+"""The shipped DBOS Transact adapter (chaos.adapters.dbos): the crash matrix, run on DBOS's own
+tables through the rows declaration and on DBOS's own connection pool, shows DBOS's known weakness
+with its default executor id (a second launch recovers a live workflow and pays for its current
+step again) and no false finding; and the weakness is reproduced without the harness, with two
+real processes, a real SIGSTOP and a real SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytest.importorskip("dbos")
+
+from chaos.matrix.runner import run_matrix  # noqa: E402
+
+DBOS_TARGET = "chaos.adapters.dbos:adapter"
+
+
+def violations(report) -> list[tuple[str, str]]:
+    """(invariant, message) of every violation in the report, the baselines' too."""
+    outcomes = [r.outcome for r in report.results] + list(report.baselines.values())
+    return [(v.invariant, v.detail) for o in outcomes for v in o.violations]
+
+
+def test_dbos_pays_again_for_the_step_of_a_live_workflow_a_second_launch_recovers(tmp_path):
+    """Goal: DBOS's known weakness shows. Method: freeze the worker at a seeded sample of points of
+    the workflow while another worker launches DBOS with the same (default) executor id, which
+    recovers the frozen worker's workflow and runs it; then wake the frozen one."""
+    report = run_matrix(DBOS_TARGET, families=["clean"], faults=["pause"], sample=SAMPLE, workdir=str(tmp_path))
+    found = violations(report)
+    assert any(inv == "bounded-spend" and "2 paid calls" in msg for inv, msg in found), found
+
+
+SAMPLE = 16
+
+
+# -- the finding, reproduced without the harness: real processes, a real SIGSTOP and SIGKILL ------------
+
+WORKER = textwrap.dedent("""
+    import os, sys, time
+    from dbos import DBOS, SetWorkflowID
+    db, ledger, role = sys.argv[1], sys.argv[2], sys.argv[3]
+    DBOS(config={"name": "repro", "system_database_url": f"sqlite:///{db}", "log_level": "ERROR"})  # default executor id
+
+    @DBOS.step()
+    def extract(doc):
+        with open(ledger, "a") as f:  # the paid call, recorded outside DBOS
+            f.write(f"{role} {os.getpid()}\\n")
+        if role == "first":
+            time.sleep(120)  # a long call: frozen here
+        return {"fields": doc}
+
+    @DBOS.workflow()
+    def pipeline(doc):
+        return extract(doc)
+
+    DBOS.launch()  # the second process's launch recovers every pending workflow of executor 'local'
+    if role == "first":
+        with SetWorkflowID("doc-1"):
+            pipeline("doc-1")
+    else:
+        DBOS.retrieve_workflow("doc-1").get_result()
+        print(DBOS.retrieve_workflow("doc-1").get_status().status, flush=True)
+""")
+
+
+def _paid(ledger: str) -> list[str]:
+    return open(ledger).read().splitlines() if os.path.exists(ledger) else []
+
+
+def _wait_for(condition, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_dbos_plain_a_second_launch_pays_for_a_frozen_workers_step_again(tmp_path):
+    """The bounded-spend finding, without the harness: a process runs a workflow whose step is
+    paid for, then is frozen (SIGSTOP) in the step; a second process launches DBOS with the same
+    default executor id, recovers the live workflow and pays for the step again; the first is then
+    SIGKILLed. DBOS documents this: each process needs its own executor id."""
+    db, ledger = str(tmp_path / "dbos.sqlite"), str(tmp_path / "paid.txt")
+    first = subprocess.Popen([sys.executable, "-c", WORKER, db, ledger, "first"])
+    try:
+        _wait_for(lambda: len(_paid(ledger)) == 1, "the first worker's paid call")
+        os.kill(first.pid, signal.SIGSTOP)
+        status = sqlite3.connect(db).execute("SELECT status, executor_id FROM workflow_status WHERE workflow_uuid = 'doc-1'").fetchone()
+        assert status == ("PENDING", "local")
+        second = subprocess.run([sys.executable, "-c", WORKER, db, ledger, "second"], capture_output=True, text=True, timeout=120)
+        assert second.stdout.strip() == "SUCCESS", second.stderr[-2000:]
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+    paid = [line.split()[0] for line in _paid(ledger)]
+    assert paid == ["first", "second"]  # one step, paid for twice while the first worker was alive
