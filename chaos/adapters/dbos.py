@@ -1,11 +1,11 @@
-"""DBOS Transact 3.4.0 on SQLite running the reference pipeline (:mod:`chaos.adapters.dbos_workflow`), read from
-DBOS's own tables: a job is its workflow's status row and a row per finished step; its effect is due once its verify
-step is recorded and sent once its deliver step is. Every worker launches DBOS with its default executor id ("local"),
-as users run it, so a second launch recovers a live worker's workflow too (declared as the takeover it is).
-``python -m chaos matrix --target chaos.adapters.dbos:adapter --faults crash,pause``"""
+"""DBOS Transact 3.4.0 on SQLite running the pipeline of :mod:`chaos.adapters.dbos_workflow`, read from DBOS's tables: a job
+is its workflow_status row and a row per finished step (operation_outputs); its effect is due once verify is recorded, sent
+once deliver is. Workers launch DBOS with its default executor id ("local"), as users do, so a second launch recovers a live
+worker's workflow too (declared as the takeover it is): ``python -m chaos matrix --target chaos.adapters.dbos:adapter``"""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from typing import Any
@@ -17,21 +17,10 @@ from chaos.adapters import dbos_workflow as workflow
 from chaos.adapters.rows import AT_OPEN, JobRows, MemoRows, OutboxRows, RowsAdapter, RowSchema
 
 __all__ = ["DbosAdapter", "DbosSession", "adapter"]
-
 STEPS, ENDED = workflow.STEPS, ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")  # DBOS's ended statuses
 ORDER = "CASE WHEN status IN ('ENQUEUED', 'PENDING') THEN 0 ELSE 100 END"  # an ended workflow's row comes after its steps'
 SENT = ("(SELECT d.completed_at_epoch_ms FROM operation_outputs d WHERE d.workflow_uuid = operation_outputs.workflow_uuid "
         "AND d.function_name = 'deliver' AND d.error IS NULL)")
-_launched: list[str] = []  # the database this process's DBOS runs on (a process has one DBOS)
-
-
-def _open(db: str) -> None:
-    """Launch this process's DBOS on ``db`` (its recovery of pending workflows starts), listening to the queue."""
-    if not _launched:
-        DBOS(config={"name": "crashgate", "system_database_url": f"sqlite:///{db}", "log_level": "ERROR"})
-        DBOS.launch()
-        DBOS.register_queue(workflow.QUEUE, polling_interval_sec=0.05)
-        _launched.append(db)
 
 
 class DbosSession:
@@ -40,36 +29,28 @@ class DbosSession:
         workflow.world.update(world=world, worker_id=worker_id)
 
     @property
-    def writer(self) -> str:
-        """Who writes now: DBOS's recovery at launch takes work over (at open); anything else is the worker."""
+    def writer(self) -> str:  # who writes now: DBOS's recovery at launch takes work over (at open), else the worker
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_name != "startup_recovery_thread":
             frame = frame.f_back
         return self.worker_id + (AT_OPEN if frame is not None else "")
 
-    def submit(self, job_id: str, payload: Any) -> None:
-        client = DBOSClient(system_database_url=f"sqlite:///{self.db}")
-        try:  # an id already enqueued is a no-op: DBOS keeps the first workflow of an id
-            client.enqueue({"queue_name": workflow.QUEUE, "workflow_name": workflow.WORKFLOW, "workflow_id": job_id}, job_id, payload)
-        finally:
-            client.destroy()
+    def submit(self, job_id: str, payload: Any) -> None:  # an id enqueued again is a no-op: DBOS keeps its first workflow
+        (client := DBOSClient(system_database_url=f"sqlite:///{self.db}")).enqueue(
+            {"queue_name": workflow.QUEUE, "workflow_name": workflow.WORKFLOW, "workflow_id": job_id}, job_id, payload)
+        client.destroy()
 
     def run_once(self) -> str:
         """Launch DBOS (once a process), then wait for every workflow not yet ended."""
-        _open(self.db)
+        workflow.launch(self.db)
         waiting = [w.workflow_id for w in DBOS.list_workflows(status=["ENQUEUED", "PENDING"], load_input=False, load_output=False)]
         for workflow_id in waiting:
-            try:
+            with contextlib.suppress(Exception):  # a workflow that failed (ERROR) says so in its status row
                 DBOS.retrieve_workflow(workflow_id).get_result()
-            except Exception:  # the workflow failed (ERROR): its status row says so
-                pass
         return "ran" if waiting else "idle"
 
-    def send_outbox(self) -> int:
-        return 0  # the deliver step sends its effect itself
-
-    def close(self) -> None:
-        pass  # the process's DBOS ends with the process: another session of it may still run
+    def send_outbox(self) -> int: return 0  # the deliver step sends its effect itself
+    def close(self) -> None: return None  # the process's DBOS ends with the process (another session may still run)
 
 
 class DbosAdapter(RowsAdapter):
@@ -89,17 +70,11 @@ class DbosAdapter(RowsAdapter):
     iteration, recovery, time_source, connections, create_with = "one-call", "at-open", "wall", "pool", "path"
     submit_conflict, fault_errors, session_type = "first-wins", PYTHON_ERRORS, DbosSession
 
-    def create_schema(self, db: str) -> None:
-        _open(db)  # DBOS makes its tables (and the queue's row) as it launches
-
-    def open(self, db: str, world: Any, *, worker_id: str, clock: Any, rng: Any) -> DbosSession:
-        return DbosSession(db, world, worker_id)
-
-    def targets(self) -> dict[str, Any]:
-        return {"worker": workflow.pipeline, "sender": DbosSession.send_outbox}
-
-    def trace_paths(self) -> list[str]:
-        return [inspect.getfile(workflow)]  # the workflow's lines: this module is glue, its writer runs inside DBOS's writes
+    def create_schema(self, db: str) -> None: workflow.launch(db)  # DBOS makes its tables (and the queue's row) at launch
+    def open(self, db: str, world: Any, *, worker_id: str, clock: Any, rng: Any) -> DbosSession: return DbosSession(db, world, worker_id)
+    def targets(self) -> dict[str, Any]: return {"worker": workflow.pipeline, "sender": DbosSession.send_outbox}
+    # The workflow's lines are the crash points: this module is glue, and its writer runs inside DBOS's own writes.
+    def trace_paths(self) -> list[str]: return [inspect.getfile(workflow)]
 
 
 adapter = DbosAdapter

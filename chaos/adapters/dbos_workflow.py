@@ -19,20 +19,31 @@ from typing import Any
 
 from dbos import DBOS
 
-from chaos.adapters.queue_pipeline import DELIVERY, RETRYABLE, STEPS, Call, _STEP
+from chaos.adapters.queue_pipeline import DELIVERY, RETRYABLE, STEP_CALLS, STEPS, Call
 
-__all__ = ["STEPS", "QUEUE", "WORKFLOW", "pipeline", "world"]
+__all__ = ["STEPS", "QUEUE", "WORKFLOW", "launch", "pipeline", "world"]
 
 QUEUE = "pipeline"
 WORKFLOW = "pipeline"
 RETRY = dict(retries_allowed=True, max_attempts=3, interval_seconds=0.05, backoff_rate=1.0)
 world: dict[str, Any] = {}  # this process's world and worker id (set when its DBOS opens)
+_launched: list[str] = []  # the database this process's DBOS runs on (a process has one DBOS)
+
+
+def launch(db: str) -> None:
+    """Launch this process's DBOS on the SQLite file ``db`` with its default executor id, as an application does
+    (once a process: its recovery of the executor's pending workflows starts then), listening to the queue."""
+    if not _launched:
+        DBOS(config={"name": "crashgate", "system_database_url": f"sqlite:///{db}", "log_level": "ERROR"})
+        DBOS.launch()
+        DBOS.register_queue(QUEUE, polling_interval_sec=0.05)
+        _launched.append(db)
 
 
 def _run(step: str, job_id: str, payload: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     call = Call(job_id, step, world["worker_id"])
     try:
-        output = _STEP[step](world["world"], call, payload, inputs)
+        output = STEP_CALLS[step](world["world"], call, payload, inputs)
     except RETRYABLE:
         raise  # DBOS retries the step
     except Exception as exc:  # nothing differs next time: the workflow fails, for a person

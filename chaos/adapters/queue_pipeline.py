@@ -50,7 +50,7 @@ from chaos.adapter import PYTHON_ERRORS
 from chaos.adapters.rows import RowSchema, RowsAdapter, register_decoders
 
 __all__ = ["STEPS", "DELIVERY", "ATTEMPTS_MAX", "Call", "Outcome", "Verbs", "QueueSession", "QueuePipelineAdapter", "first_message",
-           "backoff_s", "claim", "consume", "drain_outbox", "run_step", "send_effect", "states", "RETRYABLE"]
+           "backoff_s", "claim", "consume", "drain_outbox", "run_step", "send_effect", "states", "RETRYABLE", "STEP_CALLS"]
 
 STEPS = ("fetch", "extract", "verify", "deliver")
 DELIVERY = "delivery"
@@ -309,6 +309,7 @@ def _deliver(world: Any, call: Call, payload: Any, inputs: dict[str, Any]) -> An
 
 _STEP: dict[str, Callable[[Any, Call, Any, dict[str, Any]], Any]] = {
     "fetch": _fetch, "extract": _extract, "verify": _verify, "deliver": _deliver}
+STEP_CALLS = _STEP  # each step's work on the world, for a workflow engine that runs the steps itself (chaos.adapters.dbos_workflow)
 
 
 class QueueSession:

@@ -1,5 +1,5 @@
 """The process core every mode shares: forking and killing a worker (process), crash points and
-the recorder (points), the shared clock, what a database holds for the next process to open it (content), one run's files and how a session opens on them (context), the models an adapter declares in a word (declared), what
+the recorder (points), the shared clock, what a database holds for the next process to open it (content), one run's files and how a session opens on them (context), the models an adapter declares in a word (declared), the connections an engine on a pool opens itself (pool), what
 one iteration of an engine's loop is (iteration), how an engine recovers a dead worker's work
 (recovery), the store's failures a call can bring on (store_faults), the lines an engine declares no iteration reaches (unreachable), the ledger files every process writes, libfiu's preload (the I/O errors), the world of paid calls and deliveries, the
 invariants, the findings and their GitHub annotations, one scenario's vocabulary (scenario) and its
@@ -12,6 +12,6 @@ all (whole_file).
 """
 
 __all__ = [
-    "annotations", "capabilities", "clock", "content", "context", "declared", "effects", "findings", "freeze", "hangs", "invariants", "iteration", "kill", "ledger_file", "libfiu", "points", "prepare", "pristine", "process",
+    "annotations", "capabilities", "clock", "content", "context", "declared", "effects", "findings", "freeze", "hangs", "invariants", "iteration", "kill", "ledger_file", "libfiu", "points", "pool", "prepare", "pristine", "process",
     "raises", "recovery", "sampling", "sandbox", "scenario", "settle", "store_faults", "template", "unreachable", "verdict", "whole_file", "world",
 ]
