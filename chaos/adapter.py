@@ -348,6 +348,9 @@ CAPABILITIES: tuple[Capability, ...] = (
                "connection() would get", "'session' (the session's connection(), where it offers one)", ""),
     Capability("create_with", "adapter", "create_with = 'connection' or 'path': 'path' where create_schema opens the database "
                "itself from its path (it then runs in a child process of its own)", "'connection' (create_schema(conn))", ""),
+    Capability("engines_per_process", "adapter", "engines_per_process = 'many' or 'one': 'one' where your library keeps one "
+               "instance a process (DBOS: one DBOS, launched once); a second worker then runs in a fresh process of its own, "
+               "not inside the first one's process", "'many' (each session opens an engine of its own)", ""),
     Capability("connection", "session", "connection() -> the session's sqlite3.Connection (or declare connections = 'pool')",
                "every line is its own crash and pause class; no write lock is observed",
                "crash and pause classes, the host's disk-full and held-lock faults, the disk-full family"),
@@ -371,7 +374,7 @@ CAPABILITIES: tuple[Capability, ...] = (
 
 
 # Capabilities declared as a word: ``python -m chaos adapter`` shows the word declared.
-DECLARED_WORDS = ("submit_conflict", "receiver", "iteration", "recovery", "time_source", "connections", "create_with")
+DECLARED_WORDS = ("submit_conflict", "receiver", "iteration", "recovery", "time_source", "connections", "create_with", "engines_per_process")
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ class DbosAdapter(RowsAdapter):
              **{w: (f"{s}:done", "ENQUEUED", *ENDED[1:]) for w, s in zip(working, STEPS)}}
     steps = [(s, w, f"{s}:done") for s, w in zip(STEPS, working)]
     final, parked, initial = {"SUCCESS": ("delivery",)}, ENDED[1:], ("ENQUEUED",)
-    iteration, recovery, time_source, connections, create_with = "one-call", "at-open", "wall", "pool", "path"
+    iteration, recovery, time_source, connections, create_with, engines_per_process = "one-call", "at-open", "wall", "pool", "path", "one"
     submit_conflict, fault_errors, session_type = "first-wins", PYTHON_ERRORS, DbosSession
 
     def create_schema(self, db: str) -> None: workflow.launch(db)  # DBOS makes its tables (and the queue's row) at launch

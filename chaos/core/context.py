@@ -16,9 +16,11 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+from enum import StrEnum
 from typing import Any, TYPE_CHECKING
 
 from chaos.core import pool
+from chaos.core.declared import declared
 from chaos.core.clock import engine_reads
 from chaos.core.process import in_child
 from chaos.core.world import World
@@ -26,10 +28,28 @@ from chaos.core.world import World
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["RunContext", "store_conn", "attribute_writes", "close_quietly", "offers", "is_sqlite"]
+__all__ = ["RunContext", "EnginesPerProcess", "engines_per_process", "store_conn", "attribute_writes", "close_quietly", "offers", "is_sqlite"]
 
 # Sessions (by id) whose engine opens its own connections, and the pool of those (chaos.core.pool).
 _POOLED: dict[int, pool.Pool] = {}
+
+
+class EnginesPerProcess(StrEnum):
+    """How many of an engine's instances one process can hold: a session each (the reference
+    engine), or one for the whole process (DBOS keeps one DBOS a process, launched once)."""
+
+    MANY = "many"
+    ONE = "one"
+
+
+def engines_per_process(adapter: Adapter) -> EnginesPerProcess:
+    """What ``adapter`` declares as ``engines_per_process``: where it is ``"one"``, a second
+    worker never runs in a process that already opened one (it would run on the first one's engine)."""
+    return declared(adapter, "engines_per_process", EnginesPerProcess, {
+        EnginesPerProcess.MANY: "each session opens an engine of its own, so two workers can share a process",
+        EnginesPerProcess.ONE: "a process holds one engine (a library's global instance): a second worker runs in a fresh "
+                               "process of its own",
+    })
 
 
 class RunContext:

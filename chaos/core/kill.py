@@ -23,10 +23,11 @@ from chaos.core.clock import AheadClock, engine_reads
 from chaos.core.invariants import point_reached, raised
 from chaos.core.iteration import one_iteration
 from chaos.core.points import SWITCH_INTERVAL_S, Killer, Point
-from chaos.core.process import Ended, Exit, die_here, fork
+from chaos.core.context import EnginesPerProcess, engines_per_process
+from chaos.core.process import Ended, Exit, Standby, die_here, fork
 from chaos.core.store_faults import InCall
 from chaos.core.world import STORE_FAULT_KINDS
-from chaos.core.scenario import AT_START, DOOMED, MODES, Family, Outcome, Run, watched
+from chaos.core.scenario import AT_START, DOOMED, MODES, Family, Outcome, Run, arm_sticky, watched
 from chaos.core.settle import after_fault
 from chaos.core.template import fresh_run
 from chaos.core.verdict import adapter_raised, steps_in_flight
@@ -41,13 +42,13 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
     """The iteration that will be killed, with the scenario's faults armed (a store fault brought
     on the doomed session's store, and lifted once the iteration has ended)."""
     scenario = run.scenario
+    if scenario.second_worker:  # before this process opens its engine and arms its faults (see second_worker)
+        run.world.during_slow = second_worker(run)
     for fault in scenario.faults:
         run.world.arm(fault)
     session = run.session(DOOMED)
     if scenario.worker:
         session.configure_worker(**dict(scenario.worker))
-    if scenario.second_worker:
-        run.world.during_slow = lambda: _second_worker(run)
     if scenario.phase == "worker":
         iteration = one_iteration(run.adapter, session)
     elif scenario.phase == "sender":
@@ -69,6 +70,32 @@ def doomed_iteration(run: Run) -> Callable[[], Any]:
             run.world.on_store_fault = None
 
     return iteration_then_lift
+
+
+def second_worker(run: Run) -> Callable[[], None]:
+    """What runs while the doomed worker's call lasts: one iteration of another worker. In this
+    process, nested in the call; but where the adapter's engine is one per process
+    (``engines_per_process = "one"``), in a child forked now, before this process opens its engine
+    (it would run on the doomed worker's engine, and could wait there for the very call it runs
+    inside), started when the call needs it and waited for. What it raises is raised in the call,
+    as it is where it runs nested."""
+    if engines_per_process(run.adapter) is EnginesPerProcess.MANY:
+        return lambda: _second_worker(run)
+
+    def apart() -> None:
+        arm_sticky(run)
+        _second_worker(run)
+        run.close()
+
+    standby = Standby(apart, "worker 'w-second' (run while a peer's call lasted)")
+
+    def start() -> None:
+        ended = standby.start()
+        if ended.exit is not Exit.FINISHED:
+            raise RuntimeError(f"worker 'w-second', run while a peer's call lasted, ended {ended.exit}: "
+                               f"{(ended.error or f'status {ended.status}').strip().splitlines()[-1]}")
+
+    return start
 
 
 def _second_worker(run: Run) -> None:

@@ -42,8 +42,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-__all__ = ["Exit", "Ended", "Child", "ChildFailed", "fork", "first_to_answer", "run_in_child", "tell", "stop_here", "die_here", "in_child",
-           "ERROR_LINES_MAX", "Hung", "Stack", "watchdog", "STACKS_SIGNAL"]
+__all__ = ["Exit", "Ended", "Child", "ChildFailed", "Standby", "fork", "first_to_answer", "run_in_child", "tell", "stop_here", "die_here",
+           "in_child", "ERROR_LINES_MAX", "Hung", "Stack", "watchdog", "STACKS_SIGNAL"]
 
 
 class Exit(enum.StrEnum):
@@ -301,6 +301,48 @@ def fork(body: Callable[[], Any], what: str = "a child") -> Child:
             pass
         watch.children.append(child)
     return child
+
+
+class Standby:
+    """A child forked now that runs ``body`` only once :meth:`start` is called, and then waits for it.
+
+    For work a child needs done later by a process as fresh as itself is now: forked before the
+    child opens anything, the standby holds none of what the child builds afterwards (an engine a
+    library keeps one of per process). If the child ends without starting it, the standby ends too,
+    having run nothing (it reads the end of its pipe). It holds no copy of the child's own pipe to
+    its parent, so that parent still sees the child's end as soon as it comes.
+
+    >>> def child_body():
+    ...     standby = Standby(lambda: os.getpid())
+    ...     return standby.start().value != os.getpid()
+    >>> fork(child_body).wait().value
+    True
+    """
+
+    def __init__(self, body: Callable[[], Any], what: str = "a child on standby") -> None:
+        go_read, go_write = os.pipe()
+        inherited = _report_fd
+
+        def waiting() -> Any:
+            os.close(go_write)
+            if inherited is not None:
+                os.close(inherited)
+            started = os.read(go_read, 1)
+            os.close(go_read)
+            return body() if started else None
+
+        self.child = fork(waiting, what)
+        os.close(go_read)
+        self._go = go_write
+
+    def start(self, timeout_s: float = WAIT_S_MAX) -> Ended:
+        """Let the standby run its body, and wait for it as :meth:`Child.wait` does."""
+        if self._go < 0:
+            raise RuntimeError("a standby runs its body once")
+        os.write(self._go, b"1")
+        os.close(self._go)
+        self._go = -1
+        return self.child.wait(timeout_s)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ real processes, a real SIGSTOP and a real SIGKILL."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import sqlite3
@@ -18,6 +19,7 @@ import pytest
 
 pytest.importorskip("dbos")
 
+from chaos.adapters import dbos_workflow  # noqa: E402
 from chaos.matrix.runner import run_matrix  # noqa: E402
 
 DBOS_TARGET = "chaos.adapters.dbos:adapter"
@@ -29,16 +31,36 @@ def violations(report) -> list[tuple[str, str]]:
     return [(v.invariant, v.detail) for o in outcomes for v in o.violations]
 
 
+def _points_at(source: str) -> list[str]:
+    """The clean family's points at the workflow module's line ``source``: its hits in extract and verify (the paid steps)."""
+    lines = inspect.getsource(dbos_workflow).splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.strip() == source)
+    return [f"clean::dbos_workflow._run:L{line}#{hit}" for hit in (2, 3)]
+
+
 def test_dbos_pays_again_for_the_step_of_a_live_workflow_a_second_launch_recovers(tmp_path):
-    """Goal: DBOS's known weakness shows. Method: freeze the worker at a seeded sample of points of
-    the workflow while another worker launches DBOS with the same (default) executor id, which
-    recovers the frozen worker's workflow and runs it; then wake the frozen one."""
-    report = run_matrix(DBOS_TARGET, families=["clean"], faults=["pause"], sample=SAMPLE, workdir=str(tmp_path))
-    found = violations(report)
+    """Goal: DBOS's known weakness shows. Method: freeze the worker in each paid step, just before
+    its call, while another worker launches DBOS with the same (default) executor id, which
+    recovers the frozen worker's workflow and runs it; then wake the frozen one. A freeze that
+    catches one of DBOS's own threads inside a write leaves the other worker locked out instead
+    (another finding): of four freezes, one at least leaves the lock free."""
+    found = []
+    for point in _points_at('call = Call(job_id, step, world["worker_id"])'):
+        found += violations(run_matrix(DBOS_TARGET, point=point, faults=["pause"], workdir=str(tmp_path / point.split("#")[1])))
     assert any(inv == "bounded-spend" and "2 paid calls" in msg for inv, msg in found), found
 
 
-SAMPLE = 16
+def test_dbos_second_worker_runs_in_a_process_of_its_own_not_on_the_stalled_workers_dbos(tmp_path):
+    """Goal: a family whose stalled call lets a second worker run meanwhile finishes on DBOS, whose
+    adapter declares one engine per process. Method: run the stalled-call family (its baseline and
+    crash points); run inside the stalled worker's call, the second worker would use that
+    process's DBOS and wait there for the very workflow it runs inside, until the watchdog; in a
+    fresh process it recovers the workflow, pays for the stalled step once more and finishes it."""
+    report = run_matrix(DBOS_TARGET, families=["stalled-call"], faults=["crash"], sample=2, workdir=str(tmp_path), scenario_timeout_s=60)
+    assert [v.detail for v in report.baselines["stalled-call"].violations] == []
+    assert report.baselines["stalled-call"].calls["doc-1:extract"] == 2  # the stalled worker's call, and the second worker's
+    assert report.points == 2
+    assert [(inv, msg) for inv, msg in violations(report) if inv == "hangs"] == []
 
 
 # -- the finding, reproduced without the harness: real processes, a real SIGSTOP and SIGKILL ------------
