@@ -19,8 +19,9 @@ from chaos.adapters.rows import AT_OPEN, JobRows, MemoRows, OutboxRows, RowsAdap
 __all__ = ["DbosAdapter", "DbosSession", "adapter"]
 STEPS, ENDED = workflow.STEPS, ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")  # DBOS's ended statuses
 ORDER = "CASE WHEN status IN ('ENQUEUED', 'PENDING') THEN 0 ELSE 100 END"  # an ended workflow's row comes after its steps'
-SENT = ("(SELECT d.completed_at_epoch_ms FROM operation_outputs d WHERE d.workflow_uuid = operation_outputs.workflow_uuid "
-        "AND d.function_name = 'deliver' AND d.error IS NULL)")
+PAID = "error IS NULL AND crashgate_unpickle(output, 'refused') IS NULL"  # a step that returned its output (not a refusal, not an error)
+STEP_ORDER = f"CASE WHEN {PAID} THEN function_id ELSE -1 END"  # a failed step's row is never its job's current row: the workflow's is
+SENT = "(SELECT d.completed_at_epoch_ms FROM operation_outputs d WHERE d.workflow_uuid = operation_outputs.workflow_uuid AND d.function_name = 'deliver' AND d.error IS NULL)"
 
 
 class DbosSession:
@@ -40,8 +41,7 @@ class DbosSession:
             {"queue_name": workflow.QUEUE, "workflow_name": workflow.WORKFLOW, "workflow_id": job_id}, job_id, payload)
         client.destroy()
 
-    def run_once(self) -> str:
-        """Launch DBOS (once a process), then wait for every workflow not yet ended."""
+    def run_once(self) -> str:  # launch DBOS (once a process), then wait for every workflow not yet ended
         workflow.launch(self.db)
         waiting = [w.workflow_id for w in DBOS.list_workflows(status=["ENQUEUED", "PENDING"], load_input=False, load_output=False)]
         for workflow_id in waiting:
@@ -54,14 +54,14 @@ class DbosSession:
 
 
 class DbosAdapter(RowsAdapter):
-    name, lease_s = "dbos", 30.0
+    name, lease_s, scenario_timeout_s = "dbos", 30.0, 60.0  # a scenario's bound: twice DBOS's SQLite busy timeout, waited out by a locked-out worker
     schema = RowSchema(  # no damage declared: DBOS unpickles a row only to resume from it
         JobRows(table="workflow_status", job_id="workflow_uuid", status="status", order=ORDER, working="PENDING",
                 result="crashgate_unpickle(output, '')", takeover_at_open=True),
-        memos=(MemoRows("operation_outputs", "workflow_uuid", "function_name", "crashgate_unpickle(output, 'output')", "error IS NULL"),),
+        memos=(MemoRows("operation_outputs", "workflow_uuid", "function_name", "crashgate_unpickle(output, 'output')", PAID),),
         outbox=OutboxRows("operation_outputs", id="rowid", job_id="workflow_uuid", kind="'delivery'", sent_at=SENT,
-                          where="function_name = 'verify' AND error IS NULL"),
-        also=(JobRows(table="operation_outputs", job_id="workflow_uuid", status="'done'", step="function_name", order="function_id"),))
+                          where=f"function_name = 'verify' AND {PAID}"),
+        also=(JobRows(table="operation_outputs", job_id="workflow_uuid", status="'done'", step="function_name", order=STEP_ORDER),))
     working = ("PENDING", *(f"{s}:done" for s in STEPS[:-1]))
     table = {"ENQUEUED": ("PENDING", "CANCELLED"), **{s: () for s in ENDED}, f"{STEPS[-1]}:done": ENDED,
              **{w: (f"{s}:done", "ENQUEUED", *ENDED[1:]) for w, s in zip(working, STEPS)}}
