@@ -12,8 +12,10 @@ fork, so a child and its parent read and move the same "now".
 
 from __future__ import annotations
 
+import datetime as _datetime_module
 import mmap
 import struct
+import sys
 import time
 from enum import StrEnum
 from typing import Any, Callable, TYPE_CHECKING
@@ -23,9 +25,10 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["SharedClock", "AheadClock", "TimeSource", "time_source", "engine_reads"]
+__all__ = ["SharedClock", "AheadClock", "ClockDatetime", "TimeSource", "time_source", "engine_reads"]
 
 _SLOT = struct.Struct("d")
+_REAL_DATETIME = _datetime_module.datetime
 
 
 class SharedClock:
@@ -89,6 +92,55 @@ class AheadClock:
         self.base.sleep(seconds)
 
 
+class _ClockDatetimeType(type):
+    """The type of :class:`ClockDatetime`: every real datetime is an instance of it, so code that
+    checks ``isinstance(value, datetime)`` after the swap still accepts the values it had."""
+
+    def __instancecheck__(cls, value: Any) -> bool:
+        return isinstance(value, _REAL_DATETIME)
+
+    def __subclasscheck__(cls, klass: type) -> bool:
+        return issubclass(klass, _REAL_DATETIME)
+
+
+class ClockDatetime(_REAL_DATETIME, metaclass=_ClockDatetimeType):
+    """``datetime.datetime`` in a worker's process whose engine reads the machine's time:
+    ``now()`` and ``utcnow()`` read ``time.time()`` (the harness's clock there), where C's datetime
+    reads the system's clock directly; ``today()`` already reads ``time.time()``. Everything it
+    makes is a real ``datetime``, so nothing else changes (a pickle, a type check, a comparison).
+
+    >>> type(ClockDatetime(2024, 5, 1)) is _datetime_module.datetime
+    True
+    >>> isinstance(_datetime_module.datetime(2024, 5, 1), ClockDatetime)
+    True
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return _REAL_DATETIME(*args, **kwargs)
+
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return _REAL_DATETIME.fromtimestamp(time.time(), tz)
+
+    @classmethod
+    def utcnow(cls) -> Any:
+        return _REAL_DATETIME.fromtimestamp(time.time(), _datetime_module.timezone.utc).replace(tzinfo=None)
+
+
+def _datetime_reads_time() -> None:
+    """Swap ``datetime.datetime`` for :class:`ClockDatetime` in this process: in the datetime
+    module and in every module loaded that bound the class to a name of its own (``from datetime
+    import datetime``). C's own module keeps it, and so does this one (``_REAL_DATETIME``), so that
+    the real class still makes every datetime."""
+    for name, module in list(sys.modules.items()):
+        names = getattr(module, "__dict__", None)
+        if name == "_datetime" or not isinstance(names, dict) or names is globals():
+            continue
+        for attribute, value in list(names.items()):
+            if value is _REAL_DATETIME:
+                names[attribute] = ClockDatetime
+
+
 class TimeSource(StrEnum):
     """Where an engine reads the time: the clock ``open()`` passes it, or the machine's."""
 
@@ -109,6 +161,9 @@ def engine_reads(adapter: Adapter, clock: Any) -> None:
     """In a worker's process (a forked child, never the test's own), point ``time.time`` at
     ``clock`` where the adapter declares ``time_source = "wall"``: leases, backoffs and deadlines
     the engine computes from the machine's time then follow the harness's clock, which moves past
-    a lease or a backoff at once instead of waiting for it."""
+    a lease or a backoff at once instead of waiting for it. ``datetime``'s ``now()`` and
+    ``utcnow()`` follow it (:class:`ClockDatetime`); ``time.sleep`` is left alone, since the
+    harness moves its clock itself and a sleep must still let the other threads run."""
     if time_source(adapter) is TimeSource.WALL:
         time.time = clock.now
+        _datetime_reads_time()
