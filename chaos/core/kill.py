@@ -35,7 +35,7 @@ from chaos.core.verdict import adapter_raised, steps_in_flight
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["doomed_iteration", "run_point", "kill_at", "doomed_exit", "Abandon", "Abandoning"]
+__all__ = ["doomed_iteration", "second_worker", "run_point", "kill_at", "doomed_exit", "Abandon", "Abandoning"]
 
 
 def doomed_iteration(run: Run) -> Callable[[], Any]:
