@@ -326,9 +326,11 @@ class RowSchema:
         that inspects the store after each of its rounds reads only what the round wrote."""
         replay = _Replay.on(conn, self)
         copies: list[tuple[Any, ...]] = []  # (declaration, job, status, step, order, seq, op, writer, rowid)
-        for j in self.job_tables():
-            copies += [(j, *r) for r in self._job_rows(conn, j, AUDIT_TABLE, "chaos_seq, chaos_op, chaos_writer, rowid",
-                                                       " WHERE chaos_table = ? AND chaos_seq > ?", (j.table, replay.seq))]
+        tables = self.job_tables()
+        for j in tables:  # with one table, every copy is its own
+            where, params = (" WHERE chaos_seq > ? ORDER BY chaos_seq", (replay.seq,)) if len(tables) == 1 else \
+                (" WHERE chaos_table = ? AND chaos_seq > ? ORDER BY chaos_seq", (j.table, replay.seq))
+            copies += [(j, *r) for r in self._job_rows(conn, j, AUDIT_TABLE, "chaos_seq, chaos_op, chaos_writer, rowid", where, params)]
         for j, job, status, step, order, seq, op, writer, rowid in sorted(copies, key=lambda c: c[5]):
             self._replay_one(replay, j, op, writer, rowid, job, status, step, order, seq)
             replay.seq, replay.count, replay.mark = seq, replay.count + 1, json.dumps([op, writer, rowid], separators=(",", ":"), ensure_ascii=False)

@@ -44,11 +44,14 @@ def test_dbos_pays_again_for_the_step_of_a_live_workflow_a_second_launch_recover
     its call, while another worker launches DBOS with the same (default) executor id, which
     recovers the frozen worker's workflow and runs it; then wake the frozen one. A freeze that
     catches one of DBOS's own threads inside a write leaves the other worker locked out instead
-    (another finding): of four freezes, one at least leaves the lock free."""
+    (another finding): of four freezes, one at least leaves the lock free. The step paid for again
+    shows as two paid calls (bounded-spend, where the freeze was shorter than a lease) or as the
+    woken worker's call after the other's memo (no-spend-after-memo)."""
     found = []
     for point in _points_at('call = Call(job_id, step, world["worker_id"])'):
         found += violations(run_matrix(DBOS_TARGET, point=point, faults=["pause"], workdir=str(tmp_path / point.split("#")[1])))
-    assert any(inv == "bounded-spend" and "2 paid calls" in msg for inv, msg in found), found
+    assert any((inv == "bounded-spend" and "2 paid calls" in msg) or (inv == "no-spend-after-memo" and "'w-doomed' paid" in msg)
+               for inv, msg in found), found
 
 
 def test_dbos_second_worker_runs_in_a_process_of_its_own_not_on_the_stalled_workers_dbos(tmp_path):
