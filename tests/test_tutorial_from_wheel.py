@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from builds import installed_wheel
 from test_docs_code import blocks
-from builds import source_tree_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "docs" / "tutorial" / "first-fault-plan.md"
@@ -38,18 +37,12 @@ def _ok(command: list[str], *, cwd: Path, env: dict[str, str] | None = None, tim
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A virtual environment with the wheel built from this checkout, and the environment to run in it."""
-    where = tmp_path_factory.mktemp("tutorial-wheel")
-    with source_tree_lock():
-        _ok([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(where / "dist"), str(ROOT)], cwd=where)
-    wheel = next((where / "dist").glob("crashgate-*.whl"))
-    venv = where / "venv"
-    _ok([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=where)
+    venv = installed_wheel(tmp_path_factory)  # the run's one build of the wheel, installed once (tests/builds.py)
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP") and not k.startswith(("CRASHGATE_", "PYTEST_"))}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"  # `python` is the environment's
     env["VIRTUAL_ENV"] = str(venv)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    _ok([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], cwd=where, env=env)
     return venv, env
 
 

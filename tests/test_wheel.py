@@ -14,31 +14,19 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import tomllib
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
-from builds import BUILD_TIMEOUT_S, ROOT, RUN_TIMEOUT_S, clean_env, run, source_tree_lock, warnings_in
-
-
-class Built(NamedTuple):
-    wheel: Path
-    log: str  # what pip and the build backend printed, warnings included
+from builds import ROOT, RUN_TIMEOUT_S, Built, built_wheel, clean_env, installed_wheel, run, warnings_in
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Built:
-    out = tmp_path_factory.mktemp("wheel")
-    with source_tree_lock():
-        build = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "-w", str(out), str(ROOT)], cwd=out, timeout=BUILD_TIMEOUT_S)
-    wheels = list(out.glob("crashgate-*.whl"))
-    assert len(wheels) == 1, wheels
-    return Built(wheels[0], build.stdout + build.stderr)
+    return built_wheel(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +69,10 @@ def test_the_wheel_declares_an_spdx_license_with_its_text_and_the_project_s_urls
 
 
 @pytest.mark.slow
-def test_the_installed_wheel_runs_the_demo_and_a_copied_plan_outside_the_checkout(wheel, tmp_path):
-    venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
+def test_the_installed_wheel_runs_the_demo_and_a_copied_plan_outside_the_checkout(tmp_path_factory, tmp_path):
+    venv = installed_wheel(tmp_path_factory)
     python = venv / "bin" / "python"
     env = clean_env(venv)
-    run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], cwd=tmp_path, env=env)
     project = tmp_path / "project"
     project.mkdir()
 
