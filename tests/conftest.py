@@ -14,6 +14,21 @@ T0 = 1_700_000_000.0
 pytest_plugins = ("pytester",)
 
 
+@pytest.hookimpl(trylast=True)  # after any plugin that shuffles: the slow modules still go first
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the modules that hold a test marked ``slow`` first, each module's tests kept together.
+
+    xdist's worksteal hands each worker a part of the queue and lets an idle worker take half of a
+    busy one's remaining tests. A slow test left at the end of a queue is the run's tail: both
+    workers wait on one. Queued first, the long tests run while the short ones fill the gaps behind
+    them, so the run ends within about one short test of the other worker. Each module stays in
+    one piece so that its module fixtures (a built wheel, a shared matrix run) are set up once.
+    The order is the same in every worker, as xdist requires (a stable sort of the collection).
+    """
+    slow_modules = {item.module for item in items if item.get_closest_marker("slow") is not None and hasattr(item, "module")}
+    items.sort(key=lambda item: getattr(item, "module", None) not in slow_modules)
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(T0)
