@@ -22,14 +22,9 @@ pytest.importorskip("dbos")
 from chaos.adapters import dbos_workflow  # noqa: E402
 from chaos.matrix.families import reference_scenarios  # noqa: E402
 from chaos.matrix.runner import run_matrix  # noqa: E402
+from matrix_findings import violations  # noqa: E402
 
 DBOS_TARGET = "chaos.adapters.dbos:adapter"
-
-
-def violations(report) -> list[tuple[str, str]]:
-    """(invariant, message) of every violation in the report, the baselines' too."""
-    outcomes = [r.outcome for r in report.results] + list(report.baselines.values())
-    return [(v.invariant, v.detail) for o in outcomes for v in o.violations]
 
 
 def _points_at(source: str) -> list[str]:

@@ -18,15 +18,9 @@ import pytest
 pytest.importorskip("huey")
 
 from chaos.matrix.runner import run_matrix  # noqa: E402
+from matrix_findings import DAMAGE_FAMILIES, violations  # noqa: E402
 
 HUEY = "chaos.adapters.huey:adapter"
-DAMAGE_FAMILIES = ["damaged-payload", "damaged-memo", "damaged-state", "claimable-parked"]
-
-
-def violations(report) -> list[tuple[str, str]]:
-    """(invariant, message) of every violation in the report, the baselines' too."""
-    outcomes = [r.outcome for r in report.results] + list(report.baselines.values())
-    return [(v.invariant, v.detail) for o in outcomes for v in o.violations]
 
 
 def test_huey_loses_a_task_killed_after_its_dequeue_and_a_pipeline_killed_before_its_next_task(tmp_path):

@@ -23,16 +23,10 @@ pytest.importorskip("persistqueue")
 
 from chaos.adapters.rows import AT_OPEN, JobRows, RowSchema  # noqa: E402
 from chaos.matrix.runner import run_matrix  # noqa: E402
+from matrix_findings import DAMAGE_FAMILIES, violations  # noqa: E402
 
 LITEQUEUE = "chaos.adapters.litequeue:adapter"
 PERSISTQUEUE = "chaos.adapters.persistqueue:adapter"
-DAMAGE_FAMILIES = ["damaged-payload", "damaged-memo", "damaged-state", "claimable-parked"]
-
-
-def violations(report) -> list[tuple[str, str]]:
-    """(invariant, message) of every violation in the report, the baselines' too."""
-    outcomes = [r.outcome for r in report.results] + list(report.baselines.values())
-    return [(v.invariant, v.detail) for o in outcomes for v in o.violations]
 
 
 def test_litequeue_leaves_a_dead_consumers_message_locked_forever(tmp_path):
