@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import pickle
 import sqlite3
 from dataclasses import dataclass, field
@@ -39,6 +38,8 @@ from typing import Any, Mapping, Sequence
 
 from chaos.adapter import JobView, OutboxView, Snapshot
 from chaos.adapters.sql import DAMAGED_SQL, SELECT_DAMAGED, SqliteAdapter
+from chaos.core.pool import harness_connect
+from chaos.core.thread_connections import ThreadConnections
 
 __all__ = ["JobRows", "MemoRows", "OutboxRows", "RowSchema", "RowProbe", "RowsAdapter", "AT_OPEN", "register_decoders",
            "crashgate_json", "crashgate_unpickle"]
@@ -473,12 +474,10 @@ class RowProbe:
 
     def __init__(self, schema: RowSchema, db_path: str) -> None:
         self.schema, self.db_path = schema, db_path
-        self._conns: dict[int, sqlite3.Connection] = {}
+        self._conns = ThreadConnections(_probe_connection, db_path)  # a library may run its steps in threads
 
     def __call__(self, job_id: str, step: str, worker_id: str, token: Any, now: float) -> tuple[bool, bool]:
-        conn = self._conns.get(os.getpid())
-        if conn is None:
-            conn = self._conns[os.getpid()] = register_decoders(sqlite3.connect(self.db_path, timeout=30, check_same_thread=False))
+        conn = self._conns.get()
         memo = any(conn.execute(f"SELECT 1 FROM {_ident(m.table)} WHERE {m.where} AND {m.job_id} = ? AND {m.step} = ?",
                                 (job_id, step)).fetchone() for m in self.schema.memos)
         j = self.schema.jobs
@@ -490,9 +489,11 @@ class RowProbe:
         return memo, (j.owner == "NULL" or owner == worker_id) and (until is None or until > now)
 
     def close(self) -> None:
-        conn = self._conns.pop(os.getpid(), None)
-        if conn is not None:
-            conn.close()
+        self._conns.close()
+
+
+def _probe_connection(db_path: str) -> sqlite3.Connection:
+    return register_decoders(harness_connect(db_path, timeout=30, check_same_thread=False))
 
 
 class RowsAdapter(SqliteAdapter):

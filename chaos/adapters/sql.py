@@ -33,7 +33,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from chaos.adapter import JobView, OutboxView, Snapshot
 from chaos.core.declared import declared
+from chaos.core.pool import harness_connect
 from chaos.core.process import ChildFailed, run_in_child
+from chaos.core.thread_connections import ThreadConnections
 
 __all__ = ["JobTable", "MemoTable", "OutboxTable", "SqlSchema", "SqlProbe", "SqliteAdapter", "HUMAN_WRITER", "DAMAGED_SQL", "SELECT_DAMAGED",
            "CreateWith", "creates_from_path", "make_tables"]
@@ -381,12 +383,10 @@ class SqlProbe:
             f"SELECT 1 FROM {_ident(m.name)} WHERE {_ident(m.job_id)} = ? AND {_ident(m.step)} = ?")
         self._lease = f"SELECT {_col(j.lease_owner)}, {_col(j.lease_until)}, {_col(j.token)} FROM {_ident(j.name)} WHERE {_ident(j.id)} = ?"
         self._has_token = j.token is not None
-        self._conns: dict[int, sqlite3.Connection] = {}
+        self._conns = ThreadConnections(harness_connect, db_path, timeout=30, check_same_thread=False)  # steps may run in threads
 
     def __call__(self, job_id: str, step: str, worker_id: str, token: Any, now: float) -> tuple[bool, bool]:
-        conn = self._conns.get(os.getpid())
-        if conn is None:
-            conn = self._conns[os.getpid()] = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
+        conn = self._conns.get()
         memo = self._memo is not None and conn.execute(self._memo, (job_id, step)).fetchone() is not None
         lease = conn.execute(self._lease, (job_id,)).fetchone()
         valid = (lease is not None and lease[0] == worker_id and (lease[1] is None or lease[1] > now)
@@ -394,9 +394,7 @@ class SqlProbe:
         return memo, bool(valid)
 
     def close(self) -> None:
-        conn = self._conns.pop(os.getpid(), None)
-        if conn is not None:
-            conn.close()
+        self._conns.close()
 
 
 class SqliteAdapter:

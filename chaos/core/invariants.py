@@ -708,12 +708,21 @@ def baseline_failures(scenario: Any, adapter: Adapter, baseline: Any, payload_hi
 
 
 def raised(where: str, error: str) -> Violation:
-    """The code under test (the engine, the workflow, or the adapter) raised where the harness
+    r"""The code under test (the engine, the workflow, or the adapter) raised where the harness
     expects an answer: the scenario's result is an error, with the exception's last lines.
 
     Protects the gate from reading an exception as a pass, or from stopping every other point.
+
+    The line quoted is the exception's own (``Type: message``), the first after the traceback's
+    last frame: a message of several lines (SQLAlchemy's ends with a link) is named by its first.
+
+    >>> raised("the worker", 'Traceback (most recent call last):\n  File "x.py", line 1, in f\n    g()\n'
+    ...        "OperationalError: (sqlite3.OperationalError) database is locked\n(Background on this error at: https://x)").detail
+    'the worker raised OperationalError: (sqlite3.OperationalError) database is locked'
     """
-    last = error.strip().splitlines()[-1] if error.strip() else "no traceback"
+    lines = error.strip().splitlines()
+    framed = [n for n, line in enumerate(lines) if line[:1].isspace()]
+    last = lines[framed[-1] + 1] if framed and framed[-1] + 1 < len(lines) else lines[-1] if lines else "no traceback"
     return Violation("raised", f"{where} raised {last}")
 
 

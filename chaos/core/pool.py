@@ -37,7 +37,7 @@ from chaos.core.declared import declared
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["Connections", "Pool", "connections_model", "intercept", "release", "current"]
+__all__ = ["Connections", "Pool", "connections_model", "intercept", "release", "current", "harness_connect"]
 
 _ORIGINAL_CONNECT = sqlite3.connect
 
@@ -166,6 +166,13 @@ def intercept(db_path: str) -> Pool:
     _current = Pool(db_path)
     sqlite3.connect = sqlite3.dbapi2.connect = _connect  # type: ignore[assignment]
     return _current
+
+
+def harness_connect(database: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+    """A connection of the harness's own (a probe's read at a paid call), never one of a pool's,
+    even opened in a worker's process on the engine's database: its statements are not the
+    engine's to trace, and a fault's pragmas are not for it."""
+    return _ORIGINAL_CONNECT(database, *args, **kwargs)
 
 
 def release() -> None:

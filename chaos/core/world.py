@@ -42,6 +42,7 @@ from engine import (
 from engine import generated_document, local_answer
 
 from chaos.core.ledger_file import open_ledger
+from chaos.core.thread_connections import ThreadConnections
 from chaos.core.declared import declared
 
 if TYPE_CHECKING:
@@ -377,8 +378,7 @@ class World:
         # Brings a store fault on (chaos.core.store_faults.InCall), in the process that calls.
         self.on_store_fault: Callable[[str], None] | None = None
         self._faults: list[Fault] = []
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
+        self._ledgers = ThreadConnections(open_ledger, self.ledger_path, LEDGER_SCHEMA)  # see :attr:`conn`
         self.model = _Model(self)
         self.documents = _Documents(self)
         self.sender = _Receiver(self)
@@ -405,17 +405,15 @@ class World:
     # -- the ledger ----------------------------------------------------------------------------
     @property
     def conn(self) -> sqlite3.Connection:
-        """This process's ledger connection (a forked child opens its own)."""
-        if self._conn is None or self._pid != os.getpid():
-            self._conn = open_ledger(self.ledger_path, LEDGER_SCHEMA)
-            self._pid = os.getpid()
-        return self._conn
+        """This thread's ledger connection. A forked child opens its own, and so does each thread
+        of an engine that runs its steps in threads (DBOS runs a workflow a thread): one sqlite3
+        connection used by two threads at once mixes their transactions (a receiver's ``BEGIN``
+        meets another thread's open one) and can leave a statement unfinished."""
+        return self._ledgers.get()
 
     def close(self) -> None:
-        """Close this process's ledger connection and the probe's."""
-        if self._conn is not None and self._pid == os.getpid():
-            self._conn.close()
-        self._conn = None
+        """Close this process's ledger connections and the probe's."""
+        self._ledgers.close()
         close_probe = getattr(self.probe, "close", None)
         if close_probe is not None:
             close_probe()
