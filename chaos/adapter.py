@@ -71,6 +71,7 @@ __all__ = [
     "allowed_effects",
     "probe_of",
     "resolve_jobs",
+    "sending_steps",
     "server_databases",
     "session_capabilities",
 ]
@@ -284,6 +285,45 @@ def allowed_effects(adapter: Adapter) -> tuple[Any, ...]:
         raise ValueError(f"adapter {getattr(adapter, 'name', type(adapter).__name__)!r}: allowed_effects: {exc}") from None
 
 
+def sending_steps(adapter: Adapter) -> dict[str, str]:
+    """Each effect kind a step of ``adapter`` sends itself, and that step: its ``sends_from_steps``
+    (step -> the kinds it sends through ``world.sender.send`` inside the step, not through an
+    outbox sender) turned around; none by default.
+
+    A send fault the world's receiver meets for such a kind, under the key ``<job_id>:<kind>``, is
+    then a fault of that job's step (``bounded-spend`` allows the retry it causes one more paid
+    call, as it does after a model's fault; ``same-outcome`` in random histories lets a poison one
+    end the job otherwise). Raises ValueError, naming the adapter and the fix, where a step is not
+    one of ``step_states()`` or a kind is declared by two steps (its faults would be nobody's, or
+    anybody's).
+
+    >>> class Desk:
+    ...     name, sends_from_steps = "desk", {"answer": ("reply",)}
+    ...     def step_states(self): return {"triage": ("triaging", "triaged"), "answer": ("answering", "answered")}
+    >>> sending_steps(Desk())
+    {'reply': 'answer'}
+    """
+    declared = getattr(adapter, "sends_from_steps", None)
+    if declared is None:
+        return {}
+    name = getattr(adapter, "name", type(adapter).__name__)
+    if not isinstance(declared, Mapping):
+        raise ValueError(f"adapter {name!r}: sends_from_steps is {declared!r}; give a dict of step -> the effect kinds it "
+                         "sends itself, e.g. {'answer': ('reply',)}")
+    steps = adapter.step_states()
+    out: dict[str, str] = {}
+    for step, kinds in declared.items():
+        if step not in steps:
+            raise ValueError(f"adapter {name!r}: sends_from_steps names step {step!r}, which is not one of its steps "
+                             f"({', '.join(map(repr, steps))}); name the step whose code calls world.sender.send")
+        for kind in (kinds,) if isinstance(kinds, str) else kinds:
+            if out.get(kind, step) != step:
+                raise ValueError(f"adapter {name!r}: sends_from_steps declares effect {kind!r} for steps {out[kind]!r} and "
+                                 f"{step!r}; a kind is sent by one step, so that a fault met sending it is that step's")
+            out[kind] = step
+    return out
+
+
 def probe_of(adapter: Adapter, db_path: str) -> Probe | None:
     """The adapter's ``probe`` on ``db_path`` (is a step's memo committed, does the caller hold the
     lease, at the moment of a paid call), or None where it offers none (calls are then not classified)."""
@@ -366,6 +406,11 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("allowed_effects", "adapter", "allowed_effects = ('file:/var/cache/myapp/*', 'connect:127.0.0.1:6379', ...): "
                "what your steps do that is no effect on the world (a cache, a read-only service)",
                "every file written outside the run's folder, connection and process a step starts is an effect", ""),
+    Capability("sends_from_steps", "adapter", "sends_from_steps = {'answer': ('reply',)}: the steps that send effects "
+               "of these kinds themselves (world.sender.send inside the step, under the key '<job_id>:<kind>', not through an "
+               "outbox sender); a send fault met there is then a fault of that step, which explains its retry",
+               "none (a send fault met inside a step is nobody's: the retry it causes counts against bounded-spend, and the "
+               "end it causes against same-outcome)", ""),
     Capability("scenarios", "adapter", "scenarios() -> your own families (chaos.Scenario)", "the reference families", ""),
     Capability("scenario_timeout_s", "adapter", "scenario_timeout_s = 300.0: seconds one scenario of your engine may run "
                "before it is a 'hangs' finding (an engine that launches slowly; --scenario-timeout overrides it)",
@@ -408,7 +453,7 @@ def _adapter_has(adapter: Any, name: str) -> bool:
         return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
     if name == "conflict_errors":  # needed only where a different payload must be refused
         return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
-    if name in ("fault_errors", "schema", "scenario_timeout_s", *DECLARED_WORDS):
+    if name in ("fault_errors", "schema", "scenario_timeout_s", "sends_from_steps", *DECLARED_WORDS):
         return getattr(adapter, name, None) is not None
     return callable(getattr(adapter, name, None))
 

@@ -89,6 +89,9 @@ class Evidence:
     previous_memos: dict[tuple[str, str], str] | None = None
     initial_states: frozenset[str] = frozenset({"pending"})  # the states a job may be created in
     escapes: list[tuple[str, str, int]] = field(default_factory=list)  # effects outside the outbox: (what, where, times)
+    # (job, step, fault kind) of the send faults met inside a step that sends its effect itself (the
+    # adapter's sends_from_steps): each is a fault of that step, as a model's fault is of the step calling it.
+    step_send_faults: list[tuple[str, str, str]] = field(default_factory=list)
 
     @classmethod
     def gather(cls, adapter: Adapter, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
@@ -106,6 +109,7 @@ class Evidence:
             interruptions=interruptions,
             initial_states=initial_states(adapter),
             escapes=world.escapes(),
+            step_send_faults=world.step_send_faults(),
         )
 
 
@@ -193,10 +197,13 @@ def bounded_spend(ev: Evidence) -> list[Violation]:
     Protects against a step that runs twice without anything going wrong: a second worker taking
     over a job whose lease lapsed during a long call (no heartbeat), or a retry of a poison
     failure. Held by heartbeats, leases, fencing and the poison rule; the surplus within the bound
-    is reported as wasted spend.
+    is reported as wasted spend. A transient send fault met inside a step that sends its effect
+    itself (declared in the adapter's ``sends_from_steps``) is a fault of that step too: its retry
+    pays for the step's call again.
     """
     calls = Counter((c.job_id, c.step) for c in ev.calls)
     faulted = Counter((c.job_id, c.step) for c in ev.calls if c.fault in INTERRUPTING_FAULTS)
+    faulted.update((job, step) for job, step, kind in ev.step_send_faults if kind in INTERRUPTING_FAULTS)
     paid_from = {(c.job_id, c.step): c.origin for c in ev.calls if c.origin}
     out = []
     for key, count in sorted(calls.items()):

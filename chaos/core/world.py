@@ -185,6 +185,10 @@ RAISED = "SELECT error, origin FROM raised ORDER BY seq"
 ESCAPES = "SELECT what, origin, COUNT(*) FROM side_effect GROUP BY what, origin ORDER BY MIN(seq)"
 RECORD_FAULT = "INSERT INTO fault (job_id, step, task, kind) VALUES (?, ?, ?, ?)"
 COUNT_JOB_FAULTS = "SELECT COUNT(*) FROM fault WHERE job_id = ? AND task = ? AND kind = ?"
+# The send faults the receiver met inside a step that sends its effect itself (the adapter's
+# sends_from_steps): each is a fault of that job's step, as a model's fault is of the step calling it.
+SEND_TASK = "send"
+STEP_SEND_FAULTS = "SELECT job_id, step, kind FROM fault WHERE task = 'send' AND job_id IS NOT NULL AND step IS NOT NULL ORDER BY seq"
 RECORD_CALL = (
     "INSERT INTO call (job_id, step, task, worker, token, at, memo_committed, lease_valid, fault, origin) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -370,6 +374,9 @@ class World:
         self.receiver = Receiver(receiver)  # dedupes: one effect per key; strict: every delivery applied
         self.errors = dict(ENGINE_ERRORS if errors is None else errors)
         self.glue: tuple[str, ...] = ()  # files origin() passes over (see for_adapter)
+        # Effect kind -> the step that sends it itself (chaos.adapter.sending_steps): a send fault
+        # met for such a kind is that step's, for the job its key names (see for_adapter).
+        self.sent_by: dict[str, str] = {}
         self.ledger_path = os.path.join(directory, "world.db")
         self.clock = clock
         self.lease_s = lease_s
@@ -388,10 +395,12 @@ class World:
         """The world of a run of ``adapter``: its lease, its ``fault_errors`` if it maps them, its
         ``receiver`` if it declares one (see :func:`receiver_model`) and, given the run's ``db``,
         its probe where it offers one (else paid calls are not classified)."""
+        from chaos.adapter import probe_of, sending_steps
+
         world = cls(directory, clock, lease_s=adapter.lease_s, errors=getattr(adapter, "fault_errors", None),
                     receiver=receiver_model(adapter))
+        world.sent_by = sending_steps(adapter)
         if db is not None:
-            from chaos.adapter import probe_of
 
             probe = probe_of(adapter, db)
             if probe is not None:
@@ -417,6 +426,21 @@ class World:
         close_probe = getattr(self.probe, "close", None)
         if close_probe is not None:
             close_probe()
+
+    def step_send_faults(self) -> list[tuple[str, str, str]]:
+        """(job, step, fault kind) of every send fault met inside a step that sends its effect
+        itself (the adapter's ``sends_from_steps``), in order."""
+        return [tuple(r) for r in self.conn.execute(STEP_SEND_FAULTS)]  # type: ignore[misc]
+
+    def record_send_fault(self, key: str, kind: str, fault: Fault) -> None:
+        """Note a send fault as a fault of the step that sends ``kind`` itself, for the job ``key``
+        names (``<job_id>:<kind>``); a kind no step sends itself (an outbox sender's), or a key of
+        another form, is no step's, and nothing is noted."""
+        step = self.sent_by.get(kind)
+        suffix = f":{kind}"
+        if step is None or not key.endswith(suffix) or len(key) == len(suffix):
+            return
+        self.conn.execute(RECORD_FAULT, (key[: -len(suffix)], step, SEND_TASK, fault.kind))
 
     def faults_met(self) -> list[tuple[str, str, str]]:
         """(job, task, fault kind) of every fault a step met, in order."""
@@ -667,9 +691,12 @@ class _Receiver:
         """Deliver one effect: ``key`` is the outbox row's idempotency key (``job:effect``, such as
         ``note-1:email``), ``kind`` the effect's name and ``payload`` its JSON-serialisable body.
         Returns once the receiver recorded it; an armed ``send`` fault raises instead, before
-        anything arrives. It takes no ``ctx``: the outbox sender calls it, not a step."""
-        fault = self.world.take_fault("send")
+        anything arrives. It takes no ``ctx``: an outbox sender calls it, or a step that sends
+        its effect itself, declared in the adapter's ``sends_from_steps`` (the fault is then
+        noted as that step's, for the job the key names)."""
+        fault = self.world.take_fault(SEND_TASK)
         if fault is not None:
+            self.world.record_send_fault(key, kind, fault)
             self.world.strike(fault)
             raise_fault(fault, "send", self.world.errors)
         self.world.deliver(key, kind, payload)

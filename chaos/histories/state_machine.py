@@ -206,6 +206,7 @@ class Histories(RuleBasedStateMachine):
             interruptions=Counter(self.interruptions),
             previous_memos=self.memos,
             initial_states=initial_states(self.adapter),
+            step_send_faults=self.world.step_send_faults(),
         )
 
     def _fail(self, violations: list[Violation], when: str | None = None) -> None:

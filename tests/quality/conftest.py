@@ -11,7 +11,7 @@ EXAMPLE = os.path.join(ROOT, "examples", "minimal_engine")
 
 # Engines built on tinyflow, imported by the tests and the matrix's workers with EXAMPLE on the
 # path: they hold no doctest, and --doctest-modules would import them without it.
-collect_ignore = ["restart_tinyflow.py", "stepwise_tinyflow.py", "walltime_tinyflow.py"]
+collect_ignore = ["restart_tinyflow.py", "stepwise_tinyflow.py", "walltime_tinyflow.py", "helpdesk_variants.py"]
 
 
 @pytest.fixture
