@@ -327,10 +327,10 @@ CTX_DESCRIPTIONS = {
 # method the class lacks) fails the build, so that the page lists every one.
 WORLD_GROUPS = {
     "Faults": ("arm", "disarm", "pending_faults", "discard", "take_fault", "strike"),
-    "What the ledger recorded": ("calls", "deliveries", "applied_effects", "faults_met", "escapes", "raised"),
+    "What the ledger recorded": ("calls", "deliveries", "applied_effects", "faults_met", "step_send_faults", "escapes", "raised"),
     "Making and closing a world": ("for_adapter", "close", "conn"),
     "The harness's own (the services and the checks call these; a step never does)":
-        ("record_call", "record_fault", "record_escape", "record_raised", "deliver", "stall", "slow"),
+        ("record_call", "record_fault", "record_send_fault", "record_escape", "record_raised", "deliver", "stall", "slow"),
 }
 WORLD_SERVICES = ("model", "documents", "sender")
 
