@@ -1,14 +1,4 @@
-"""The crash report: a terminal summary and a self-contained HTML page.
-
-Both are built from *records*, one plain dict per crash point, baseline or scripted scenario,
-written by the pytest plugin into each test report's ``user_properties`` (so that under
-pytest-xdist they travel from the workers to the controller, which prints the summary once).
-
-Every fault kind is counted on its own (a crash, a pause with the frozen worker's lease still
-valid, one with it expired, an interleaving of two workers, and each fault of the machine: a full
-disk, an I/O error, a held write lock, a clock jump, a damaged row), beside the others: a line each
-in the terminal, a row each in the page's table. For a fault of the machine both also say at how
-many points it showed (the worker met it) and at how many it had no effect.
+"""The crash report as HTML: a self-contained index page and a page per traced source file.
 
 The HTML page shows the traced source with line numbers, every line coloured by outcome the way
 coverage.py colours coverage, across every fault kind: not a point, every point at the line held,
@@ -17,28 +7,33 @@ on a line shows its points: the fault kind, the invariant, what was seen, why it
 wasted calls, how long a pause blocked the other worker, and the command that replays it.
 Everything a user or the code under test wrote is escaped.
 
+Both the page and the terminal summary are built from *records*, one plain dict per crash point,
+baseline or scripted scenario (:mod:`chaos.report.summary` counts them, each fault kind on its
+own; :mod:`chaos.report.terminal` prints them). This module's ``__all__`` also names the summary's,
+the terminal's and the report path's public names, so that the report is used from one import.
+
 >>> summary = summarize([{"kind": "scenario", "nodeid": "p.toml::s", "plan": "p.toml", "lesson": "L.",
 ...                       "held": True, "violations": [], "failures": [], "wasted": 0, "seconds": 0.1}])
->>> terminal_lines(summary)[0]
-'0 crash points: 0 held, 0 violated; 0 wasted calls'
+>>> render_html(summary).startswith("<!doctype html>")
+True
 """
 
 from __future__ import annotations
 
-import errno
 import html
 import linecache
 import os
 import re
-import stat
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from chaos.core.findings import plural, record_findings, user_line
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.whole_file import write_whole
 from chaos.report.assets import CSS, JS, KEYS_HELP, LEGEND
+from chaos.report.report_path import HEAD_BYTES, REPORT_TITLE, check_report_path, pages_folder
+from chaos.report.summary import FAULT_MEANING, FAULT_ORDER, MACHINE_KIND_OF, MACHINE_OUTCOMES, Summary, machine_outcome, summarize
+from chaos.report.terminal import ALL_FAILURES_FLAG, FINDINGS_SHOWN_MAX, findings_lines, terminal_lines
 
 __all__ = [
     "Summary",
@@ -56,350 +51,10 @@ __all__ = [
     "MACHINE_OUTCOMES",
 ]
 
-SLOWEST_MAX = 5
-EXERCISED_EXITS = ("killed", "paused")  # the worker was stopped at the point (killed, or frozen)
-# The faults of the machine, by sub-kind (chaos.hostfaults.faults.KIND_OF; a test checks they agree).
-MACHINE_KIND_OF = {
-    "disk-full": "disk", "io-eio": "io", "io-enospc": "io", "lock-held": "lock", "clock-back": "clock",
-    "clock-forward": "clock", "clock-skew": "clock", "damage-payload": "damage", "damage-state": "damage", "damage-memo": "damage",
-    "power-full": "power", "power-normal": "power",
-}
-# The kinds of fault at a point, in the order they are shown (chaos.plans.runner.ITEM_FAULTS).
-FAULT_ORDER = ("crash", "pause-live", "pause-expired", "interleave", *MACHINE_KIND_OF)
-FAULT_LABELS = {
-    "crash": "crash points",
-    "pause-live": "pause-live scenarios",
-    "pause-expired": "pause-expired scenarios",
-    "interleave": "interleavings",
-    **{sub: f"{sub} scenarios" for sub in MACHINE_KIND_OF},
-}
-FAULT_MEANING = {
-    "crash": "the worker killed at the point, then recovery",
-    "pause-live": "the worker frozen at the point while another runs, its lease still valid",
-    "pause-expired": "the worker frozen at the point while another takes over its expired lease",
-    "interleave": "worker A frozen at P, B run to Q and frozen, A resumed, then B",
-    "disk-full": "the disk is full from the point on (SQLITE_FULL at the next write that needs a page); then space is back",
-    "io-eio": "write, pwrite and fsync fail with EIO from the point on (libfiu); then the disk answers again",
-    "io-enospc": "write and pwrite fail with ENOSPC from the point on (libfiu); then there is space again",
-    "lock-held": "another process holds the write lock from the point on, past the busy timeout; then it lets go",
-    "clock-back": "with the worker frozen at the point, every clock steps back an hour and another worker runs",
-    "clock-forward": "with the worker frozen at the point, every clock leaps three hours and another worker runs",
-    "clock-skew": "the frozen worker's lease is taken over, then only its own clock steps back an hour",
-    "damage-payload": "with the worker frozen at the point, a job's payload is overwritten with what is not JSON",
-    "damage-state": "with the worker frozen at the point, a job's state is overwritten with one the table does not know",
-    "damage-memo": "with the worker frozen at the point, a memo row's output is overwritten with what is not JSON",
-    "power-full": "the worker killed at the point, then the power cut (ext4 shut down, journal unflushed), at synchronous=FULL",
-    "power-normal": "the worker killed at the point, then the power cut (ext4 shut down, journal unflushed), at synchronous=NORMAL",
-}
-# What a fault of the machine did at its point, from the record's exit (chaos.hostfaults.faults)
-# and whether it held: see machine_outcome().
-MACHINE_OUTCOMES = {
-    "faulted": "the fault showed: the worker met it at this point",
-    "unreported": "the fault showed, though the worker's loop never reported an error from it: "
-                  "the worker died or stalled on it, and a check failed",
-    "no-effect": "the fault had no effect here: no statement needed what it took away, or there was nothing to damage",
-}
-FINDINGS_SHOWN_MAX = 5  # findings the terminal summary shows in full; the rest are counted
-ALL_FAILURES_FLAG = "--chaos-all-failures"  # chaos.plugin's flag that lists every failed point (a test checks they agree)
-FINDING_DETAIL_MAX = 300  # characters of a finding's first detail in the terminal summary
 CONTEXT_BEFORE = 3  # source lines shown before an executable line
 CONTEXT_AFTER = 1
 FOLD_GAP_MIN = 4  # hidden lines in a row below this count are shown instead of folded
-PAGES_SUFFIX = "_files"  # the source pages' folder: the index's path without .html, and this
 PAGE_NAME_MAX = 120  # characters of a page's name kept (its end: the file's name)
-
-
-@dataclass
-class Summary:
-    points: list[dict[str, Any]] = field(default_factory=list)
-    scenarios: list[dict[str, Any]] = field(default_factory=list)
-    baselines: list[dict[str, Any]] = field(default_factory=list)
-    executable: dict[str, set[int]] = field(default_factory=dict)
-    rootdir: str = ""
-
-    @property
-    def held(self) -> int:
-        return sum(1 for r in self.points if r["held"])
-
-    @property
-    def violated(self) -> int:
-        return len(self.points) - self.held
-
-    @property
-    def wasted(self) -> int:
-        return sum(r["wasted"] for r in self.points)
-
-    @property
-    def failed(self) -> list[dict[str, Any]]:
-        """Every record that did not hold: points, baselines and scenarios."""
-        return [r for r in self.baselines + self.points + self.scenarios if not r["held"]]
-
-    def by_fault(self) -> dict[str, dict[str, Any]]:
-        """Per fault kind, in :data:`FAULT_ORDER`: scenarios, held, violated, wasted calls, paid
-        calls made without a valid lease, the other worker's blocked time, (for interleavings) how
-        many pairs exist, and (for a fault of the machine) at how many points it showed
-        (``faulted``) and at how many it had no effect (``no_effect``)."""
-        rows: dict[str, dict[str, Any]] = {}
-        possible: dict[str, int] = {}
-        for r in self.points:
-            kind = r.get("fault", "crash")
-            row = rows.setdefault(kind, {"scenarios": 0, "held": 0, "violated": 0, "wasted": 0, "zombie": 0, "blocked_s": 0.0})
-            if kind in MACHINE_KIND_OF:
-                row.setdefault("faulted", 0)
-                row.setdefault("no_effect", 0)
-                row["no_effect" if machine_outcome(r) == "no-effect" else "faulted"] += 1
-            row["scenarios"] += 1
-            row["held" if r["held"] else "violated"] += 1
-            row["wasted"] += r["wasted"]
-            row["zombie"] += r.get("zombie", 0)
-            row["blocked_s"] += r.get("blocked_s", 0.0)
-            if "pairs_possible" in r:
-                possible[r["plan"]] = max(possible.get(r["plan"], 0), r["pairs_possible"])
-        if "interleave" in rows:
-            rows["interleave"]["pairs_possible"] = sum(possible.values())
-        rank = {kind: n for n, kind in enumerate(FAULT_ORDER)}
-        return dict(sorted(rows.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
-
-    def sampled(self) -> list[tuple[str, int, int]]:
-        """Per plan or crash_matrix test that ran a sample of its points (``--chaos-points N``):
-        its name, the points of it that ran here, and how many it had to draw from."""
-        possible: dict[str, int] = {}
-        ran: dict[str, int] = {}
-        for r in self.points:
-            ran[r["plan"]] = ran.get(r["plan"], 0) + 1
-            if r.get("points_possible"):
-                possible[r["plan"]] = max(possible.get(r["plan"], 0), r["points_possible"])
-        return [(plan, ran[plan], of) for plan, of in sorted(possible.items())]
-
-    def killed_lines(self) -> dict[str, set[int]]:
-        seen: dict[str, set[int]] = {}
-        for r in self.points:
-            if r.get("exit") in EXERCISED_EXITS:
-                seen.setdefault(r["file"], set()).add(r["line"])
-        return seen
-
-    def reachable(self) -> dict[str, set[int]]:
-        """The executable lines of the functions reached, less those the engine declares no
-        iteration reaches (chaos.core.unreachable)."""
-        return {f: set(lines) - declared_unreachable(f).keys() for f, lines in self.executable.items()}
-
-    def coverage(self) -> tuple[int, int, float]:
-        """(lines killed at least once, executable lines of the functions reached that an iteration
-        can reach, percent)."""
-        killed = self.killed_lines()
-        reachable = self.reachable()
-        total = sum(len(lines) for lines in reachable.values())
-        hit = sum(len(lines & killed.get(f, set())) for f, lines in reachable.items())
-        return hit, total, (round(100.0 * hit / total, 1) if total else 100.0)
-
-    def modes(self) -> str:
-        runs = sorted({(r.get("mode"), r.get("seed")) for r in self.points + self.scenarios + self.baselines if r.get("mode")})
-        return ", ".join(f"{mode} mode, seed {seed}" for mode, seed in runs)
-
-    def short(self, path: str) -> str:
-        """``path`` as a reader wants it: relative to the run's folder where it lies in it, else
-        from its package's top (``engine/_worker.py``, not a site-packages path)."""
-        if self.rootdir and path.startswith(self.rootdir + os.sep):
-            return os.path.relpath(path, self.rootdir)
-        return _from_package_top(path)
-
-
-def _from_package_top(path: str) -> str:
-    """``path`` from the folder its top-level package lies in (the folders above it that hold an
-    ``__init__.py``), or ``path`` itself outside any package.
-
-    >>> _from_package_top(os.path.join(os.path.dirname(os.path.dirname(__file__)), "plugin.py"))
-    'chaos/plugin.py'
-    """
-    if not os.path.isabs(path):
-        return path
-    top = os.path.dirname(path)
-    while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
-        top = os.path.dirname(top)
-    return path if top == os.path.dirname(path) else os.path.relpath(path, top)
-
-
-def machine_outcome(record: dict[str, Any]) -> str | None:
-    """What a fault of the machine did at its point: a key of :data:`MACHINE_OUTCOMES`, or None
-    (not a fault of the machine, or it never reached its point).
-
-    The harness counts the errors the worker's loop reported; a worker that died of the error, or
-    read it as something else, reported none, yet the fault plainly showed: its check failed.
-
-    >>> machine_outcome({"fault": "disk-full", "exit": "no-effect", "held": False})
-    'unreported'
-    """
-    if record.get("fault") not in MACHINE_KIND_OF:
-        return None
-    if record.get("exit") == "faulted":
-        return "faulted"
-    if record.get("exit") == "no-effect":
-        return "no-effect" if record["held"] else "unreported"
-    return None
-
-
-def summarize(records: list[dict[str, Any]], *, rootdir: str = "") -> Summary:
-    summary = Summary(rootdir=rootdir)
-    for rec in records:
-        kind = rec.get("kind")
-        if kind == "point":
-            summary.points.append(rec)
-        elif kind == "scenario":
-            summary.scenarios.append(rec)
-        elif kind == "baseline":
-            summary.baselines.append(rec)
-        for path, lines in (rec.get("executable") or {}).items():
-            summary.executable.setdefault(path, set()).update(lines)
-    return summary
-
-
-# -- terminal -----------------------------------------------------------------------------------
-def terminal_lines(summary: Summary, *, all_failures: bool = False, folded: int = 0) -> list[str]:
-    """The summary pytest prints at the end of the run: counts, then the failures as findings
-    (``all_failures``: and every failed point, scenario and baseline; ``folded``: how many failed
-    items pytest was not shown, since a finding here stands for them)."""
-    s = summary
-    runs = f" ({s.modes()})" if s.modes() else ""
-    rows = s.by_fault() or {"crash": {"scenarios": 0, "held": 0, "violated": 0, "wasted": 0}}
-    out: list[str] = []
-    for kind, row in rows.items():  # a line per fault kind that ran, crash first
-        line = f"{row['scenarios']} {FAULT_LABELS.get(kind, kind)}: {row['held']} held, {row['violated']} violated; {row['wasted']} wasted calls"
-        if kind == "interleave":
-            line += f"; {row['scenarios']} pairs run of {row['pairs_possible']} possible"
-        elif kind in MACHINE_KIND_OF:
-            line += f"; the fault showed at {row['faulted']}, no effect at {row['no_effect']}"
-        elif kind != "crash":
-            line += f" ({row['zombie']} without a valid lease); other worker blocked {row['blocked_s']:.3f}s"
-        out.append(line + (runs if not out else ""))
-    hit, total, percent = s.coverage()
-    if total and set(rows) - set(MACHINE_KIND_OF) - {"interleave"}:  # only a kill or a freeze at a line counts it
-        what = "had a point killed" if set(rows) == {"crash"} else "had a point killed or frozen"
-        out.append(f"crash coverage: {percent}% ({hit} of the {total} executable lines of the functions reached {what})")
-    others = []
-    if s.scenarios:
-        passed = sum(1 for r in s.scenarios if r["held"])
-        others.append(f"scenarios: {passed} passed, {len(s.scenarios) - passed} failed")
-    if s.baselines:
-        base_held = sum(1 for r in s.baselines if r["held"])
-        others.append(f"baselines (no crash): {base_held} held, {len(s.baselines) - base_held} violated")
-    if others:
-        out.append("; ".join(others))
-    failed = [r for r in s.failed if not r.get("known")]
-    known = len(s.failed) - len(failed)
-    slowest = sorted(s.points, key=lambda r: -r["seconds"])[:SLOWEST_MAX]
-    if slowest and (not failed or all_failures):  # while the gate is red, its findings take the screen
-        out.append("slowest points:")
-        out += [f"  {r['seconds']:.3f}s {r.get('pytest_id', r['nodeid'])}" for r in slowest]
-    if known:
-        out.append(f"known findings: {plural(known, 'violated point or scenario', 'violated points or scenarios')}, "
-                   "all in the file of known findings (not listed)")
-    if failed:
-        out += findings_lines(failed, all_failures=all_failures, folded=folded)
-    return out
-
-
-def findings_lines(failed: list[dict[str, Any]], *, all_failures: bool = False, folded: int = 0,
-                   shown_max: int = FINDINGS_SHOWN_MAX) -> list[str]:
-    """The failed records as findings, each once: its count, what was seen, the user's line, the
-    fix for its cause and one replay command; then, with ``all_failures``, every failed record on
-    a line of its own, else the flag that lists them (and how many failed items of fault plans
-    pytest's failures leave out for them: ``folded``)."""
-    groups = record_findings(failed)
-    out = [f"findings: {plural(len(groups), 'finding')} in {plural(len(failed), 'violated point, baseline or scenario', 'violated points, baselines and scenarios')}"
-           " (grouped by invariant and cause, each shown once):"]
-    for group in groups[:shown_max]:
-        out += group.lines("  ", FINDING_DETAIL_MAX)
-    if len(groups) > shown_max:
-        out.append(f"  ... and {plural(len(groups) - shown_max, 'finding')} more, with their failures above")
-    if all_failures:
-        out.append("violated:")
-        for r in failed:
-            what = [f"{inv}: {detail}" for inv, detail in r["violations"]] + list(r["failures"])
-            out.append(f"  {r.get('pytest_id', r['nodeid'])}: {what[0] if what else 'failed'}")  # an id pytest accepts
-    elif folded:
-        out.append(f"{plural(folded, 'failed item')} of fault plans left out of pytest's failures and short summary, each "
-                   f"failing for a finding above: {ALL_FAILURES_FLAG} lists every violated point (the JUnit XML and the "
-                   "HTML report always have them all)")
-    elif len(failed) > len(groups[:shown_max]):
-        out.append(f"every violated point: {ALL_FAILURES_FLAG} lists each (the JUnit XML and the HTML report always have them all)")
-    return out
-
-
-# -- HTML ---------------------------------------------------------------------------------------
-REPORT_TITLE = "<title>crashgate crash report"  # how a file this module wrote begins (after its doctype and head)
-_HEAD_BYTES = 4096
-
-
-def check_report_path(path: str) -> None:
-    """Refuse, with :class:`ValueError` naming the fix, a report path the run could not write or
-    must not overwrite: a folder, a file that is not a crashgate report (a database passed by
-    mistake, say), a file where its source pages' folder goes (:func:`pages_folder`), or a place
-    where no file can be created. Checked before the run, not after it."""
-    if os.path.isdir(path):
-        raise ValueError(f"{path!r} is a folder; pass the path of the report's file, e.g. {os.path.join(path, 'crash-report.html')!r}")
-    if os.path.lexists(path):
-        head = _head_of_regular_file(path)
-        if head and REPORT_TITLE.encode() not in head:  # an empty file (touch) holds nothing to lose
-            raise ValueError(f"{path!r} exists and is not a crashgate report; it is left as it is: pass another path for the report")
-    folder = pages_folder(path)
-    if os.path.lexists(folder) and not os.path.isdir(folder):
-        raise ValueError(f"{folder!r}, where the report's source pages go, exists and is not a folder; it is left as it is: "
-                         "pass another path for the report")
-    directory = os.path.dirname(os.path.abspath(path))
-    existing = directory
-    while not os.path.isdir(existing):  # the folders that would be created, up to one that exists
-        parent = os.path.dirname(existing)
-        if parent == existing or os.path.lexists(existing):
-            raise ValueError(f"the report's folder {directory!r} cannot be created ({existing!r} is not a folder); pass another path")
-        existing = parent
-    # A file made and removed at once: the file system says, which a permission check does not
-    # (root, /proc). The report is written beside its path and renamed over it, so it is the folder
-    # that must take a new file, even where the report exists.
-    try:
-        tempfile.TemporaryFile(dir=existing).close()
-    except OSError as exc:
-        raise ValueError(f"no file can be created in {existing!r} ({exc.strerror}); pass another path for the report") from None
-
-
-def _head_of_regular_file(path: str) -> bytes:
-    """The first bytes of the file at ``path``, refused (:class:`ValueError`) unless it is a regular file.
-
-    Opened without blocking and checked on the open file: reading a FIFO waited for a writer, so
-    ``--chaos-report`` naming one hung pytest before any test; a device or a socket is no report
-    either, and a link to nothing would be replaced rather than followed.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        what = "is a link to nothing" if exc.errno == errno.ENOENT else f"cannot be read ({exc.strerror})"
-        raise ValueError(f"{path!r} {what}; pass another path for the report") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ValueError(f"{path!r} is {_file_kind(mode)}, not a regular file: the report is a file the run writes; "
-                             "pass the path of a new file or of an earlier report")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(_HEAD_BYTES)
-    except OSError as exc:
-        raise ValueError(f"{path!r} cannot be read ({exc.strerror}); pass another path for the report") from None
-    finally:
-        os.close(fd)
-
-
-def _file_kind(mode: int) -> str:
-    """``stat``'s file type in words (a folder is refused before this is asked)."""
-    for test, kind in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return kind
-    return "a special file"
-
-
-def pages_folder(path: str) -> str:
-    """The folder of the report's source pages, beside its index: ``out/report.html`` ->
-    ``out/report_files`` (as a browser saves a page with what it needs)."""
-    root, _ = os.path.splitext(path)
-    return root + PAGES_SUFFIX
 
 
 def write_html(path: str, summary: Summary) -> None:
@@ -423,7 +78,7 @@ def write_html(path: str, summary: Summary) -> None:
 def _head_quietly(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
-            return f.read(_HEAD_BYTES)
+            return f.read(HEAD_BYTES)
     except OSError:
         return b""
 
