@@ -48,9 +48,10 @@ from chaos.core.world import Fault, World
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised"]
+__all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised", "CLIENT", "OPS", "SENDER", "RECOVER", "STORMER"]
 
 SECOND = "w-second"  # the worker that runs while a slow call outlives the lease
+CLIENT, OPS, SENDER, RECOVER, STORMER = "client", "ops", "sender", "w-recover", "w-storm"
 SECOND_ITERATIONS_MAX = 20
 DATABASE_FILES = ("engine.db", "engine.db-wal", "world.db", "world.db-wal")
 ERROR_CHARS_MAX = 4000

@@ -17,12 +17,9 @@ minimal program.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import json
 import os
-import shutil
-import sqlite3
 import tempfile
 from collections import Counter
 from typing import Any, Callable, Iterable, TYPE_CHECKING
@@ -30,112 +27,43 @@ from typing import Any, Callable, Iterable, TYPE_CHECKING
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine import NO_PROGRESS, STORE_UNAVAILABLE
+from engine import STORE_UNAVAILABLE
 
-from chaos.adapter import REFERENCE_TARGET, Snapshot, create_database, job_ids_for, load_adapter, payload_for, server_databases
+from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter, payload_for
 from chaos.core.clock import SharedClock, time_source
-from chaos.histories.lives import SECOND, Env, Frozen, abandon_frozen, kill, live, pause, record, resume
-from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, WORKERS, Advance, Arm, Event, Heal, Human, Kill,
+from chaos.histories.lives import CLIENT, OPS, SECOND, SENDER, STORMER, Env, Frozen, kill, live, pause, record, resume
+from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, Advance, Arm, Event, Heal, Human, Kill,
                       KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events,
                       history_jobs)
-from chaos.core.invariants import (INVARIANTS, Evidence, Violation, check, describe, idempotent_submit, initial_states, retry_spread,
-                                   submit_policy)
-from chaos.core.store_faults import HeldLock, small_pages
+from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, initial_states, retry_spread, submit_policy
 from chaos.matrix.families import STORM_FAULTS
-from chaos.matrix.runner import scratch_dir
 from chaos.core.iteration import one_iteration
-from chaos.core.recovery import recovering_workers, recovery_wait_s
-from chaos.core.process import run_in_child
 from chaos.core.scenario import MODES, T0, task_names
 from chaos.core.settle import settle
-from chaos.core.world import OUTCOME_FAULTS, Fault, World
+from chaos.core.world import Fault, World
+from chaos.histories.alone import baseline_violations
+from chaos.histories.databases import FROZEN_BUSY_TIMEOUT_S, TEMPLATES, create, hold_write_lock, page_count, scratch_root, server_side
+from chaos.histories.at_rest import AtRest
+from chaos.histories.violations import AT_REST, BEFORE, HUMAN_ACTIONS, InvariantViolated, kind_of, violated
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
 __all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IGNORABLE", "AT_REST", "BEFORE", "baseline_violations", "kind_of", "violated"]
 
-CLIENT, OPS, SENDER, RECOVER, STORMER = "client", "ops", "sender", "w-recover", "w-storm"
-RESTART_ITERATIONS_MAX = 50  # a restarted worker's iterations at rest, before the last one drains
 NEEDS_HUMAN = "needs_human"  # the reference's state of a job waiting for a person
 RETRY_AFTER_S = 30.0
 FAULTS_ARMED_MAX = 4
 START_JOBS_MAX = 3
-LOG_LINES_MAX = 60
-# Once a worker has been frozen, every other write waits at most this long for the write lock it
-# may hold, then backs off (run_once answers "busy", a submit or a person's action is refused as
-# busy, having changed nothing).
-FROZEN_BUSY_TIMEOUT_S = 0.05
 CLOCK_STEP_BACK_S = 3600.0
 # Outcomes of an iteration that gave up on the database mid-step: the step's work may be lost,
 # and paid for again once the lease runs out.
 GAVE_UP = STORE_UNAVAILABLE
-HUMAN_ACTIONS = "human-actions"
-# A job that lost its worker this many times may be parked by the engine's give-up rule.
-GIVE_UP_INTERRUPTIONS = 5
 # The invariants a history checks that an exploration may be told to look past (``ignore``).
 IGNORABLE = (*INVARIANTS, HUMAN_ACTIONS)
-# The kind of event of a violation found once the history is over, and of one found before it began.
-AT_REST, BEFORE = "at rest", "before any history"
-HUMAN_ACTIONS_DOC = (
-    "An illegal human action (requeue, resolve, cancel) raises the engine's clear error and changes "
-    "nothing; a legal one is accepted."
-)
 
 
-class InvariantViolated(AssertionError):
-    """An invariant did not hold during a random history; the message says what happened.
-
-    A history raises :func:`violated`'s subclass for the invariant and the kind of event that
-    revealed it, so that Hypothesis tells the findings apart (it knows a failure by its type and
-    the line that raised it, which is the same for every invariant).
-    """
-
-    invariant: str = ""
-    kind: str = ""
-
-    def __init__(self, violations: list[Violation], when: str, log: list[str], replay: str) -> None:
-        self.violations = violations
-        self.log = list(log)  # what happened, kept for a failure Hypothesis could not replay (flaky)
-        lines = [f"{len(violations)} {'violation' if len(violations) == 1 else 'violations'} {when}:"]
-        lines += [f"  {v}" for v in violations]
-        for name in sorted({v.invariant for v in violations}):
-            doc = HUMAN_ACTIONS_DOC if name == HUMAN_ACTIONS else describe(INVARIANTS[name]) if name in INVARIANTS else ""
-            lines.append(f"  {name} holds when: {doc}")
-        lines.append("what happened:")
-        lines += [f"  {line}" for line in log[-LOG_LINES_MAX:]]
-        if replay:
-            lines.append(f"replay: {replay}")
-        super().__init__("\n".join(lines))
-
-
-_VIOLATED: dict[tuple[str, str], type[InvariantViolated]] = {}
-
-
-def violated(invariant: str, kind: str) -> type[InvariantViolated]:
-    """The :class:`InvariantViolated` subclass for ``invariant`` revealed by an event of ``kind``
-    (made once, then the same class every time: Hypothesis compares the types).
-
-    >>> violated("bounded-spend", "Run") is violated("bounded-spend", "Run")
-    True
-    >>> violated("bounded-spend", "Run") is violated("bounded-spend", "Send")
-    False
-    """
-    cls = _VIOLATED.get((invariant, kind))
-    if cls is None:
-        # Named like its base, so a report reads "InvariantViolated: ..." whatever the finding.
-        cls = type("InvariantViolated", (InvariantViolated,), {"invariant": invariant, "kind": kind, "__module__": __name__})
-        cls.__qualname__ = f"InvariantViolated[{invariant}, {kind}]"
-        _VIOLATED[(invariant, kind)] = cls
-    return cls
-
-
-def kind_of(event: Event) -> str:
-    """The kind of an event, as findings are told apart: its type, and whether it kills."""
-    return type(event).__name__ + (" with a kill" if getattr(event, "kill", None) is not None else "")
-
-
-class Histories(RuleBasedStateMachine):
+class Histories(AtRest, RuleBasedStateMachine):
     """Random histories of one adapter's engine. Use :func:`machine_for`, which sets the adapter."""
 
     adapter: Adapter  # set by machine_for on the subclass it makes
@@ -153,12 +81,12 @@ class Histories(RuleBasedStateMachine):
         a = self.adapter
         if a is None:
             raise TypeError("Histories needs an adapter: use chaos.machine.machine_for(adapter)")
-        directory = tempfile.mkdtemp(prefix="history-", dir=_scratch_root())
-        db = _create(a, directory)
+        directory = tempfile.mkdtemp(prefix="history-", dir=scratch_root())
+        db = create(a, directory)
         clock = SharedClock(T0)  # a forked worker's time passes for everyone
         world = World.for_adapter(directory, clock, a, db)
         self.env = Env(a, directory, clock, world, "main", db=db)
-        self.env.template = _TEMPLATES.get((os.getpid(), id(a))) if _server_side(a) else None
+        self.env.template = TEMPLATES.get((os.getpid(), id(a))) if server_side(a) else None
         self.world, self.clock = world, clock
         self.table = a.states()
         self.step_states = a.step_states()
@@ -489,11 +417,11 @@ class Histories(RuleBasedStateMachine):
             self.clock.set(self.clock.now() - CLOCK_STEP_BACK_S)
             return f"every clock stepped back {CLOCK_STEP_BACK_S:.0f} s"
         if event.fault == "disk-full":
-            if _server_side(self.adapter):
+            if server_side(self.adapter):
                 return "ignored: a full disk acts on a SQLite file, and this adapter's database is on a server"
             if self.env.page_limit is not None:
                 return "ignored: the disk is full already"
-            pages = _page_count(self.env.db)
+            pages = page_count(self.env.db)
             self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
             if not self.env.limit_pages(pages):
                 self.env.limit_pages(None)
@@ -502,7 +430,7 @@ class Histories(RuleBasedStateMachine):
         if self.held_lock is not None:
             return "ignored: the write lock is held already"
         self.env.shorten_busy_timeout(FROZEN_BUSY_TIMEOUT_S)
-        self.held_lock = _hold_write_lock(self.adapter, self.env.db)
+        self.held_lock = hold_write_lock(self.adapter, self.env.db)
         if self.held_lock is None:  # a frozen worker holds it (or what it needs): nothing more to inject
             return "ignored: a frozen worker holds the write lock"
         return "another connection holds the write lock"
@@ -566,95 +494,6 @@ class Histories(RuleBasedStateMachine):
                 self.counted.add(lease)
                 self.interruptions[(job_id, step)] += 1
 
-    # -- the end of a history ----------------------------------------------------------------------
-    def teardown(self) -> None:
-        try:
-            if self.held_lock is not None or self.env.page_limit is not None:
-                self.log.append(f"{len(self.log) + 1}. at the end: {self._heal(Heal())}")
-            if self.ok:
-                for worker in list(self.frozen):  # a history ends with every frozen worker woken
-                    self.log.append(f"{len(self.log) + 1}. at the end: {self._resume(Resume(worker))}")
-                self._drain_and_check()
-        finally:
-            if self.held_lock is not None:
-                self.held_lock.release()
-                self.held_lock = None
-            for frozen in self.frozen.values():  # after a failure: never left stopped
-                abandon_frozen(frozen)
-            self.frozen.clear()
-            self.env.close()
-            self.world.close()
-            release = getattr(self.adapter, "release", None)  # an adapter's cached reader, if any
-            if release is not None:
-                release(self.env.db)
-            server = server_databases(self.adapter)
-            if server is not None:  # a database of the adapter's own: the history owns it
-                server.drop_db(self.env.db)
-            shutil.rmtree(self.env.directory, ignore_errors=True)
-
-    def _drain_and_check(self) -> None:
-        """Stop the faults, let time pass every lease and backoff, drain in a fresh process, check
-        everything, and that each job ended as it would have without any fault."""
-        self.log.append(f"{len(self.log) + 1}. at rest: faults stopped, the clock past every lease and backoff, drained")
-        self.world.disarm()
-        self.world.during_slow = None
-        self.clock.advance(recovery_wait_s(self.adapter))
-        submitted, inspect, settled, conflicts = dict(self.submitted), self._inspect, self.settled, getattr(self.adapter, "conflict_errors", ())
-        policy = submit_policy(self.adapter)
-        # The adapter's recovery model: a new worker, or (restart) every worker that ran, each
-        # under its own identity, the last one draining.
-        ran = [w for w in (*WORKERS, SECOND) if self.env.lives[w] or self.env.runs[w]]
-        *first, last = recovering_workers(self.adapter, ran, RECOVER)
-
-        def drain(env: Env) -> tuple[list[Violation], list[Violation]]:
-            def restart(session: Any, n: int) -> Any:
-                env.bury(last)
-                return env.session(last)
-
-            for worker in first:
-                iteration = one_iteration(self.adapter, env.session(worker))
-                for _ in range(RESTART_ITERATIONS_MAX):
-                    if iteration() in NO_PROGRESS:
-                        break
-            session, crashed, _ = settle(env.session(last), inspect, settled, self.clock, restart=restart)
-            return crashed, idempotent_submit(session, inspect, submitted, conflicts, policy)
-
-        crashed, resubmitted = live(self.env, RECOVER, drain)
-        snapshot = self._inspect()
-        violations = crashed[:1] + check(self._evidence(snapshot), at_rest=True) + resubmitted
-        violations += self._same_outcome(snapshot)
-        if violations:
-            self._fail(violations, AT_REST)
-
-    def _same_outcome(self, snapshot: Snapshot) -> list[Violation]:
-        """``same-outcome`` for a history: every job whose history gives it no reason to end
-        otherwise (a person's action on it, a poison or failed-review fault it met, a payload its
-        first step refuses, a job that lost its worker again and again) ends as the same payload
-        does alone, without any fault, in a fresh database: the same state, result and effects."""
-        applied = {d.key: d.payload for d in self.world.deliveries() if d.applied}
-        faulted = {job for job, _, kind in self.world.faults_met() if kind in OUTCOME_FAULTS}
-        out: list[Violation] = []
-        for job_id, payload_json in sorted(self.submitted.items()):
-            job = snapshot.jobs.get(job_id)
-            if job is None or job_id in self.touched or job_id in faulted or payload_json in self.refused_payloads:
-                continue
-            if sum(n for (j, _), n in self.interruptions.items() if j == job_id) >= GIVE_UP_INTERRUPTIONS:
-                continue
-            alone = _alone(self.adapter, job_id, payload_json)
-            if alone is None:
-                continue
-            state, result, effects = alone
-            if job.state != state:
-                why = f" (last_error: {job.last_error!r})" if job.last_error else ""
-                out.append(Violation("same-outcome", f"job {job_id!r} ended {job.state!r}{why}; the same payload alone, without any fault, ends {state!r}"))
-            elif job.result != result:
-                out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r} with the result {job.result!r}; alone, without any fault: {result!r}"))
-            else:
-                changed = sorted(k for k, v in effects.items() if applied.get(k, v) != v)
-                if changed:
-                    out.append(Violation("same-outcome", f"job {job_id!r}: effects {', '.join(changed)} applied with another payload than alone, without any fault"))
-        return out
-
     def _payload(self, kind: str, job: str) -> Any:
         """The payload a submit sends: the adapter's own (``payload(job_id)``) for a plain one; a
         revised one conflicts with it; a poison one is what the first step refuses: the adapter's
@@ -711,174 +550,7 @@ def machine_for(adapter: Adapter, *, target: str | None = None, modes: Iterable[
     return type(stem + "Histories", (Histories,), namespace)
 
 
-_ROOT: dict[int, str] = {}
-
-
-def _scratch_root() -> str:
-    """One scratch directory per process (on tmpfs where there is one); histories live under it."""
-    root = _ROOT.get(os.getpid())
-    if root is None or not os.path.isdir(root):
-        root = _ROOT[os.getpid()] = scratch_dir()
-        atexit.register(shutil.rmtree, root, True)
-    return root
-
-
-_TEMPLATES: dict[tuple[int, int], str] = {}
-
-
-def baseline_violations(adapter: Adapter) -> list[Violation]:
-    """Histories prove nothing about a workflow that fails without any fault: one job with the
-    plain payload, alone in a fresh database, must reach a final state of the workflow."""
-    job_id = job_ids_for(adapter, 1)[0]
-    payload = payload_for(adapter, job_id)
-    payload_json = json.dumps(payload, sort_keys=True)
-    alone = _alone(adapter, job_id, payload_json)
-    final = frozenset(adapter.final_effects())
-    if alone is not None and alone[0] in final:
-        return []
-    hint = ("from your adapter's payload(job_id)" if callable(getattr(adapter, "payload", None))
-            else "the harness's default; if your steps need other input, give your adapter a payload(job_id) method that returns it")
-    ended = f"ended {alone[0]!r}" if alone is not None else "could not be run"
-    return [Violation("baseline", f"histories fail without any fault: job {job_id!r} with the payload {payload_json} ({hint}) "
-                                  f"{ended} alone, without any fault; it should end in {' or '.join(map(repr, sorted(final)))}")]
-
-
 def _humane(env: Env) -> bool:
     """Whether the adapter's sessions take a person's actions (asked in a child, as everything
     that opens a session is)."""
     return bool(live(env, OPS, lambda e: all(hasattr(e.session(OPS), verb) for verb in ("requeue", "resolve", "cancel"))))
-
-
-_ALONE: dict[tuple[int, int, str, str], tuple[str, Any, dict[str, str]] | None] = {}
-
-
-def _alone(adapter: Adapter, job_id: str, payload_json: str) -> tuple[str, Any, dict[str, str]] | None:
-    """How ``job_id`` with this payload ends alone, without any fault, in a fresh database and a
-    fresh process: its state, result and applied effects (None if that run itself fails). Kept
-    per process: the world's answers are deterministic."""
-    key = (os.getpid(), id(adapter), job_id, payload_json)
-    if key in _ALONE:
-        return _ALONE[key]
-    directory = tempfile.mkdtemp(prefix="alone-", dir=_scratch_root())
-    try:
-        db = _create(adapter, directory)
-        clock = SharedClock(T0)
-        world = World.for_adapter(directory, clock, adapter, db)
-        env = Env(adapter, directory, clock, world, "alone", db=db)
-
-        def run(e: Env) -> None:
-            e.session(CLIENT).submit(job_id, json.loads(payload_json))
-            settle(e.session(RECOVER), lambda: adapter.inspect(db), adapter.settled_states(), clock)
-
-        try:
-            live(env, RECOVER, run)
-            job = adapter.inspect(db).jobs[job_id]
-            _ALONE[key] = (job.state, job.result, {d.key: d.payload for d in world.deliveries() if d.applied})
-        except Exception:  # the engine cannot even run it alone: nothing to compare with
-            _ALONE[key] = None
-        finally:
-            world.close()
-            release = getattr(adapter, "release", None)
-            if release is not None:
-                release(db)
-            server = server_databases(adapter)
-            if server is not None:
-                server.drop_db(db)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    return _ALONE[key]
-
-
-def _server_side(adapter: Adapter) -> bool:
-    """Whether the adapter makes its databases itself (PostgreSQL) instead of engine.db files."""
-    return server_databases(adapter) is not None
-
-
-def _create(adapter: Adapter, directory: str) -> str:
-    """A fresh database for a history in ``directory``: a copy of one the adapter created once in
-    this process; returns its ``db`` (``<directory>/engine.db``, or the adapter's own database).
-
-    It is created with writer attribution (the fenced-writes check) where the adapter offers it.
-    Copying the closed file costs a tenth of creating the schema and triggers every history. An
-    adapter whose databases are not files (``template_db``, ``new_scenario_db``, ``drop_db``) makes
-    the template database once and a copy of it per history, which teardown drops.
-    """
-    key = (os.getpid(), id(adapter))
-    template = _TEMPLATES.get(key)
-    server = server_databases(adapter)
-    if server is not None:
-        if template is None:
-            template = server.template_db(directory)
-            _create_schema(adapter, template)
-            _TEMPLATES[key] = template
-            _SERVER_TEMPLATES.append((adapter, template))
-        return server.new_scenario_db(template, directory)
-    if template is None or not os.path.exists(os.path.join(template, "engine.db")):
-        template = _TEMPLATES[key] = tempfile.mkdtemp(prefix="template-", dir=_scratch_root())
-        _create_schema(adapter, os.path.join(template, "engine.db"))
-    for name in ("engine.db", "engine.db-wal"):  # never a -shm: the first connection rebuilds it
-        if os.path.exists(os.path.join(template, name)):
-            shutil.copyfile(os.path.join(template, name), os.path.join(directory, name))
-    return os.path.join(directory, "engine.db")
-
-
-def _create_schema(adapter: Adapter, db: str) -> None:
-    # A file database gets the smallest pages SQLite allows: a few rows fill a page, so a full
-    # disk (max_page_count at the current size) shows within a write or two, as it does in life.
-    if not _server_side(adapter):
-        adapter = small_pages(adapter)
-    run_in_child(lambda: create_database(adapter, db), what="the adapter's create")
-
-
-class _SqliteWriteLock:
-    """Another connection in ``BEGIN IMMEDIATE`` on a SQLite file, until :meth:`release`."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def release(self) -> None:
-        try:
-            self.conn.execute("ROLLBACK")
-        finally:
-            self.conn.close()
-
-
-def _hold_write_lock(adapter: Adapter, db: str) -> Any:
-    """Another connection holding what every write of the engine needs (SQLite's write lock;
-    on a server, the engine's tables in EXCLUSIVE mode), or None if a frozen worker holds it."""
-    if _server_side(adapter):
-        return HeldLock.take(db, getattr(adapter, "schema", None))
-    conn = sqlite3.connect(db, timeout=FROZEN_BUSY_TIMEOUT_S, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError:
-        conn.close()
-        return None
-    return _SqliteWriteLock(conn)
-
-
-def _page_count(db: str) -> int:
-    conn = sqlite3.connect(db)
-    try:
-        return int(conn.execute("PRAGMA page_count").fetchone()[0])
-    finally:
-        conn.close()
-
-
-_SERVER_TEMPLATES: list[tuple[Any, str]] = []
-
-
-def drop_templates() -> None:
-    """Drop the template databases this process made on database servers (also run at exit)."""
-    while _SERVER_TEMPLATES:
-        adapter, template = _SERVER_TEMPLATES.pop()
-        for key, value in list(_TEMPLATES.items()):
-            if value == template:
-                del _TEMPLATES[key]
-        try:
-            adapter.drop_db(template)
-        except Exception:  # the server may be gone already: its data goes with it
-            pass
-
-
-atexit.register(drop_templates)
