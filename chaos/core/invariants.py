@@ -2,7 +2,10 @@
 
 Every check reads only what outlives a worker: the engine's database (through the adapter's
 :class:`~chaos.adapters.reference.Snapshot`, with state changes recorded by the harness's audit trigger) and
-the world's ledger. None trusts the worker's own memory.
+the world's ledger. None trusts the worker's own memory. What they read and report is in
+:mod:`chaos.core.evidence`, the checks of a run (rather than of a snapshot) in
+:mod:`chaos.core.run_checks`, the fix of each finding in :mod:`chaos.core.fixes`; this module's
+``__all__`` names theirs too, so that the catalog is used from one import.
 
 >>> sorted(INVARIANTS)[:3]
 ['bounded-spend', 'cost-recorded', 'drains']
@@ -12,14 +15,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, TYPE_CHECKING
+from typing import Any, Callable
 
-from chaos.adapter import Snapshot
-from chaos.core.world import Call, Delivery
-
-if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+from chaos.core.world import Call
+from chaos.core.evidence import Evidence, Violation, initial_states, submit_policy
+from chaos.core.fixes import CAUSE_FIXES, FIXES
+from chaos.core.run_checks import HARNESS_CHECKS, baseline_failures, hangs, idempotent_submit, point_reached, raised, same_outcome, short
 
 __all__ = [
     "Evidence",
@@ -62,74 +63,6 @@ STORM_FAULT_KINDS = frozenset({"timeout", "connection", "server_error"})
 FAILURES_IN_A_ROW_MIN = 3
 HERD_MIN = 12  # fewer such retries are not a herd: retry-spread holds vacuously
 SPREAD_WINDOW_S = 1.0
-
-
-@dataclass(frozen=True)
-class Violation:
-    invariant: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.invariant}: {self.detail}"
-
-
-@dataclass
-class Evidence:
-    """Everything an invariant may look at, gathered by the harness after a scenario or a rule."""
-
-    table: Mapping[str, Sequence[str]]
-    step_states: Mapping[str, tuple[str, str]]
-    settled_states: frozenset[str]
-    final_effects: Mapping[str, Sequence[str]]
-    snapshot: Snapshot
-    calls: list[Call]
-    deliveries: list[Delivery]
-    submitted: dict[str, str] = field(default_factory=dict)
-    interruptions: Counter = field(default_factory=Counter)
-    previous_memos: dict[tuple[str, str], str] | None = None
-    initial_states: frozenset[str] = frozenset({"pending"})  # the states a job may be created in
-    escapes: list[tuple[str, str, int]] = field(default_factory=list)  # effects outside the outbox: (what, where, times)
-    # (job, step, fault kind) of the send faults met inside a step that sends its effect itself (the
-    # adapter's sends_from_steps): each is a fault of that step, as a model's fault is of the step calling it.
-    step_send_faults: list[tuple[str, str, str]] = field(default_factory=list)
-
-    @classmethod
-    def gather(cls, adapter: Adapter, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
-        """Read everything the catalog needs: the adapter's table and a snapshot of ``db``, and
-        the world's ledger."""
-        return cls(
-            table=adapter.states(),
-            step_states=adapter.step_states(),
-            settled_states=adapter.settled_states(),
-            final_effects=adapter.final_effects(),
-            snapshot=snapshot if snapshot is not None else adapter.inspect(db),
-            calls=world.calls(),
-            deliveries=world.deliveries(),
-            submitted=submitted,
-            interruptions=interruptions,
-            initial_states=initial_states(adapter),
-            escapes=world.escapes(),
-            step_send_faults=world.step_send_faults(),
-        )
-
-
-def submit_policy(adapter: Adapter) -> str:
-    """What ``adapter``'s engine does with an existing id and another payload: its
-    ``submit_conflict`` ("raises", the default, or "first-wins")."""
-    policy = getattr(adapter, "submit_conflict", "raises")
-    if policy not in ("raises", "first-wins"):
-        raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: submit_conflict is {policy!r}; use 'raises' or 'first-wins'")
-    return policy
-
-
-def initial_states(adapter: Adapter) -> frozenset[str]:
-    """The states a job of ``adapter`` may be created in: its ``initial_states()``, else
-    ``pending`` where its table has one (the reference's), else the table's first state."""
-    declared = getattr(adapter, "initial_states", None)
-    if callable(declared):
-        return frozenset(declared())
-    table = adapter.states()
-    return frozenset({"pending"}) if "pending" in table or not table else frozenset(list(table)[:1])
 
 
 def legal_transitions(ev: Evidence) -> list[Violation]:
@@ -252,7 +185,7 @@ def cost_recorded(ev: Evidence) -> list[Violation]:
     engine that records no cost (the adapter's memo table declares no cost column) is not checked.
     """
     return [
-        Violation("cost-recorded", f"memo of job {job!r} step {step!r} records a cost of {_short(cost)}, not a finite amount >= 0")
+        Violation("cost-recorded", f"memo of job {job!r} step {step!r} records a cost of {short(cost)}, not a finite amount >= 0")
         for (job, step), cost in sorted(ev.snapshot.memo_costs.items(), key=lambda item: item[0])
         if not _an_amount(cost)
     ]
@@ -462,83 +395,6 @@ def busiest_window(times: list[float], window_s: float) -> tuple[int, float]:
 def _outbox_now(ev: Evidence) -> list[Violation]:
     return outbox_at_least_once(ev, at_rest=False)
 
-
-# The common causes of each finding, and the fix, in the terms of a workflow's author.
-FIXES: dict[str, str] = {
-    "legal-transitions": "a state was written without the table's check, or by a worker whose job had moved on: move "
-                         "states only along the table's edges, with compare-and-swap (UPDATE ... WHERE state = :expected)",
-    "no-spend-after-memo": "a step ran although its memo row was committed: look the memo up before running a step, and "
-                           "skip the step when it is there",
-    "bounded-spend": "a step was paid for more often than crashes explain: renew the lease while a step runs (a "
-                     "heartbeat) and keep the step's deadline shorter than the lease; never retry a poison input",
-    "memo-stable": "a memo row changed after it was written: insert it once (INSERT ... ON CONFLICT DO NOTHING) in the "
-                   "step's completion transaction, never update or delete it",
-    "cost-recorded": "a memo row records a price that is not an amount of money (negative, text, infinite, missing): "
-                     "check the cost a step reports before committing its completion, and fail the step when it is not "
-                     "a finite number >= 0",
-    "progress-recorded": "the state moved past a step without its memo row: commit the memo row and the state change in "
-                         "one transaction",
-    "effects-complete": "a finished job lacks an effect, or has it twice: declare each effect on its Step and return it in "
-                        "StepOutput(effects=...), so that the engine commits it with the step and the outbox sends it",
-    "outbox-at-least-once": "an effect reached the receiver without a committed outbox row, twice, or never: return each "
-                            "effect in StepOutput(effects=...) instead of sending it from the step, mark a row sent only "
-                            "after delivering it, and send each effect's idempotency key to a receiver that dedupes on it",
-    "effects-through-outbox": "a step acted on the world itself (a file written, a connection, a process started) instead "
-                              "of returning the effect: return it in StepOutput(effects=...) and declare it on the Step, so "
-                              "that it commits with the step and the outbox delivers it under its idempotency key; if it is "
-                              "no effect (a cache, a read-only service), allow it with --chaos-allow-effects",
-    "drains": "a job or an outbox row stayed stuck: release the lease on every way out of a step (done, retry, failure), "
-              "let expired leases be claimed, and back off instead of raising when the database is locked",
-    "fenced-writes": "a worker wrote to a job after another had taken it over: hand out a fencing token with each claim "
-                     "and guard every write with it (WHERE token = :mine), not with the state alone",
-    "idempotent-submit": "a repeated submit changed or duplicated a job: use the caller's id as the key (INSERT ... ON "
-                         "CONFLICT DO NOTHING) and refuse another payload for it (or declare submit_conflict)",
-    "same-outcome": "a crash changed how a job ends: a step read state kept in process memory, behaved differently on a "
-                    "second attempt, or needs more than the memo rows hold; make each step a function of the payload and "
-                    "the earlier steps' memo rows only",
-    "baseline": "the workflow fails without any fault: read the jobs' last_error above; for the payload, give your adapter "
-                "a payload(job_id) method",
-    "raised": "the code under test raised: the traceback's last lines are above, the replay command reruns it alone",
-    "hangs": "a process of the scenario waited without end (its stack is in the report): give every wait a bound (the "
-             "database's busy timeout, each call's deadline), give up after a bounded number of retries and record why, "
-             "never wait for a worker that may be dead; if the engine is only slow, raise --scenario-timeout",
-    "point-reached": "the worker never reached the point when run again, so its fault was never injected: make the "
-                     "iteration deterministic (the clock and the random generator it is given, not the machine's); the "
-                     "replay command reruns the scenario alone",
-}
-
-
-# The fix of each cause of an invariant that has several, chosen by what its violation's detail says
-# (a regular expression, searched in order; the first that matches wins, and FIXES holds the fix when
-# none does): the advice shown is the one that applies, not every cause's at once.
-_SENT_FROM_STEP = ("the step sent the effect itself, before the engine committed the step: return the effect in "
-                   "StepOutput(effects=...) and declare it on the Step (Step(..., effects=(KIND,))), so that the engine "
-                   "commits it with the step's result and the outbox sender delivers it afterwards")
-CAUSE_FIXES: dict[str, tuple[tuple[str, str], ...]] = {
-    "outbox-at-least-once": (
-        (r"without a committed outbox row", _SENT_FROM_STEP),
-        (r"applied \d+ times at the receiver \(.*sent from [^()]*\S+\.py:\d+", _SENT_FROM_STEP),
-        (r"marked sent but was never delivered", "a row was marked sent although the receiver never had it: deliver "
-                                                 "first, then mark the row sent, so that a crash in between re-sends "
-                                                 "instead of losing the effect"),
-        (r"committed but never delivered", "a committed outbox row was never sent: run the outbox sender after the "
-                                           "steps, let it pick up every unsent row (also one a crashed sender left), "
-                                           "and retry a failed delivery"),
-        (r"applied \d+ times at the receiver", "the outbox sender re-sent an effect that had arrived, to a receiver "
-                                                "that applies every delivery: send each effect's idempotency key to a "
-                                                "receiver that dedupes on it, or make the delivery and the mark-sent one "
-                                                "transaction with the receiver"),
-    ),
-    "effects-complete": (
-        (r"was applied 0 times", "a finished job lacks an effect: declare each effect on its Step and return it in "
-                                 "StepOutput(effects=...), so that the engine commits it with the step and the outbox "
-                                 "sends it"),
-        (r"was applied \d+ times", "a finished job has an effect more than once: return the effect in "
-                                    "StepOutput(effects=...) instead of sending it from the step, and send its "
-                                    "idempotency key to a receiver that dedupes on it"),
-    ),
-}
-
 # Checked at every observable moment (right after a kill, after every state-machine rule).
 ALWAYS: dict[str, Callable[[Evidence], list[Violation]]] = {
     "legal-transitions": legal_transitions,
@@ -561,217 +417,9 @@ AT_REST: dict[str, Callable[[Evidence], list[Violation]]] = {
 }
 
 
-def idempotent_submit(session: Any, inspect: Callable[[], Snapshot], submitted: dict[str, str],
-                      conflict_errors: tuple[type[BaseException], ...], policy: str = "raises") -> list[Violation]:
-    """Submitting an id that exists creates nothing new (same payload) or is refused (different
-    payload).
-
-    Protects against duplicated work when an upstream caller retries a submit it believes failed.
-    Held by using the caller's job id as the idempotency key. This check is active: it submits
-    every known id again, once with the same payload and once with a different one, and compares
-    the database before and after. ``policy`` is the engine's answer to a different payload:
-    ``"raises"`` (one of ``conflict_errors``) or ``"first-wins"`` (accepted, and nothing changes).
-    """
-    import json
-
-    out: list[Violation] = []
-    if not submitted:
-        return out
-    before = inspect()
-    for job_id, payload_json in sorted(submitted.items()):
-        session.submit(job_id, json.loads(payload_json))
-        if policy == "first-wins":
-            session.submit(job_id, {"conflicting": payload_json})  # must change nothing: compared below
-            continue
-        try:
-            session.submit(job_id, {"conflicting": payload_json})
-        except conflict_errors:
-            pass
-        else:
-            out.append(Violation("idempotent-submit", f"re-submitting {job_id!r} with a different payload was accepted"))
-    after = inspect()
-    if after.jobs != before.jobs:
-        changed = sorted(j for j in set(before.jobs) | set(after.jobs) if before.jobs.get(j) != after.jobs.get(j))
-        out.append(Violation("idempotent-submit", f"re-submitting existing ids changed jobs: {', '.join(changed)}"))
-    return out
-
-
-def same_outcome(baseline: Any, outcome: Any, allowed: tuple[str, ...] = ()) -> list[Violation]:
-    """Once the system drains after a fault, every job ends in the state, with the result and the
-    applied effects, that the same scenario reached without any fault: a crash is invisible in
-    the outcome, only in the cost.
-
-    Protects against everything a crash changes that the other checks count as fine because a
-    failed state is settled: state kept in process memory between steps (the recovering process
-    never had it), a step that behaves differently on its second attempt, a memo row that does
-    not hold everything the next step needs. Held by steps whose only input is the job's payload
-    and the memo rows of the steps before, and whose only output is their own memo row and
-    outbox rows. A family whose point is a race names in ``allowed`` the other final states it
-    may reach (a killed cancel is a cancel that never happened).
-    """
-    out: list[Violation] = []
-    raced = False
-    for job_id, state in sorted(outcome.final_states.items()):
-        expected = baseline.final_states.get(job_id)
-        if expected is None or state == expected:
-            if expected is not None and outcome.results.get(job_id) != baseline.results.get(job_id):
-                out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r} as without any fault, but with the result "
-                                     f"{_short(outcome.results.get(job_id))} instead of {_short(baseline.results.get(job_id))}"))
-            continue
-        if state in allowed:
-            raced = True
-            continue
-        error = outcome.last_errors.get(job_id)
-        why = f" (last_error: {_short(error)}{_raised_at(error, getattr(outcome, 'raised', {}))})" if error else ""
-        out.append(Violation("same-outcome", f"job {job_id!r} ended {state!r}{why} after the fault; without any fault it ends {expected!r}"))
-    if not raced and outcome.effects != baseline.effects:
-        missing = sorted(set(baseline.effects) - set(outcome.effects))
-        extra = sorted(set(outcome.effects) - set(baseline.effects))
-        changed = sorted(k for k in set(baseline.effects) & set(outcome.effects) if baseline.effects[k] != outcome.effects[k])
-        parts = [f"{label} {', '.join(map(repr, keys))}" for label, keys in
-                 (("missing", missing), ("not applied without a fault", extra), ("applied with another payload", changed)) if keys]
-        if changed:  # what differs, so that the step that computes it can be found
-            parts.append(f"{changed[0]!r}: {_payload_difference(outcome.effects[changed[0]], baseline.effects[changed[0]])}")
-        out.append(Violation("same-outcome", "the effects applied differ from those without any fault: " + "; ".join(parts)))
-    return out
-
-
-def _raised_at(error: str, raised: Mapping[str, str]) -> str:
-    """Where the user's code raised the exception ``error`` (a ``last_error``) names, said as
-    ``, raised from path:line``; that no user's line did, where none matches.
-
-    >>> _raised_at("charge: KeyError: 'order-1'", {"KeyError: 'order-1'": "orders.py:14"})
-    ', raised from orders.py:14'
-    """
-    return _raised_from(error, raised) or "; no line of the workflow's own code raised it"
-
-
-def _raised_from(error: str, raised: Mapping[str, str]) -> str:
-    """``, raised from path:line`` where the user's code raised the exception ``error`` names, else "".
-
-    >>> _raised_from("charge: KeyError: 'amount'", {"KeyError: 'amount'": "shop/flow.py:13"})
-    ', raised from shop/flow.py:13'
-    """
-    matches = [where for text, where in raised.items() if text and text in error]
-    return f", raised from {matches[0]}" if matches else ""
-
-
-def _payload_difference(after: str, alone: str) -> str:
-    """How an effect's payload (JSON text) after a fault differs from the one applied without any:
-    the top-level fields that differ, each ``now`` instead of ``alone``, or else the two whole.
-
-    >>> _payload_difference('{"id": 1, "tracking": "TRK-83"}', '{"id": 1, "tracking": "TRK-12"}')
-    "field 'tracking' is 'TRK-83' instead of 'TRK-12'"
-    """
-    import json
-
-    try:
-        now, before = json.loads(after), json.loads(alone)
-    except (TypeError, ValueError):
-        now, before = after, alone
-    if isinstance(now, dict) and isinstance(before, dict):
-        fields = sorted((k for k in set(now) | set(before) if now.get(k, _ABSENT) != before.get(k, _ABSENT)), key=str)
-        shown = [f"field {k!r} is {_short(now.get(k, _ABSENT), 60)} instead of {_short(before.get(k, _ABSENT), 60)}" for k in fields[:3]]
-        return ", ".join(shown) + (f" (and {len(fields) - 3} more)" if len(fields) > 3 else "")
-    return f"{_short(now, 80)} instead of {_short(before, 80)}"
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "absent"
-
-
-_ABSENT = _Absent()
-
-
-def baseline_failures(scenario: Any, adapter: Adapter, baseline: Any, payload_hint: str) -> list[Violation]:
-    """The family's run without any fault ends as the family expects: every job in one of its
-    expected states (the workflow's final state, for a family without a poison fault).
-
-    Protects the gate itself: a family whose baseline does not complete proves nothing by
-    crashing (every crash "holds" when every job ends failed anyway), so it fails, with every
-    job's final state and last_error (with the user's line that raised it, where one did) and what
-    to check, and its points are not run.
-    """
-    if not baseline.final_states:
-        if scenario.jobs:
-            return [Violation("baseline", f"family {scenario.name!r} fails without any fault: no job is in the database after "
-                                          f"its run ({payload_hint})")]
-        return []
-    expected = scenario.expected_states(adapter)
-    wrong = {j: s for j, s in sorted(baseline.final_states.items()) if s not in expected}
-    if not wrong:
-        return []
-    raised = getattr(baseline, "raised", {}) or {}
-    shown = "; ".join(
-        f"job {j!r} ended {s!r}" + (f" (last_error: {_short(error)}{_raised_from(error, raised)})" if (error := baseline.last_errors.get(j)) else "")
-        for j, s in wrong.items()
-    )
-    return [Violation(
-        "baseline",
-        f"family {scenario.name!r} fails without any fault, on every one of its points: {shown}; every job should end in "
-        f"{' or '.join(map(repr, sorted(expected)))}. Check the step that set last_error; {payload_hint}",
-    )]
-
-
-def raised(where: str, error: str) -> Violation:
-    r"""The code under test (the engine, the workflow, or the adapter) raised where the harness
-    expects an answer: the scenario's result is an error, with the exception's last lines.
-
-    Protects the gate from reading an exception as a pass, or from stopping every other point.
-
-    The line quoted is the exception's own (``Type: message``), the first after the traceback's
-    last frame: a message of several lines (SQLAlchemy's ends with a link) is named by its first.
-
-    >>> raised("the worker", 'Traceback (most recent call last):\n  File "x.py", line 1, in f\n    g()\n'
-    ...        "OperationalError: (sqlite3.OperationalError) database is locked\n(Background on this error at: https://x)").detail
-    'the worker raised OperationalError: (sqlite3.OperationalError) database is locked'
-    """
-    lines = error.strip().splitlines()
-    framed = [n for n, line in enumerate(lines) if line[:1].isspace()]
-    last = lines[framed[-1] + 1] if framed and framed[-1] + 1 < len(lines) else lines[-1] if lines else "no traceback"
-    return Violation("raised", f"{where} raised {last}")
-
-
-def point_reached(where: str) -> Violation:
-    """The worker, run again from the scenario's start, reached the point recorded in the clean
-    run, and met its fault there: a scenario whose worker never got there tested nothing.
-
-    Protects the gate from reporting a fault that was never injected as a fault the engine held.
-    Held by an iteration that does the same when run again: it reads the clock and the random
-    generator it is given, not the machine's.
-    """
-    return Violation("point-reached", f"{where} never reached the point when run again: its fault was never injected, "
-                                      "so this scenario tested nothing")
-
-
-def hangs(what: str, point: str, bound_s: float, stuck_at: str = "") -> Violation:
-    """Every process of a scenario finishes within the scenario's bound: the worker killed or
-    frozen at the point, the workers run meanwhile, the one resumed, the recovery.
-
-    Protects against a worker that waits forever: a lock retried without limit, a call with no
-    timeout, a resumed worker waiting for an answer from a peer that is gone. In production that
-    is a job stuck with nobody told; in a gate, a run that never ends. Held by a timeout on every
-    wait (the database's busy timeout, each call's deadline) and by giving up, recorded, after a
-    bounded number of attempts. The harness's watchdog reports it with every thread's stack of
-    the stuck process (the user's and the engine's frames first), kills it, and runs the next
-    scenario; ``--scenario-timeout`` sets the bound.
-    """
-    at = f" at point '{point}'" if point else ""  # quoted: one cause at every point (chaos.core.findings.normalise)
-    where = f"; stuck at {stuck_at}" if stuck_at else ""
-    return Violation("hangs", f"{what} did not finish within {bound_s:g} s{at}{where}")
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = repr(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 INVARIANTS: dict[str, Callable[..., list[Violation]]] = {
     **AT_REST, "idempotent-submit": idempotent_submit, "same-outcome": same_outcome, "hangs": hangs,
 }
-# Checks of the harness itself rather than of the engine, named in results like invariants.
-HARNESS_CHECKS: dict[str, Callable[..., Any]] = {"baseline": baseline_failures, "raised": raised, "point-reached": point_reached}
 
 
 def check(ev: Evidence, *, at_rest: bool) -> list[Violation]:
