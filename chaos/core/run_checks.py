@@ -17,7 +17,9 @@ from chaos.core.evidence import Violation
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["idempotent_submit", "same_outcome", "baseline_failures", "raised", "point_reached", "hangs", "short", "HARNESS_CHECKS"]
+__all__ = [
+    "idempotent_submit", "same_outcome", "baseline_failures", "raised", "point_reached", "hangs", "short", "HARNESS_CHECKS"
+]
 
 
 def idempotent_submit(session: Any, inspect: Callable[[], Snapshot], submitted: dict[str, str],

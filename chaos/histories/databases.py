@@ -20,7 +20,10 @@ from chaos.core.process import run_in_child
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["FROZEN_BUSY_TIMEOUT_S", "scratch_root", "TEMPLATES", "server_side", "create", "hold_write_lock", "page_count", "drop_templates"]
+__all__ = [
+    "FROZEN_BUSY_TIMEOUT_S", "scratch_root", "TEMPLATES", "server_side", "create", "hold_write_lock", "page_count",
+    "drop_templates"
+]
 
 # Once a worker has been frozen, every other write waits at most this long for the write lock it
 # may hold, then backs off (run_once answers "busy", a submit or a person's action is refused as

@@ -48,7 +48,10 @@ from chaos.core.world import Fault, World
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised", "CLIENT", "OPS", "SENDER", "RECOVER", "STORMER"]
+__all__ = [
+    "Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised", "CLIENT", "OPS",
+    "SENDER", "RECOVER", "STORMER"
+]
 
 SECOND = "w-second"  # the worker that runs while a slow call outlives the lease
 CLIENT, OPS, SENDER, RECOVER, STORMER = "client", "ops", "sender", "w-recover", "w-storm"

@@ -26,7 +26,10 @@ sub-kind such as ``disk-full``; see :mod:`chaos.hostfaults.faults`), or a list o
 
 Every key is checked when the plan is collected: an unknown key, a value of the wrong type, or
 an unknown step, state, fault or action is a collection error naming the file, the key and the
-values allowed. The full schema is in README.md ("Fault plans").
+values allowed. The full schema is in README.md ("Fault plans"). This module reads a plan; its
+vocabulary is :mod:`chaos.plans.schema`, the parsed plan :mod:`chaos.plans.model`, the checks
+against a target :mod:`chaos.plans.target_check` (this module's ``__all__`` names their public
+names too, so that a plan is used from one import).
 
 >>> plan = parse_plan({"lesson": "Memo rows make a crash cost one call.", "points": {}}, "demo.toml")
 >>> plan.points.phase, plan.points.jobs  # the target's first job, named when it runs (chaos.adapter.resolve_jobs)
@@ -38,14 +41,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import stat
 import tomllib
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TYPE_CHECKING
+from typing import Any, Mapping
 
-if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+from chaos.plans.model import Action, Expect, FaultSpec, Plan, PlanError, PointsSection, ScriptedScenario
+from chaos.plans.schema import (ACTIONS, BURST_KEYS, EXPECTED_ERRORS, EXPECT_KEYS, FAULT_KEYS, GAP_KEYS, GROUP_CLAIM,
+                                GROUP_RELEASE, GROUP_SEND, JOBS_MAX, NAME_FORM, PER_JOB_MAX, PHASES, PLAN_BYTES_MAX, PLAN_KEYS,
+                                POINTS_KEYS, POINT_FAULTS, POLL_TICKS_MAX, RESOLUTIONS, RETRY_AFTER_S_MAX, RUN_MAX, SCENARIO_KEYS,
+                                SCENARIO_ONLY_EXPECT, SECONDS_MAX, SETUP_FORM, SLOW_CALL_S_MAX)
+from chaos.plans.target_check import check_against, check_jobs_named, clipped
 
 __all__ = [
     "Plan",
@@ -68,178 +73,6 @@ __all__ = [
     "FaultSpec",
     "check_against",
 ]
-
-# Points outside any step: before the worker's claim commits, after its last commit, the sender.
-GROUP_CLAIM = "claim"
-GROUP_RELEASE = "release"
-GROUP_SEND = "send"
-PHASES = ("worker", "sender")
-# What happens at each point (chaos.matrix.runner.FAULTS): a kill, a freeze while another worker runs
-# (lease valid, then expired), or two workers frozen in turn at a pair of points. A plan may also
-# name a fault of the machine (chaos.hostfaults.faults.MACHINE_FAULTS: disk, io, lock, clock,
-# damage) or one of its sub-kinds (disk-full, clock-skew, ...): see machine_fault_names().
-POINT_FAULTS = ("crash", "pause", "interleave")
-EXPECTED_ERRORS = ("conflict", "illegal")
-RESOLUTIONS = ("reverify", "cancel")
-JOBS_MAX = 1_000
-JOB_POSITION = re.compile(r"<job [1-9][0-9]*>")  # a job named by position (chaos.adapter.job_ref), as a count gives them
-# Every number a plan gives is bounded, so a typo (run = 10^12, duration_s = 1e308) is refused
-# when the plan is collected instead of hanging the run. Seconds are of the harness's fake time.
-RUN_MAX = 10_000  # worker iterations of one run action
-SECONDS_MAX = 366 * 24 * 3600.0  # advance_s, poll_s, window and gap lengths: a year of fake time
-SLOW_CALL_S_MAX = 24 * 3600.0  # duration_s of a slow call (spent in heartbeat slices)
-RETRY_AFTER_S_MAX = 24 * 3600.0  # a 429's Retry-After
-PER_JOB_MAX = 100  # calls of each job a per_job fault hits (an engine gives up long before)
-POLL_TICKS_MAX = 100_000  # poll_s / tick_s (chaos.core.sandbox refuses more at run time)
-SETUP_FORM = re.compile(r"^(run|send|advance:\d+(\.\d+)?|claim(:[A-Za-z0-9_.-]+)?)$")
-NAME_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-PLAN_BYTES_MAX = 1 << 20  # a plan is a page of TOML; a larger file is the wrong file
-
-# key -> what it holds (the text of every "allowed" message, and of README.md's schema).
-PLAN_KEYS = {
-    "lesson": "one sentence: what the plan teaches (shown in failures and the report)",
-    "target": "the adapter as MODULE:ATTR (default: the --chaos-target setting)",
-    "points": "table: kill a worker at every crash point of one iteration",
-    "scenario": "array of tables: scripted scenarios",
-}
-POINTS_KEYS = {
-    "jobs": "job ids submitted first, each with the adapter's payload(job_id) (list of strings, or a count N: the adapter's first N job_ids, doc-1..doc-N by default; default: its first; [] for none)",
-    "setup": "clean actions before the doomed iteration: run, send, advance:<s>, claim[:<worker>]",
-    "phase": "what the doomed iteration runs: worker or sender",
-    "faults": "faults armed for the doomed iteration (list of fault tables)",
-    "second_worker": "a slow call lets a second worker run meanwhile (bool)",
-    "steps": "which groups of points: claim, a step name, release (worker phase) or send",
-    "deep": "also the lines of what the iteration calls, not only its own (bool, default true)",
-    "fault": "what happens at each point: crash, pause, interleave, a fault of the machine (disk, io, lock, clock, damage, power, "
-             "or a sub-kind such as disk-full), or a list of them (default: the --chaos-faults setting)",
-    "expect": "checks on every point's outcome after recovery (an expect table)",
-}
-SCENARIO_KEYS = {
-    "name": "the test item's name (letters, digits, _ . -)",
-    "lesson": "this scenario's own lesson (default: the plan's)",
-    "jobs": "job ids submitted first, each with the adapter's payload(job_id) (list of strings, or a count N: the adapter's first N job_ids, doc-1..doc-N by default; default: its first; [] for none)",
-    "script": "the actions, in order (list of action tables)",
-    "expect": "checks once the script ran and the system drained (an expect table)",
-}
-FAULT_KEYS = {
-    "kind": "the fault kind",
-    "task": "the call it hits: a step's model task, fetch (documents) or send (receiver); default any",
-    "sticky": "fail every matching call, not only the next (bool)",
-    "retry_after_s": "a 429's Retry-After (number)",
-    "duration_s": "how long a slow call takes, or how long a failing one takes to fail (number)",
-    "per_job": "with sticky: hit only each job's first N calls of the task, an outage every job meets and outlives (int)",
-}
-EXPECT_KEYS = {
-    "state": "every job ends in this state",
-    "states": "table job id -> the state it ends in",
-    "calls": "table step -> paid calls made during that step, all jobs together",
-    "applied": "effects applied at the receiver (int)",
-    "wasted_max": "wasted paid calls, at most (int)",
-    "job_rows": "job rows in the database (int; scenarios only)",
-    "burst_max": "{ step, max, window_s = 1.0, from_s = 0.0 }: at most max calls in any window (scenarios only)",
-    "call_gap_min": "{ step, seconds }: calls of one job's step at least this far apart (scenarios only)",
-}
-SCENARIO_ONLY_EXPECT = ("job_rows", "burst_max", "call_gap_min")
-BURST_KEYS = {"step": "the step", "max": "calls allowed in any window", "window_s": "window length (s)", "from_s": "count calls from this many seconds after the start"}
-GAP_KEYS = {"step": "the step", "seconds": "the least time between two calls of one job"}
-
-# verb -> (what the verb's value is, the other keys it allows)
-ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "submit": ("job id", ("payload", "expect_error", "worker")),
-    "run": ("worker iterations (int)", ("worker",)),
-    "send": ("true: outbox passes until none is due", ("worker",)),
-    "advance_s": ("seconds of fake time", ()),
-    "poll_s": ("seconds a worker polls, running what is due at each tick", ("tick_s", "worker")),
-    "drain": ("true: run until every job is settled, moving time to each due retry", ("worker",)),
-    "fault": ("a fault kind, armed now", ("task", "sticky", "retry_after_s", "duration_s", "per_job")),
-    "heal": ("true: every armed fault is gone", ()),
-    "requeue": ("job id", ("expect_error", "worker")),
-    "resolve": ("job id", ("action", "expect_error", "worker")),
-    "cancel": ("job id", ("expect_error", "worker")),
-    "expect": ("an expect table, checked now", ()),
-}
-
-
-class PlanError(ValueError):
-    """A fault plan that cannot be run: the message names the file, the key and what is allowed."""
-
-
-@dataclass(frozen=True)
-class Expect:
-    """What must be true at the end (or, in a script, at that moment)."""
-
-    where: str
-    state: str | None = None
-    states: Mapping[str, str] = field(default_factory=dict)
-    calls: Mapping[str, int] = field(default_factory=dict)
-    applied: int | None = None
-    wasted_max: int | None = None
-    job_rows: int | None = None
-    burst_max: Mapping[str, Any] | None = None
-    call_gap_min: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    kind: str
-    task: str | None = None
-    sticky: bool = False
-    retry_after_s: float | None = None
-    duration_s: float | None = None
-    per_job: int = 0
-
-
-@dataclass(frozen=True)
-class PointsSection:
-    jobs: tuple[str, ...] = ("<job 1>",)  # the target's first job (chaos.adapter.job_ref)
-    setup: tuple[str, ...] = ()
-    phase: str = "worker"
-    faults: tuple[FaultSpec, ...] = ()
-    second_worker: bool = False
-    steps: tuple[str, ...] | None = None
-    deep: bool = True
-    fault: tuple[str, ...] | None = None  # None: the plugin's --chaos-faults setting decides
-    expect: Expect | None = None
-
-
-@dataclass(frozen=True)
-class Action:
-    """One line of a script: ``verb`` with its value, plus the keys the verb allows."""
-
-    where: str
-    verb: str
-    value: Any
-    options: Mapping[str, Any] = field(default_factory=dict)
-    fault: FaultSpec | None = None
-    expect: Expect | None = None
-
-
-@dataclass(frozen=True)
-class ScriptedScenario:
-    name: str
-    lesson: str
-    jobs: tuple[str, ...]
-    script: tuple[Action, ...]
-    expect: Expect | None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A parsed fault plan (checked against a target later, by :func:`check_against`).
-
-    ``path`` is the plan's name in messages (its test id); ``file`` the file it was read from.
-    """
-
-    path: str
-    lesson: str
-    target: str | None = None
-    points: PointsSection | None = None
-    scenarios: tuple[ScriptedScenario, ...] = ()
-    file: str = ""
-
-    @property
-    def name(self) -> str:
-        return os.path.splitext(os.path.basename(self.path))[0]
 
 
 def load_plan(path: str | os.PathLike[str], *, shown: str | None = None) -> Plan:
@@ -303,7 +136,7 @@ def _points(path: str, raw: Mapping[str, Any]) -> PointsSection:
     steps = raw.get("steps")
     jobs = _jobs(path, f"{where}.jobs", raw.get("jobs", 1))
     expect = _expect(path, f"{where}.expect", raw["expect"], scenario=False) if "expect" in raw else None
-    _check_jobs_named(path, expect, list(jobs))
+    check_jobs_named(path, expect, list(jobs))
     return PointsSection(
         jobs=jobs,
         setup=setup,
@@ -359,7 +192,7 @@ def _scenario(path: str, index: int, raw: Mapping[str, Any], plan_lesson: str) -
         raise PlanError(f"{path}: [[scenario]] number {index + 1} has no 'name'; it names the test item")
     name = _text(path, f"{where}.name", raw["name"])
     if not NAME_FORM.match(name):
-        raise PlanError(f"{path}: key '{where}.name' is {_clipped(name)}; use at most 63 letters, digits, _ . - (it is part of a test id)")
+        raise PlanError(f"{path}: key '{where}.name' is {clipped(name)}; use at most 63 letters, digits, _ . - (it is part of a test id)")
     where = f"scenario {name!r}"
     if "script" not in raw:
         raise PlanError(f"{path}: {where} has no 'script'; list its actions, e.g. script = [{{ drain = true }}]")
@@ -368,7 +201,7 @@ def _scenario(path: str, index: int, raw: Mapping[str, Any], plan_lesson: str) -
     expect = _expect(path, f"{where}.expect", raw["expect"], scenario=True) if "expect" in raw else None
     submitted = [*jobs, *(a.value for a in script if a.verb == "submit")]
     for checked in [expect, *(a.expect for a in script)]:
-        _check_jobs_named(path, checked, submitted)
+        check_jobs_named(path, checked, submitted)
     return ScriptedScenario(
         name=name,
         lesson=_text(path, f"{where}.lesson", raw["lesson"]) if "lesson" in raw else plan_lesson,
@@ -376,25 +209,6 @@ def _scenario(path: str, index: int, raw: Mapping[str, Any], plan_lesson: str) -
         script=script,
         expect=expect,
     )
-
-
-def _check_jobs_named(path: str, expect: Expect | None, submitted: list[str]) -> None:
-    """An expectation of a job's state names a job the plan submits: another id would fail as a
-    finding of the code under test, when it is a typo in the plan."""
-    if expect is None:
-        return
-    if any(JOB_POSITION.fullmatch(job) for job in submitted):
-        return  # the target's jobs, by position: check_against checks the ids they are on its adapter
-    for job in expect.states:
-        if job not in submitted:
-            known = ", ".join(dict.fromkeys(submitted)) or "none"
-            raise PlanError(f"{path}: key '{expect.where}.states' names job {_clipped(job)}, which is never submitted; "
-                            f"submitted: {known}")
-
-
-def _clipped(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _action(path: str, where: str, raw: Any) -> Action:
@@ -520,66 +334,6 @@ def _expect(path: str, where: str, raw: Any, *, scenario: bool) -> Expect:
         burst_max=burst,
         call_gap_min=gap,
     )
-
-
-# -- checks against the target ------------------------------------------------------------------
-def check_against(plan: Plan, adapter: Adapter) -> None:
-    """Check the plan's step, state and task names against the target's workflow."""
-    steps = list(adapter.step_states())
-    states = sorted(adapter.states())
-    tasks_fn: Callable[[], Any] | None = getattr(adapter, "fault_tasks", None)
-    tasks = sorted(tasks_fn() if tasks_fn is not None else set(steps) | {"fetch", "send"})
-    faults: list[tuple[str, FaultSpec]] = []
-    expects: list[Expect] = []
-    if plan.points is not None:
-        p = plan.points
-        groups = [GROUP_SEND] if p.phase == "sender" else [GROUP_CLAIM, *steps, GROUP_RELEASE]
-        for name in p.steps or ():
-            if name not in groups:
-                raise PlanError(
-                    f"{plan.path}: key 'points.steps' has unknown step {name!r}; allowed for phase {p.phase!r}: {', '.join(groups)}"
-                )
-        faults += [(f"points.faults[{i}]", f) for i, f in enumerate(p.faults)]
-        expects += [p.expect] if p.expect else []
-    for scenario in plan.scenarios:
-        for action in scenario.script:
-            if action.fault is not None:
-                faults.append((action.where, action.fault))
-            if action.expect is not None:
-                expects.append(action.expect)
-        expects += [scenario.expect] if scenario.expect else []
-    _check_jobs_on(plan, adapter)
-    for where, fault in faults:
-        if fault.task is not None and fault.task not in tasks:
-            raise PlanError(f"{plan.path}: key '{where}.task' is {fault.task!r}, not a task of the target; allowed: {', '.join(tasks)}")
-    for expect in expects:
-        _check_expect(plan.path, expect, steps, states)
-
-
-def _check_jobs_on(plan: Plan, adapter: Adapter) -> None:
-    """The jobs a plan names by position (its default, or a count) are the adapter's ``job_ids``:
-    an expectation naming a job is checked against those ids, as it could not be when the plan was read."""
-    from chaos.adapter import resolve_jobs
-
-    if plan.points is not None:
-        _check_jobs_named(plan.path, plan.points.expect, [resolve_jobs(j, adapter) for j in plan.points.jobs])
-    for scenario in plan.scenarios:
-        submitted = [*(resolve_jobs(j, adapter) for j in scenario.jobs), *(a.value for a in scenario.script if a.verb == "submit")]
-        for checked in [scenario.expect, *(a.expect for a in scenario.script)]:
-            _check_jobs_named(plan.path, checked, submitted)
-
-
-def _check_expect(path: str, expect: Expect, steps: list[str], states: list[str]) -> None:
-    named_states = ([("state", expect.state)] if expect.state else []) + [(f"states.{k}", v) for k, v in expect.states.items()]
-    for key, state in named_states:
-        if state not in states:
-            raise PlanError(f"{path}: key '{expect.where}.{key}' is {state!r}, not a state of the target; allowed: {', '.join(states)}")
-    named_steps = [(f"calls.{k}", k) for k in expect.calls]
-    named_steps += [("burst_max.step", expect.burst_max["step"])] if expect.burst_max else []
-    named_steps += [("call_gap_min.step", expect.call_gap_min["step"])] if expect.call_gap_min else []
-    for key, step in named_steps:
-        if step not in steps:
-            raise PlanError(f"{path}: key '{expect.where}.{key}' names step {step!r}, not a step of the target; allowed: {', '.join(steps)}")
 
 
 # -- small typed readers ------------------------------------------------------------------------

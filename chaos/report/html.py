@@ -32,7 +32,8 @@ from chaos.core.unreachable import declared_unreachable
 from chaos.core.whole_file import write_whole
 from chaos.report.assets import CSS, JS, KEYS_HELP, LEGEND
 from chaos.report.report_path import HEAD_BYTES, REPORT_TITLE, check_report_path, pages_folder
-from chaos.report.summary import FAULT_MEANING, FAULT_ORDER, MACHINE_KIND_OF, MACHINE_OUTCOMES, Summary, machine_outcome, summarize
+from chaos.report.summary import (FAULT_MEANING, FAULT_ORDER, MACHINE_KIND_OF, MACHINE_OUTCOMES, Summary, machine_outcome,
+                                  summarize)
 from chaos.report.terminal import ALL_FAILURES_FLAG, FINDINGS_SHOWN_MAX, findings_lines, terminal_lines
 
 __all__ = [

@@ -18,7 +18,10 @@ from typing import Any
 
 from chaos.core.unreachable import declared_unreachable
 
-__all__ = ["EXERCISED_EXITS", "MACHINE_KIND_OF", "FAULT_ORDER", "FAULT_LABELS", "FAULT_MEANING", "MACHINE_OUTCOMES", "Summary", "machine_outcome", "summarize"]
+__all__ = [
+    "EXERCISED_EXITS", "MACHINE_KIND_OF", "FAULT_ORDER", "FAULT_LABELS", "FAULT_MEANING", "MACHINE_OUTCOMES", "Summary",
+    "machine_outcome", "summarize"
+]
 
 EXERCISED_EXITS = ("killed", "paused")  # the worker was stopped at the point (killed, or frozen)
 # The faults of the machine, by sub-kind (chaos.hostfaults.faults.KIND_OF; a test checks they agree).
