@@ -18,26 +18,24 @@ disk shows within a write or two; the ``io`` faults run in a process started by 
 ``fiu-run`` (:func:`~chaos.hostfaults.faults.run_preloaded`).
 
 A ``[[scenario]]`` runs its script on a :class:`~chaos.core.sandbox.Sandbox`, drains, and checks the
-whole invariant catalog and its ``expect`` table.
+whole invariant catalog and its ``expect`` table. (:mod:`chaos.plans.scenarios`, whose public names this
+module's ``__all__`` names too).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
 import sqlite3
-import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple, TYPE_CHECKING
 
-from chaos.adapter import resolve_jobs
 from chaos.adapters.postgres import is_postgres
 from chaos.core import effects, libfiu
-from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS, Violation, busiest_window
-from chaos.core.findings import plain, plural
+from chaos.core.invariants import HARNESS_CHECKS, INVARIANTS
+from chaos.core.findings import plain
 from chaos.hostfaults.faults import (
     CHECKS,
     KIND_OF,
@@ -50,15 +48,14 @@ from chaos.hostfaults.faults import (
 )
 from chaos.core.store_faults import small_pages
 from chaos.matrix.runner import Share
-from chaos.plans.plan import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Action, Expect, FaultSpec, Plan, PlanError, ScriptedScenario
+from chaos.plans.plan import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Plan, PlanError
 from chaos.core.points import CommitCounter, Point, Recorder
 from chaos.core.sampling import sample_every_kind
-from chaos.core.sandbox import Sandbox
 from chaos.core.freeze import run_interleaving, run_pause
 from chaos.core.prepare import prepare
 from chaos.core.kill import run_point
 from chaos.core.scenario import PAUSE_KINDS, Family, Outcome, Scenario
-from chaos.core.world import Call, Fault
+from chaos.plans.scenarios import ScenarioResult, expect_failures, run_scenario, to_fault
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
@@ -152,7 +149,7 @@ def prepare_points(plan: Plan, adapter: Adapter, workdir: str, *, seed: int, fau
         jobs=section.jobs,
         setup=section.setup,
         phase="worker" if section.phase == "worker" else "sender",
-        faults=tuple(_fault(f) for f in section.faults),
+        faults=tuple(to_fault(f) for f in section.faults),
         second_worker=section.second_worker,
     )
     try:
@@ -417,180 +414,6 @@ def _run_io(adapter: Adapter, family: Family, index: int, scratch: str, *, seed:
     if len(done) != 1:
         raise RuntimeError(f"the process started under fiu-run returned {len(done)} outcomes for one {fault} point")
     return done[0][1]
-
-
-# -- scripted scenarios -------------------------------------------------------------------------
-@dataclass
-class ScenarioResult:
-    violations: list[Violation] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    wasted_calls: int = 0
-    seconds: float = 0.0
-    final_states: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def held(self) -> bool:
-        return not self.violations and not self.failures
-
-
-def run_scenario(scenario: ScriptedScenario, adapter: Adapter, directory: str, *, seed: int) -> ScenarioResult:
-    """Play the script, drain, then check the invariant catalog and the scenario's expect."""
-    started = time.perf_counter()
-    box = Sandbox(adapter, directory, seed=seed)
-    result = ScenarioResult()
-    try:
-        for job_id in scenario.jobs:
-            box.submit(resolve_jobs(job_id, adapter))  # a job named by position is the adapter's
-        for action in scenario.script:
-            problem = _play(box, action, adapter)
-            if problem:
-                result.failures.append(problem)
-                break
-        else:
-            box.drain()
-            result.violations = box.check()
-            if scenario.expect is not None:
-                result.failures += _box_failures(box, scenario.expect)
-        result.wasted_calls = box.wasted_calls()
-        result.final_states = box.states()
-    finally:
-        box.close()
-    result.seconds = time.perf_counter() - started
-    return result
-
-
-def _play(box: Sandbox, action: Action, adapter: Adapter) -> str | None:
-    """Do one action; return what went wrong, if anything."""
-    o = action.options
-    worker = o.get("worker", "w1")
-    expected = o.get("expect_error")
-    errors: tuple[type[BaseException], ...] = ()
-    if expected == "conflict":
-        errors = tuple(getattr(adapter, "conflict_errors", ())) or (Exception,)
-    elif expected == "illegal":
-        errors = tuple(getattr(adapter, "human_errors", ())) or (Exception,)
-    try:
-        if action.verb == "submit":
-            box.submit(action.value, o.get("payload"), worker=worker)
-        elif action.verb == "run":
-            box.run(action.value, worker=worker)
-        elif action.verb == "send":
-            box.send(worker=worker)
-        elif action.verb == "advance_s":
-            box.advance(action.value)
-        elif action.verb == "poll_s":
-            box.poll(action.value, o["tick_s"], worker=worker)
-        elif action.verb == "drain":
-            box.drain(worker=worker)
-        elif action.verb == "fault":
-            assert action.fault is not None
-            box.arm(_fault(action.fault))
-        elif action.verb == "heal":
-            box.heal()
-        elif action.verb == "requeue":
-            box.requeue(action.value, worker=worker)
-        elif action.verb == "resolve":
-            box.resolve(action.value, o["action"], worker=worker)
-        elif action.verb == "cancel":
-            box.cancel(action.value, worker=worker)
-        elif action.verb == "expect":
-            assert action.expect is not None
-            failures = _box_failures(box, action.expect)
-            return "; ".join(failures) if failures else None
-    except errors:
-        return None
-    except Exception as exc:
-        return f"{action.where} ({_describe(action)}) raised {type(exc).__name__}: {exc}"
-    if expected is not None:
-        return f"{action.where} ({_describe(action)}) was accepted, but the plan expects it to be refused as {expected}"
-    return None
-
-
-def _describe(action: Action) -> str:
-    parts = [f"{action.verb} = {json.dumps(action.value) if action.verb != 'expect' else '{...}'}"]
-    parts += [f"{k} = {json.dumps(v)}" for k, v in action.options.items()]
-    return ", ".join(parts)
-
-
-def _box_failures(box: Sandbox, expect: Expect) -> list[str]:
-    calls = box.calls()
-    failures = expect_failures(
-        expect,
-        states=box.states(),
-        calls_by_step=Counter(c.step for c in calls),
-        applied=len(box.applied()),
-        wasted=box.wasted_calls(),
-        last_errors=box.last_errors(),
-    )
-    if expect.job_rows is not None:
-        rows = len(box.states())
-        if rows != expect.job_rows:
-            failures.append(f"{expect.where}: expected {plural(expect.job_rows, 'job row')}, found {rows}")
-    if expect.burst_max is not None:
-        b = expect.burst_max
-        since = box.started_at + b["from_s"]
-        times = sorted(c.at for c in calls if c.step == b["step"] and c.at >= since)
-        worst, at = busiest_window(times, b["window_s"])
-        if worst > b["max"]:
-            failures.append(
-                f"{expect.where}: {worst} calls of step {b['step']!r} within {b['window_s']:g}s "
-                f"(from t={at - box.started_at:.2f}s); at most {b['max']} allowed"
-            )
-    if expect.call_gap_min is not None:
-        g = expect.call_gap_min
-        gap, job = _smallest_gap(calls, g["step"])
-        if gap is not None and gap < g["seconds"]:
-            failures.append(
-                f"{expect.where}: two calls of step {g['step']!r} for job {job!r} were {gap:.2f}s apart; at least {g['seconds']:g}s expected"
-            )
-    return failures
-
-
-def expect_failures(expect: Expect, *, states: dict[str, str], calls_by_step: Counter, applied: int, wasted: int,
-                    last_errors: dict[str, str | None] | None = None) -> list[str]:
-    """What a section's ``expect`` finds wrong, one line each (a job in the wrong state with its
-    ``last_error``, where the engine gave one)."""
-    out: list[str] = []
-    errors = last_errors or {}
-
-    def why(job_ids: Iterable[str]) -> str:
-        said = [f"{job_id!r}: {errors[job_id]}" for job_id in job_ids if errors.get(job_id)]
-        return f" (last_error of {'; of '.join(said)})" if said else ""
-
-    if expect.state is not None:
-        wrong = {j: s for j, s in sorted(states.items()) if s != expect.state}
-        if wrong or not states:
-            out.append(f"{expect.where}: expected every job in {expect.state!r}, found {wrong or 'no jobs'}{why(wrong)}")
-    for job_id, state in expect.states.items():
-        if states.get(job_id) != state:
-            out.append(f"{expect.where}: expected job {job_id!r} in {state!r}, found {states.get(job_id)!r}{why([job_id])}")
-    for step, count in expect.calls.items():
-        if calls_by_step.get(step, 0) != count:
-            out.append(f"{expect.where}: expected {plural(count, 'paid call')} during step {step!r}, the ledger has {calls_by_step.get(step, 0)}")
-    if expect.applied is not None and applied != expect.applied:
-        out.append(f"{expect.where}: expected {plural(expect.applied, 'effect')} applied at the receiver, found {applied}")
-    if expect.wasted_max is not None and wasted > expect.wasted_max:
-        out.append(f"{expect.where}: {plural(wasted, 'wasted paid call')}; at most {expect.wasted_max} allowed")
-    return out
-
-
-def _smallest_gap(calls: list[Call], step: str) -> tuple[float | None, str | None]:
-    last: dict[str, float] = {}
-    best: tuple[float | None, str | None] = (None, None)
-    for call in calls:
-        if call.step != step:
-            continue
-        if call.job_id in last:
-            gap = call.at - last[call.job_id]
-            if best[0] is None or gap < best[0]:
-                best = (gap, call.job_id)
-        last[call.job_id] = call.at
-    return best
-
-
-def _fault(spec: FaultSpec) -> Fault:
-    return Fault(spec.kind, task=spec.task, retry_after_s=spec.retry_after_s, duration_s=spec.duration_s, sticky=spec.sticky,
-                 per_job=spec.per_job)
 
 
 def why(invariant: str) -> str:
