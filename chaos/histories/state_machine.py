@@ -42,14 +42,15 @@ from chaos.core.scenario import MODES, T0, task_names
 from chaos.core.settle import settle
 from chaos.core.world import Fault, World
 from chaos.histories.alone import baseline_violations
-from chaos.histories.databases import FROZEN_BUSY_TIMEOUT_S, TEMPLATES, create, hold_write_lock, page_count, scratch_root, server_side
+from chaos.histories.databases import (FROZEN_BUSY_TIMEOUT_S, TEMPLATES, create, drop_templates, hold_write_lock, page_count,
+                                       scratch_root, server_side)
 from chaos.histories.at_rest import AtRest
 from chaos.histories.violations import AT_REST, BEFORE, HUMAN_ACTIONS, InvariantViolated, kind_of, violated
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
-__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IGNORABLE", "AT_REST", "BEFORE", "baseline_violations", "kind_of", "violated"]
+__all__ = ["Histories", "InvariantViolated", "machine_for", "HUMAN_ACTIONS", "IGNORABLE", "AT_REST", "BEFORE", "baseline_violations", "kind_of", "violated", "drop_templates"]
 
 NEEDS_HUMAN = "needs_human"  # the reference's state of a job waiting for a person
 RETRY_AFTER_S = 30.0
