@@ -13,5 +13,5 @@ all (whole_file).
 
 __all__ = [
     "annotations", "capabilities", "clock", "content", "context", "declared", "effects", "evidence", "findings", "fixes", "freeze", "hangs", "invariants", "iteration", "kill", "ledger_file", "libfiu", "points", "pool", "prepare", "pristine", "process",
-    "raises", "recovery", "run_checks", "sampling", "sandbox", "scenario", "settle", "store_faults", "template", "unreachable", "verdict", "whole_file", "world",
+    "raises", "recovery", "run_checks", "sampling", "sandbox", "scenario", "settle", "store_faults", "template", "thread_connections", "unreachable", "verdict", "whole_file", "world",
 ]
