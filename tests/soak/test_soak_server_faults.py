@@ -4,9 +4,10 @@ Goal: a soak whose server has every backend terminated (``pg_terminate_backend``
 restarted as a crash would (``pg_ctl restart -m immediate``) while workers and the sender run
 either delivers every job with every invariant held, or fails naming the cause; it never passes
 with jobs that its own harness failed. Method: a short soak through the soak's own trial, with the
-fault injected once a fifth of the jobs has settled, on a throwaway server of the test's own (a
-restart would cut the other tests' sessions); and a harness error planted in the call ledger of
-an otherwise clean run, which must turn its verdict into a failure that says so.
+fault injected once a fifth of the jobs has settled, on a throwaway server of this module's own (a
+restart would cut the other tests' sessions), each soak in a database of its own on it; and a
+harness error planted in the call ledger of an otherwise clean run, which must turn its verdict
+into a failure that says so.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ from pg_fixtures import require
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
 
 JOBS = 150
+SOAK_DATABASE = "soak"
 TERMINATE_ALL = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                  "WHERE datname = %s AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server():
+    """One server for this module's soaks (each xdist worker that runs one starts its own): a fault
+    test leaves it running, a restarted server recovered, and its soak's database is dropped."""
     try:
         s = TemporaryPostgres()
         s.start()
@@ -46,7 +50,8 @@ def server():
 
 def _soak_with_fault(server, tmp_path, fault):
     """A soak of JOBS jobs with kills; ``fault(server)`` runs once, when a fifth of them settled."""
-    db = server.create_database("soak")
+    server.drop_database(SOAK_DATABASE)  # a soak before this one on the module's server left its own
+    db = server.create_database(SOAK_DATABASE)
     landed: list = []
 
     def on_progress(progress, run):
@@ -72,7 +77,7 @@ def _assert_truthful(result, figures, report):
 
 def _terminate_all(server) -> int:
     with psycopg.connect(server.url(), autocommit=True) as admin:
-        return admin.execute(TERMINATE_ALL, ("soak",)).fetchone()[0]
+        return admin.execute(TERMINATE_ALL, (SOAK_DATABASE,)).fetchone()[0]
 
 
 def _crash_restart(server) -> bool:
