@@ -113,15 +113,31 @@ def _run(project: pytest.Pytester, target: str, *args: str) -> pytest.RunResult:
     return project.runpytest_subprocess("--chaos-target", target, *args)
 
 
+def _failures_in_junit(xml) -> int:
+    return sum(1 for case in ET.parse(xml).getroot().iter("testcase") if case.find("failure") is not None)
+
+
+def _screen(result: pytest.RunResult) -> list[str]:
+    """The lines of a run's terminal but the one that ``--junitxml`` adds (its file's path): what
+    the same run prints with pytest's default flags."""
+    return [line for line in result.outlines if not re.fullmatch(r"-+ generated xml file: .* -+", line)]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["default", "xdist"])
-def test_a_step_that_sends_its_email_itself_fails_the_gate_in_one_screen(orders, workers):
-    result = _run(orders, "orders.gate:SendsItself", *workers)
+def test_a_step_that_sends_its_email_itself_fails_the_gate_in_one_screen(orders, workers, tmp_path):
+    # The same run writes the JUnit XML: the folded terminal keeps every failed item there (the
+    # flag's test below reads it from a run that lists every point).
+    xml = tmp_path / "junit.xml"
+    result = _run(orders, "orders.gate:SendsItself", *workers, f"--junitxml={xml}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
-    assert len(result.outlines) <= SCREEN_LINES_MAX, f"{len(result.outlines)} lines:\n{out}"
+    screen = _screen(result)
+    assert len(screen) == len(result.outlines) - 1, "the XML's line is the only one --junitxml adds"
+    assert len(screen) <= SCREEN_LINES_MAX, f"{len(screen)} lines:\n{out}"
     failed = int(re.search(r"(\d+) failed", result.outlines[-1]).group(1))
     assert failed > 200  # hundreds of plan items fail alike: every one counted in pytest's last line
+    assert _failures_in_junit(xml) == failed
     # The finding, once in the summary: its count, the user's line, the fix for its cause, one replay.
     summary = out[out.index("= crashgate ="):]
     assert re.search(r"^findings: 1 finding in \d+ violated", summary, re.M), summary
@@ -180,13 +196,7 @@ def test_the_flag_lists_every_point_and_the_junit_xml_keeps_every_item(orders, t
     assert len(re.findall(r"^  test_gate\.py::test_orders_survive_a_crash_at_every_line --chaos-points", listed, re.M)) == 30
     matrix_text = out[out.index("30 of 30 crash points"):]
     assert len(re.findall(r"^  test_gate\.py::test_orders_survive_a_crash_at_every_line --chaos-points", matrix_text, re.M)) >= 30
-    cases = ET.parse(xml).getroot().iter("testcase")
-    assert sum(1 for case in cases if case.find("failure") is not None) == failed
-
-    folded = _run(orders, "orders.gate:SendsItself", f"--junitxml={xml}")  # the folded terminal, the same XML
-    assert folded.ret == pytest.ExitCode.TESTS_FAILED
-    cases = ET.parse(xml).getroot().iter("testcase")
-    assert sum(1 for case in cases if case.find("failure") is not None) == failed
+    assert _failures_in_junit(xml) == failed  # the folded terminal's XML: see the one-screen test above
 
 
 def test_the_flag_is_an_option_like_the_others_and_the_summary_names_it():
