@@ -106,23 +106,29 @@ def test_a_step_timeout_must_be_shorter_than_the_lease(workflow, store, clock, m
         make_worker(lease_s=30, step_timeout_s=30)
 
 
+HANG_S = 60.0  # a step that hangs: the worker's timeout (0.3 s) must end it long before this
+
+
 def test_a_hung_step_is_abandoned_at_its_timeout_and_the_job_retried(store):
+    # The step hangs far longer than the bound, and the lease is far longer than the timeout: on a
+    # busy machine the worker may take seconds to notice the timeout, but only abandoning the step
+    # ends run_once before the hang would, and the lease cannot run out first.
     release = threading.Event()
 
     def hang(ctx):
-        release.wait(5)
+        release.wait(HANG_S)
         return {"late": True}
 
     wf = Workflow("hang", [Step("hang", hang)])
     from engine import SystemClock, Worker
 
     store.submit("j", {}, now=time.time())
-    worker = Worker(store, wf, clock=SystemClock(), lease_s=0.8, step_timeout_s=0.3, threaded=True)
+    worker = Worker(store, wf, clock=SystemClock(), lease_s=30, step_timeout_s=0.3, threaded=True)
     started = time.monotonic()
     result = worker.run_once()
     release.set()
     assert result.outcome == "retry"
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < HANG_S / 3
     job = store.get("j")
     assert job.state == "pending"
     assert "StepTimeout" in job.last_error
