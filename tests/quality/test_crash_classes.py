@@ -12,6 +12,8 @@ every point ends the same.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from chaos import ReferenceAdapter, run_matrix
@@ -19,6 +21,13 @@ from chaos.core.points import crash_classes
 
 from .user_workflows import MemoryNotes, QuickNotes
 from .variants import InlineSteps, SkipMemoLookup, SplitMemo
+
+
+@functools.cache
+def _every_point(kind: type, families: tuple[str, ...] | None):
+    """The crash matrix of a new ``kind()`` at every point of ``families``, run once per test
+    process: the blind grouping below reads the same run as the class comparison of its adapter."""
+    return run_matrix(kind(), families=families, faults=["crash"], exhaustive=True)
 
 
 def _ending(result):
@@ -49,7 +58,7 @@ def _ending(result):
     ids=["reference", "reference-store-faults", "reference-io-and-skew", "reference-damage-and-ids", "reference-hung-call", "reference-inline", "notes", "notes-memory", "split-memo", "skip-memo-lookup"],
 )
 def test_every_point_of_a_crash_class_ends_as_the_point_that_ran(adapter, families):
-    every = run_matrix(adapter, families=families, faults=["crash"], exhaustive=True)
+    every = _every_point(type(adapter), tuple(families) if families else None)
     classes = run_matrix(adapter, families=families, faults=["crash"])
 
     ran = {r.id: r for r in classes.results}
@@ -65,7 +74,7 @@ def test_every_point_of_a_crash_class_ends_as_the_point_that_ran(adapter, famili
 def test_classes_drawn_blindly_give_different_endings():
     """The comparison above can fail: grouping points without looking at the durable state (here
     runs of 8 consecutive points) puts points with different endings together."""
-    every = run_matrix(MemoryNotes(), faults=["crash"], exhaustive=True)
+    every = _every_point(MemoryNotes, None)
     by_family: dict[str, list] = {}
     for r in every.results:
         by_family.setdefault(r.family, []).append(r)
