@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 __all__ = ["Exit", "Ended", "Child", "ChildFailed", "Standby", "fork", "first_to_answer", "run_in_child", "tell", "stop_here", "die_here",
-           "in_child", "ERROR_LINES_MAX", "Hung", "Stack", "watchdog", "STACKS_SIGNAL"]
+           "in_child", "ERROR_LINES_MAX", "WAIT_S_MAX", "TIMED_OUT", "Hung", "Stack", "watchdog", "STACKS_SIGNAL"]
 
 
 class Exit(enum.StrEnum):
@@ -65,6 +65,7 @@ class Exit(enum.StrEnum):
 
 ERROR_LINES_MAX = 12  # the last lines of a traceback a result keeps
 WAIT_S_MAX = 900.0  # a child that neither ends nor stops by then is killed and reported
+TIMED_OUT = "did not finish within"  # how the error of a child killed for running past its wait begins
 # The signal that makes a watched child write every thread's stack (faulthandler, in C: it answers
 # while the interpreter is blocked in a lock, a sleep or a query). A real-time signal where there
 # is one, so that it meets no handler an engine installs for SIGUSR1 or SIGUSR2 (the inprocess
@@ -163,7 +164,7 @@ class Child:
                 raise watch.expired(self)
             if left <= 0:
                 self.kill()
-                self.ended = Ended(Exit.ERROR, error=f"did not finish within {timeout_s:.0f} s: killed", notes=self._take_notes())
+                self.ended = Ended(Exit.ERROR, error=f"{TIMED_OUT} {timeout_s:.0f} s: killed", notes=self._take_notes())
                 return self.ended
             ready, _, _ = select.select([self._fd], [], [], max(0.0, min(left, 1.0, watch.deadline - time.monotonic() if watch else 1.0)))
             if not ready:

@@ -17,8 +17,8 @@ from engine import NO_PROGRESS
 from chaos.adapter import Snapshot, server_databases
 from chaos.histories.alone import run_alone
 from chaos.histories.events import WORKERS, Heal, Resume
-from chaos.histories.lives import RECOVER, SECOND, Env, abandon_frozen, live
-from chaos.core.invariants import Violation, check, idempotent_submit, submit_policy
+from chaos.histories.lives import RECOVER, SECOND, Env, HungStep, abandon_frozen, live
+from chaos.core.invariants import Violation, check, hangs, idempotent_submit, submit_policy
 from chaos.core.iteration import one_iteration
 from chaos.core.recovery import recovering_workers, recovery_wait_s
 from chaos.core.settle import settle
@@ -88,7 +88,11 @@ class AtRest:
             session, crashed, _ = settle(env.session(last), inspect, settled, self.clock, restart=restart)
             return crashed, idempotent_submit(session, inspect, submitted, conflicts, policy)
 
-        crashed, resubmitted = live(self.env, RECOVER, drain)
+        try:
+            crashed, resubmitted = live(self.env, RECOVER, drain)
+        except HungStep:  # the drain's process ran past the bound: killed, and a finding of its own
+            self._fail([hangs("the drain at rest", "", self.env.wait_s)], AT_REST)
+            return
         snapshot = self._inspect()
         violations = crashed[:1] + check(self._evidence(snapshot), at_rest=True) + resubmitted
         violations += self._same_outcome(snapshot)

@@ -41,7 +41,8 @@ from engine import NO_PROGRESS, FakeClock
 from chaos.core.context import RunContext, close_quietly, is_sqlite, store_conn
 from chaos.core.iteration import one_iteration
 from chaos.core.points import CommitCounter, Killer, Point, Recorder
-from chaos.core.process import Child, Ended, Exit, die_here, fork, stop_here, tell
+from chaos.core.hangs import bound_s as hang_bound_s
+from chaos.core.process import TIMED_OUT, Child, Ended, Exit, die_here, fork, stop_here, tell
 from chaos.core.kill import Abandon, Abandoning
 from chaos.core.world import Fault, World
 
@@ -49,8 +50,8 @@ if TYPE_CHECKING:
     from chaos.adapter import Adapter
 
 __all__ = [
-    "Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised", "CLIENT", "OPS",
-    "SENDER", "RECOVER", "STORMER"
+    "Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised", "HungStep", "CLIENT", "OPS",
+    "SENDER", "RECOVER", "STORMER", "HUNG", "STEP_FACTOR", "step_bound_s", "hung"
 ]
 
 SECOND = "w-second"  # the worker that runs while a slow call outlives the lease
@@ -58,6 +59,10 @@ CLIENT, OPS, SENDER, RECOVER, STORMER = "client", "ops", "sender", "w-recover", 
 SECOND_ITERATIONS_MAX = 20
 DATABASE_FILES = ("engine.db", "engine.db-wal", "world.db", "world.db-wal")
 ERROR_CHARS_MAX = 4000
+# A step's worker process may run this many times the adapter's scenario bound before it is taken
+# for hung: a step runs an iteration or a few, the drain at rest every job's.
+STEP_FACTOR = 3.0
+HUNG = "hung:"  # how a step's outcome begins when its worker's process ran past the bound
 Delivery = tuple[int, bool]  # (n, before): die right before, or right after, the n-th delivery
 
 
@@ -86,6 +91,9 @@ class Env(RunContext):
         # many pages (SQLite's max_page_count). Shared memory: a frozen child sees, when it
         # wakes, whether the disk filled or was freed meanwhile (0: no limit).
         self._pages = _SharedInt()
+        # How long a worker's process of one step may run before it is killed and the step is a
+        # ``hangs`` finding (:func:`hung`): the history's bound (:func:`step_bound_s`).
+        self.wait_s = step_bound_s(adapter)
 
     def session(self, worker_id: str) -> Any:
         session = self.sessions.get(worker_id)
@@ -227,7 +235,7 @@ def _iteration(main: Env, env: Env, worker: str, phase: str, delivery: Delivery 
 def record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
     """Run the iteration on a copy of the files under a line recorder, in a child: its crash
     points, grouped into segments between durable writes (engine commits, paid calls, deliveries)."""
-    ended = fork(lambda: _record(main, worker, phase, tag)).wait()
+    ended = fork(lambda: _record(main, worker, phase, tag)).wait(main.wait_s)
     if ended.exit is not Exit.FINISHED:
         return []  # the iteration that is killed raises it again, and is reported there
     return ended.value
@@ -309,7 +317,7 @@ def kill(main: Env, worker: str, phase: str, mode: str, tag: str, point: Point |
     (that ends a process as surely). Either way the process is gone: ``main`` buries its session.
     """
     try:
-        ended = fork(lambda: _doomed_child(main, worker, phase, tag, point, delivery, mode)).wait()
+        ended = fork(lambda: _doomed_child(main, worker, phase, tag, point, delivery, mode)).wait(main.wait_s)
         _apply(main, ended.notes)  # the faults the child used up are used up
         if ended.exit is Exit.KILLED or (ended.exit is Exit.FINISHED and ended.value):
             return "killed"
@@ -370,6 +378,10 @@ class Raised(Exception):
     """What an iteration run in a child raised, when the exception itself cannot be sent back."""
 
 
+class HungStep(Raised):
+    """A worker's process of a step ran past the history's bound (:attr:`Env.wait_s`) and was killed."""
+
+
 def live(main: Env, worker: str, fn: Callable[[Env], Any]) -> Any:
     """Run ``fn(env)`` in a fresh child, as ``worker``'s next iteration; return its value or raise
     what it raised (a :class:`Raised` where the exception cannot be sent). The faults it used up,
@@ -387,10 +399,11 @@ def live(main: Env, worker: str, fn: Callable[[Env], Any]) -> Any:
         except Exception as exc:  # sent back and raised again in the parent
             return "raised", _portable(exc)
 
-    ended = fork(body).wait()
+    ended = fork(body).wait(main.wait_s)
     _apply(main, ended.notes)
     if ended.exit is not Exit.FINISHED:
-        raise Raised(_raised(ended))
+        outcome = _raised(ended)
+        raise (HungStep if hung(outcome) else Raised)(outcome)
     kind, value = ended.value
     if kind == "raised":
         raise _rebuilt(value)
@@ -434,8 +447,23 @@ def _rebuilt(value: Any) -> BaseException:
 
 
 def _raised(ended: Ended) -> str:
+    if ended.error.startswith(TIMED_OUT):  # killed by the bound: not the engine's exception, a hang
+        return f"{HUNG} {ended.error}"
     last = (ended.error or f"exit status {ended.status}").strip().splitlines()[-1]
     return f"raised {last}; its process died"
+
+
+def step_bound_s(adapter: Any) -> float:
+    """How long one step's worker process may run (an iteration, a pause, a resumed worker
+    finishing, a drain): :data:`STEP_FACTOR` times the adapter's scenario bound
+    (:func:`chaos.core.hangs.bound_s`: its ``scenario_timeout_s``, else a minute), since a step may
+    run several iterations and the drain at rest every job's."""
+    return STEP_FACTOR * hang_bound_s(adapter)
+
+
+def hung(outcome: str) -> bool:
+    """Whether a step's ``outcome`` is a worker's process killed for running past the bound."""
+    return outcome.startswith(HUNG)
 
 
 @dataclass
@@ -462,7 +490,7 @@ def pause(main: Env, worker: str, phase: str, tag: str, point: Point) -> Frozen 
     up are used up here too.
     """
     child = fork(lambda: _frozen_child(main, worker, phase, tag, point))
-    ended = child.wait()
+    ended = child.wait(main.wait_s)
     _apply(main, ended.notes)
     if ended.exit is Exit.STOPPED:
         return Frozen(worker, child, point)
@@ -471,7 +499,7 @@ def pause(main: Env, worker: str, phase: str, tag: str, point: Point) -> Frozen 
 
 def resume(main: Env, frozen: Frozen) -> str:
     """Wake a frozen worker (SIGCONT) and let it finish its iteration; returns how it ended."""
-    ended = frozen.child.resume()
+    ended = frozen.child.resume(main.wait_s)
     _apply(main, ended.notes)
     return _ended(main, ended, frozen.worker, woke=True)
 

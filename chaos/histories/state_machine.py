@@ -31,11 +31,11 @@ from engine import STORE_UNAVAILABLE
 
 from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter, payload_for
 from chaos.core.clock import SharedClock, time_source
-from chaos.histories.lives import CLIENT, OPS, SECOND, SENDER, STORMER, Env, Frozen, kill, live, pause, record, resume
+from chaos.histories.lives import CLIENT, OPS, SECOND, SENDER, STORMER, Env, Frozen, HungStep, hung, kill, live, pause, record, resume
 from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, Advance, Arm, Event, Heal, Human, Kill,
                       KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events,
                       history_jobs)
-from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, initial_states, retry_spread, submit_policy
+from chaos.core.invariants import INVARIANTS, Evidence, Violation, check, hangs, initial_states, retry_spread, submit_policy
 from chaos.matrix.families import STORM_FAULTS
 from chaos.core.iteration import one_iteration
 from chaos.core.scenario import MODES, T0, task_names
@@ -174,10 +174,15 @@ class Histories(AtRest, RuleBasedStateMachine):
         self.log.append(f"{len(self.log) + 1}. {event}")
         self.kind = kind_of(event)
         handler = getattr(self, "_" + type(event).__name__.lower())
-        outcome = handler(event)
+        try:
+            outcome = handler(event)
+        except HungStep as exc:
+            outcome = str(exc)
         self._count_frozen_expiries()
         if outcome:
             self.log[-1] += f": {outcome}"
+        if hung(outcome):  # a worker's process ran past the bound: killed, and a finding of its own
+            self._fail([hangs(f"step {len(self.log)} ({event})", "", self.env.wait_s)])
         if outcome.startswith("raised"):
             self.stats["raised"] += 1
 

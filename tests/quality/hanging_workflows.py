@@ -4,6 +4,8 @@
   crash interrupted it), sleeps for an hour: the baseline and every point before and after
   ``classify`` hold; the points where the recovery runs ``classify`` again hang.
 - :class:`FreezesInRecovery`: the same, with the recovery waiting on a lock nobody releases.
+- :class:`SleepsInClassify`: ``classify`` sleeps for an hour on every job but the first (the one
+  a history's baseline runs alone), under a 2 s bound: a history that runs another job that far hangs.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ SLEEP_S = 3600.0
 _never = threading.Lock()
 
 
-def _hanging_classify(workflow: Workflow, wait: Any) -> Workflow:
+def _hanging_classify(workflow: Workflow, wait: Any, when: Any = lambda ctx: ctx.attempt > 1) -> Workflow:
     def again(step: Step) -> Step:
         def hangs_when_run_again(ctx: Any) -> StepOutput:
-            if ctx.attempt > 1:
+            if when(ctx):
                 wait()
             return step.fn(ctx)
 
@@ -54,6 +56,14 @@ class FreezesInRecovery(QuickNotes):
 
     def workflow(self, world: Any) -> Workflow:
         return _hanging_classify(notes_workflow(world.model), _locked)
+
+
+class SleepsInClassify(QuickNotes):
+    name = "notes-sleeps-in-classify"
+    scenario_timeout_s = 1.0
+
+    def workflow(self, world: Any) -> Workflow:
+        return _hanging_classify(notes_workflow(world.model), _sleep, when=lambda ctx: ctx.job_id != "doc-1")
 
 
 class ImpatientNotes(QuickNotes):

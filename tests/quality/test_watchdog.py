@@ -19,7 +19,7 @@ from chaos import run_matrix
 from chaos.matrix.runner import MatrixUsageError
 
 from . import hanging_workflows
-from .hanging_workflows import ImpatientNotes, SleepsInRecovery
+from .hanging_workflows import ImpatientNotes, SleepsInClassify, SleepsInRecovery
 from .user_workflows import QuickNotes
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -98,3 +98,18 @@ def test_a_bad_scenario_timeout_given_to_run_matrix_or_declared_by_the_adapter_i
         run_matrix(QuickNotes(), faults=["crash"], scenario_timeout_s=-1.0)
     with pytest.raises(MatrixUsageError, match=r"scenario timeout 'soon' \(from the adapter's scenario_timeout_s\)"):
         run_matrix(ImpatientNotes(), faults=["crash"])
+
+
+def test_a_history_whose_worker_sleeps_forever_is_a_hangs_finding_within_the_steps_bound():
+    """Goal: random histories are bounded too: a step whose worker's process never ends is killed
+    at the history's bound (three times the adapter's scenario bound: 3 s here) and reported as
+    ``hangs``, and the exploration ends. Method: explore the notes workflow whose ``classify``
+    sleeps an hour every time it runs; before, each such step waited 900 s for its process."""
+    from chaos.machine import explore
+
+    started = time.monotonic()
+    report = explore(SleepsInClassify(), max_examples=4, shrink_s=5.0)
+    elapsed_s = time.monotonic() - started
+    assert [f.invariant for f in report.findings] == ["hangs"], report.findings
+    assert "did not finish within 3 s" in report.findings[0].failure
+    assert elapsed_s < RUN_S_MAX, f"the exploration took {elapsed_s:.0f} s"
