@@ -44,8 +44,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-from chaos.core.iteration import ITERATION_CALLS_MAX
-from chaos.core.world import ENGINE_ERRORS, PYTHON_ERRORS
+from chaos.core.errors import ENGINE_ERRORS, PYTHON_ERRORS
+from chaos.core.models import ITERATION_CALLS_MAX
 
 __all__ = [
     "Adapter",
@@ -53,6 +53,8 @@ __all__ = [
     "Capability",
     "CapabilityStatus",
     "ENGINE_ERRORS",
+    "JOBS_MAX",
+    "JOB_REF",
     "JobView",
     "OutboxView",
     "PYTHON_ERRORS",

@@ -34,6 +34,7 @@ from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from chaos.adapter import REFERENCE_TARGET, load_adapter
+from chaos.core.target import resolve
 from chaos.histories.state_machine import AT_REST, BEFORE, IGNORABLE, Histories, InvariantViolated, baseline_violations, machine_for
 from chaos.core.invariants import Violation
 from chaos.core.scenario import MODES
@@ -322,7 +323,7 @@ def _explore(target: Any, profile: str, seed: int | None, modes: tuple[str, ...]
     if shrink_s is not None and not shrink_s > 0:
         raise ValueError(f"shrink time {shrink_s!r} must be a positive number of seconds")
     chosen = settings(_profile(profile), **overrides)
-    adapter = load_adapter(target) if isinstance(target, str) else target
+    adapter = resolve(load_adapter(target) if isinstance(target, str) else target)
     name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__qualname__}"
     seed = _seed(profile, seed)
     machine: type[Histories] = machine_for(adapter, target=name, modes=modes, ignore=ignore)

@@ -206,3 +206,75 @@ def test_the_length_rule_catches_a_long_module(tmp_path):
     long.write_text("x = 1\n" * (LINES_MAX + 1))
     short.write_text("x = 1\n" * LINES_MAX)
     assert _oversized([long, short], root=tmp_path) == {"long.py": LINES_MAX + 1}
+
+
+def _module_imports(module: str) -> set[str]:
+    """The chaos modules ``module`` imports when it is imported: its statements at module level,
+    those under ``if TYPE_CHECKING:`` and ``try:`` included (a type named there is still a
+    dependency a reader follows), those inside functions not (they run later, on purpose)."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.ImportFrom):
+                target = _target(module, node)
+                for alias in node.names:
+                    found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in MODULES else target)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+    visit(TREES[module].body)
+    return {m for m in found if m in MODULES and m != module and m.split(".")[0] == "chaos"}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module in ``graph`` (Tarjan's algorithm), each as a cycle's modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return groups
+
+
+def test_no_import_cycle_among_chaos_modules():
+    """No chaos module imports, through others, a module that imports it: the contract
+    (chaos.adapter) stands on the core's leaves, and the core never leans back on the modules above it."""
+    graph = {m: _module_imports(m) for m in MODULES if m.split(".")[0] == "chaos"}
+    cycles = _cycles(graph)
+    assert not cycles, "modules that import each other in a circle:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_rule_catches_a_circle():
+    """The check above can fail: three modules importing each other in a ring are one group."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

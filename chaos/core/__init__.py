@@ -12,6 +12,6 @@ all (whole_file).
 """
 
 __all__ = [
-    "annotations", "capabilities", "clock", "content", "context", "declared", "effects", "evidence", "findings", "fixes", "freeze", "hangs", "invariants", "iteration", "kill", "ledger_file", "libfiu", "points", "pool", "prepare", "pristine", "process",
-    "raises", "recovery", "run_checks", "sampling", "sandbox", "scenario", "settle", "store_faults", "template", "thread_connections", "unreachable", "verdict", "whole_file", "world",
+    "annotations", "capabilities", "clock", "content", "context", "declared", "effects", "errors", "evidence", "findings", "fixes", "freeze", "hangs", "invariants", "iteration", "kill", "ledger_file", "libfiu", "models", "points", "pool", "prepare", "pristine", "process",
+    "raises", "recovery", "run_checks", "sampling", "sandbox", "scenario", "settle", "store_faults", "target", "template", "thread_connections", "unreachable", "verdict", "whole_file", "world",
 ]

@@ -19,6 +19,7 @@ from chaos.adapter import describe_capabilities, session_capabilities
 from chaos.core.clock import SharedClock
 from chaos.core.context import RunContext
 from chaos.core.process import Exit, fork
+from chaos.core.target import resolve
 from chaos.core.world import World
 
 if TYPE_CHECKING:
@@ -33,12 +34,11 @@ def open_and_ask(adapter: Adapter) -> dict[str, bool] | str:
     directory = tempfile.mkdtemp(prefix="crashgate-adapter-")
 
     def body() -> dict[str, bool]:
-        from chaos.adapter import create_database
-
         db = os.path.join(directory, "engine.db")
-        create_database(adapter, db)
+        target = resolve(adapter)
+        target.create(db)
         clock = SharedClock(0.0)
-        run = RunContext(adapter, directory, clock, World.for_adapter(directory, clock, adapter), db)
+        run = RunContext(target, directory, clock, World.for_adapter(directory, clock, target), db)
         session = run.open_session("w-check", random.Random(0))
         try:
             return session_capabilities(session)

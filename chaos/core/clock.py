@@ -17,13 +17,12 @@ import mmap
 import struct
 import sys
 import time
-from enum import StrEnum
 from typing import Any, Callable, TYPE_CHECKING
 
-from chaos.core.declared import declared
+from chaos.core.models import TimeSource, time_source
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["SharedClock", "AheadClock", "ClockDatetime", "TimeSource", "time_source", "engine_reads"]
 
@@ -141,29 +140,13 @@ def _datetime_reads_time() -> None:
                 names[attribute] = ClockDatetime
 
 
-class TimeSource(StrEnum):
-    """Where an engine reads the time: the clock ``open()`` passes it, or the machine's."""
-
-    PASSED = "passed"
-    WALL = "wall"
-
-
-def time_source(adapter: Adapter) -> TimeSource:
-    """What ``adapter``'s engine reads the time from: its ``time_source`` ("passed", the default,
-    or "wall": it calls ``time.time()``)."""
-    return declared(adapter, "time_source", TimeSource, {
-        TimeSource.PASSED: "the engine reads the clock open() passes it",
-        TimeSource.WALL: "the engine calls time.time(); in each worker's process the harness makes it answer its clock",
-    })
-
-
-def engine_reads(adapter: Adapter, clock: Any) -> None:
+def engine_reads(target: Target, clock: Any) -> None:
     """In a worker's process (a forked child, never the test's own), point ``time.time`` at
-    ``clock`` where the adapter declares ``time_source = "wall"``: leases, backoffs and deadlines
+    ``clock`` where the target declares ``time_source = "wall"``: leases, backoffs and deadlines
     the engine computes from the machine's time then follow the harness's clock, which moves past
     a lease or a backoff at once instead of waiting for it. ``datetime``'s ``now()`` and
     ``utcnow()`` follow it (:class:`ClockDatetime`); ``time.sleep`` is left alone, since the
     harness moves its clock itself and a sleep must still let the other threads run."""
-    if time_source(adapter) is TimeSource.WALL:
+    if target.time_source is TimeSource.WALL:
         time.time = clock.now
         _datetime_reads_time()

@@ -16,40 +16,21 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-from enum import StrEnum
 from typing import Any, TYPE_CHECKING
 
 from chaos.core import pool
-from chaos.core.declared import declared
 from chaos.core.clock import engine_reads
+from chaos.core.models import EnginesPerProcess, engines_per_process
 from chaos.core.process import in_child
 from chaos.core.world import World
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["RunContext", "EnginesPerProcess", "engines_per_process", "store_conn", "attribute_writes", "close_quietly", "offers", "is_sqlite"]
 
 # Sessions (by id) whose engine opens its own connections, and the pool of those (chaos.core.pool).
 _POOLED: dict[int, pool.Pool] = {}
-
-
-class EnginesPerProcess(StrEnum):
-    """How many of an engine's instances one process can hold: a session each (the reference
-    engine), or one for the whole process (DBOS keeps one DBOS a process, launched once)."""
-
-    MANY = "many"
-    ONE = "one"
-
-
-def engines_per_process(adapter: Adapter) -> EnginesPerProcess:
-    """What ``adapter`` declares as ``engines_per_process``: where it is ``"one"``, a second
-    worker never runs in a process that already opened one (it would run on the first one's engine)."""
-    return declared(adapter, "engines_per_process", EnginesPerProcess, {
-        EnginesPerProcess.MANY: "each session opens an engine of its own, so two workers can share a process",
-        EnginesPerProcess.ONE: "a process holds one engine (a library's global instance): a second worker runs in a fresh "
-                               "process of its own",
-    })
 
 
 class RunContext:
@@ -60,15 +41,20 @@ class RunContext:
     run owns it and drops it in :meth:`give_back`.
     """
 
-    def __init__(self, adapter: Adapter, directory: str, clock: Any, world: World, db: str | None = None, *,
+    def __init__(self, target: Target, directory: str, clock: Any, world: World, db: str | None = None, *,
                  drop: bool = False) -> None:
-        self.adapter = adapter
+        self.target = target
         self.directory = directory
         self.db = db if db is not None else os.path.join(directory, "engine.db")
         self.clock = clock
         self.world = world
         self.drop = drop
         self.owner_pid = os.getpid()  # only this process drops ``db``, never a forked child
+
+    @property
+    def adapter(self) -> Target:
+        """The run's target (the name the phases knew it by)."""
+        return self.target
 
     def open_session(self, worker_id: str, rng: random.Random) -> Any:
         """A new session of the adapter for ``worker_id`` on this run's database.
@@ -77,11 +63,11 @@ class RunContext:
         time reads the run's clock (see :func:`chaos.core.clock.engine_reads`); the session's
         writes name their writer for the audit triggers (:func:`attribute_writes`).
         """
-        pooled = in_child() and pool.connections_model(self.adapter) is pool.Connections.POOL
+        pooled = in_child() and self.target.connections is pool.Connections.POOL
         if in_child():
-            engine_reads(self.adapter, self.clock)
+            engine_reads(self.target, self.clock)
         connections = pool.intercept(self.db) if pooled else None  # before the engine opens any connection
-        session = self.adapter.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
+        session = self.target.open(self.db, self.world, worker_id=worker_id, clock=self.clock, rng=rng)
         if connections is not None:
             _POOLED[id(session)] = connections
         attribute_writes(session, worker_id)
@@ -91,12 +77,9 @@ class RunContext:
         """Close the world's ledger, let the adapter release the database, and drop it if this
         run owns it and this is the process that made it."""
         self.world.close()
-        release = getattr(self.adapter, "release", None)
-        if release is not None:
-            release(self.db)
-        from chaos.adapter import server_databases  # chaos.adapter imports the core: not at import time
-
-        server = server_databases(self.adapter)
+        if self.target.release is not None:
+            self.target.release(self.db)
+        server = self.target.server
         if self.drop and os.getpid() == self.owner_pid and server is not None:
             self.drop = False
             server.drop_db(self.db)
@@ -116,10 +99,10 @@ def is_sqlite(conn: Any) -> bool:
     return isinstance(conn, (sqlite3.Connection, pool.Pool))
 
 
-def offers(adapter: Any, session: Any, name: str) -> bool:
+def offers(target: Target, session: Any, name: str) -> bool:
     """Whether ``session`` offers the session method ``name``; ``connection`` also where the
     adapter declares ``connections = "pool"`` (the harness then finds the connections itself)."""
-    if name == "connection" and pool.connections_model(adapter) is pool.Connections.POOL:
+    if name == "connection" and target.connections is pool.Connections.POOL:
         return True
     return callable(getattr(session, name, None))
 

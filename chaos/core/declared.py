@@ -19,17 +19,14 @@ ValueError: adapter 'mine': colour is 'red'; use 'plain' (the default: no colour
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Mapping, TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+from typing import Any, Mapping, TypeVar
 
 __all__ = ["declared"]
 
 Model = TypeVar("Model", bound=StrEnum)
 
 
-def declared(adapter: Adapter, name: str, model: type[Model], meanings: Mapping[Model, str]) -> Model:
+def declared(adapter: Any, name: str, model: type[Model], meanings: Mapping[Model, str]) -> Model:
     """The member of ``model`` that ``adapter`` declares as its attribute ``name``, or the first
     (the default) if it declares none; any other word is a ``ValueError`` naming the adapter and
     every allowed word with its meaning (``meanings``)."""

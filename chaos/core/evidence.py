@@ -17,7 +17,7 @@ from chaos.adapter import Snapshot
 from chaos.core.world import Call, Delivery
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["Violation", "Evidence", "submit_policy", "initial_states"]
 
@@ -52,7 +52,7 @@ class Evidence:
     step_send_faults: list[tuple[str, str, str]] = field(default_factory=list)
 
     @classmethod
-    def gather(cls, adapter: Adapter, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
+    def gather(cls, adapter: Target, db: Any, world: Any, *, submitted: dict[str, str], interruptions: Counter, snapshot: Snapshot | None = None) -> "Evidence":
         """Read everything the catalog needs: the adapter's table and a snapshot of ``db``, and
         the world's ledger."""
         return cls(
@@ -65,26 +65,19 @@ class Evidence:
             deliveries=world.deliveries(),
             submitted=submitted,
             interruptions=interruptions,
-            initial_states=initial_states(adapter),
+            initial_states=adapter.initial,
             escapes=world.escapes(),
             step_send_faults=world.step_send_faults(),
         )
 
 
-def submit_policy(adapter: Adapter) -> str:
+def submit_policy(adapter: Target) -> str:
     """What ``adapter``'s engine does with an existing id and another payload: its
     ``submit_conflict`` ("raises", the default, or "first-wins")."""
-    policy = getattr(adapter, "submit_conflict", "raises")
-    if policy not in ("raises", "first-wins"):
-        raise ValueError(f"adapter {getattr(adapter, 'name', adapter)!r}: submit_conflict is {policy!r}; use 'raises' or 'first-wins'")
-    return policy
+    return adapter.submit_conflict
 
 
-def initial_states(adapter: Adapter) -> frozenset[str]:
+def initial_states(adapter: Target) -> frozenset[str]:
     """The states a job of ``adapter`` may be created in: its ``initial_states()``, else
     ``pending`` where its table has one (the reference's), else the table's first state."""
-    declared = getattr(adapter, "initial_states", None)
-    if callable(declared):
-        return frozenset(declared())
-    table = adapter.states()
-    return frozenset({"pending"}) if "pending" in table or not table else frozenset(list(table)[:1])
+    return adapter.initial

@@ -30,7 +30,7 @@ from chaos.core.template import fresh_run
 from chaos.core.verdict import adapter_raised, steps_in_flight
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["OTHER_BUSY_TIMEOUT_S", "EXIT_RESUMED", "short_busy", "other_worker", "run_pause", "run_interleaving"]
 
@@ -101,7 +101,7 @@ def other_worker(run: Run, name: str) -> tuple[float, list[Violation]]:
     return 0.0, [raised(f"worker {name!r}, while a peer was frozen", ended.error or str(ended.exit))]
 
 
-def run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
+def run_pause(adapter: Target, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool = True) -> Outcome:
     """Freeze the worker at ``point``; another worker runs with its lease still valid
     (``expired=False``) or past it; then resume the frozen worker, drain, and check (a scenario
     past its bound is a ``hangs`` result)."""
@@ -109,7 +109,7 @@ def run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, s
     return watched(adapter, family, point.id, kind, lambda: _run_pause(adapter, family, point, workdir, seed=seed, expired=expired, deep=deep))
 
 
-def _run_pause(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool) -> Outcome:
+def _run_pause(adapter: Target, family: Family, point: Point, workdir: str, *, seed: int, expired: bool, deep: bool) -> Outcome:
     started = time.perf_counter()
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     kind = PAUSE_KINDS[1] if expired else PAUSE_KINDS[0]
@@ -150,7 +150,7 @@ def _worker_b(run: Run) -> Callable[[], Any]:
     return one_iteration(run.adapter, short_busy(run.session("w-b")))
 
 
-def run_interleaving(adapter: Adapter, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
+def run_interleaving(adapter: Target, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool = True) -> Outcome:
     """Two-level interleaving on one job: A frozen at ``first``; time passes A's lease; B runs
     until ``second`` and freezes; A resumes and finishes; then B resumes; drain and check (a
     scenario past its bound is a ``hangs`` result)."""
@@ -158,7 +158,7 @@ def run_interleaving(adapter: Adapter, family: Family, first: Point, second: Poi
                     lambda: _run_interleaving(adapter, family, first, second, workdir, seed=seed, deep=deep))
 
 
-def _run_interleaving(adapter: Adapter, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool) -> Outcome:
+def _run_interleaving(adapter: Target, family: Family, first: Point, second: Point, workdir: str, *, seed: int, deep: bool) -> Outcome:
     started = time.perf_counter()
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     problems: list[Violation] = []

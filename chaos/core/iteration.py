@@ -15,56 +15,38 @@ one that has not after :data:`ITERATION_CALLS_MAX` calls raises :class:`NeverIdl
 ...     def run_once(self):
 ...         self.left -= 1
 ...         return "stepped" if self.left >= 0 else "idle"
->>> class OneStepAdapter:
-...     iteration = "until-idle"
+>>> class OneStepTarget:  # a target whose adapter declares iteration = "until-idle"
+...     name = "stepper"
+...     iteration = Iteration.UNTIL_IDLE
 >>> stepper = Stepper()
->>> one_iteration(OneStepAdapter(), stepper)(), stepper.left
+>>> one_iteration(OneStepTarget(), stepper)(), stepper.left
 ('stepped', -1)
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Callable, TYPE_CHECKING
 
 from engine import NO_PROGRESS
 
-from chaos.core.declared import declared
+from chaos.core.models import ITERATION_CALLS_MAX, ITERATIONS, Iteration, iteration_model
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["ITERATIONS", "Iteration", "ITERATION_CALLS_MAX", "NeverIdle", "iteration_model", "one_iteration"]
-
-
-class Iteration(StrEnum):
-    ONE_CALL = "one-call"
-    UNTIL_IDLE = "until-idle"
-
-
-ITERATIONS = tuple(i.value for i in Iteration)
-ITERATION_CALLS_MAX = 200  # far more steps than any job has; a loop past it never goes idle
 
 
 class NeverIdle(RuntimeError):
     """A session's ``run_once``, declared ``until-idle``, still made progress after the bound."""
 
 
-def iteration_model(adapter: Adapter) -> Iteration:
-    """What one iteration of ``adapter``'s engine is: its ``iteration`` ("one-call", the default,
-    or "until-idle")."""
-    return declared(adapter, "iteration", Iteration, {
-        Iteration.ONE_CALL: "one run_once is a job's whole run",
-        Iteration.UNTIL_IDLE: "run_once is called until it answers 'idle' or 'busy'",
-    })
-
-
-def one_iteration(adapter: Adapter, session: Any) -> Callable[[], str]:
-    """One iteration of ``session``'s loop, as ``adapter`` declares it. It answers as ``run_once``
+def one_iteration(target: Target, session: Any) -> Callable[[], str]:
+    """One iteration of ``session``'s loop, as ``target`` declares it. It answers as ``run_once``
     does: the last call's word where it made no progress at all or stayed ``busy``, else the last
     word that was progress (so "busy" still says the worker gave up on a locked database)."""
     run_once: Callable[[], str] = session.run_once
-    if iteration_model(adapter) is Iteration.ONE_CALL:
+    if target.iteration is Iteration.ONE_CALL:
         return run_once
 
     def until_idle() -> str:
@@ -74,7 +56,7 @@ def one_iteration(adapter: Adapter, session: Any) -> Callable[[], str]:
             if outcome in NO_PROGRESS:
                 return said if said and outcome == "idle" else outcome
             said = outcome
-        raise NeverIdle(f"adapter {getattr(adapter, 'name', adapter)!r} declares iteration = 'until-idle', but run_once made "
+        raise NeverIdle(f"adapter {target.name!r} declares iteration = 'until-idle', but run_once made "
                         f"progress on {ITERATION_CALLS_MAX} calls in a row (the last said {said!r}) without answering 'idle' "
                         "or 'busy': make run_once answer 'idle' when nothing is due, or declare iteration = 'one-call'")
 

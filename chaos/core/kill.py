@@ -23,7 +23,7 @@ from chaos.core.clock import AheadClock, engine_reads
 from chaos.core.invariants import point_reached, raised
 from chaos.core.iteration import one_iteration
 from chaos.core.points import SWITCH_INTERVAL_S, Killer, Point
-from chaos.core.context import EnginesPerProcess, engines_per_process
+from chaos.core.models import EnginesPerProcess
 from chaos.core.process import Ended, Exit, Standby, die_here, fork
 from chaos.core.store_faults import InCall
 from chaos.core.world import STORE_FAULT_KINDS
@@ -33,7 +33,7 @@ from chaos.core.template import fresh_run
 from chaos.core.verdict import adapter_raised, steps_in_flight
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["doomed_iteration", "second_worker", "run_point", "kill_at", "doomed_exit", "Abandon", "Abandoning"]
 
@@ -79,7 +79,7 @@ def second_worker(run: Run) -> Callable[[], None]:
     (it would run on the doomed worker's engine, and could wait there for the very call it runs
     inside), started when the call needs it and waited for. What it raises is raised in the call,
     as it is where it runs nested."""
-    if engines_per_process(run.adapter) is EnginesPerProcess.MANY:
+    if run.target.engines_per_process is EnginesPerProcess.MANY:
         return lambda: _second_worker(run)
 
     def apart() -> None:
@@ -118,7 +118,7 @@ def _human_action(run: Run, session: Any) -> Callable[[], None]:
     scenario = run.scenario
     _, action, *args = scenario.phase.split(":")
     operation = getattr(session, action)
-    human_errors = getattr(run.adapter, "human_errors", ())
+    human_errors = run.target.human_errors
 
     def human() -> None:
         try:
@@ -129,7 +129,7 @@ def _human_action(run: Run, session: Any) -> Callable[[], None]:
     return human
 
 
-def run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
+def run_point(adapter: Target, family: Family, point: Point, workdir: str, *, seed: int, mode: str = "fork", deep: bool = True) -> Outcome:
     """Kill the doomed iteration at ``point`` (in a child), recover in a fresh child, and check
     every invariant (a scenario past its bound is a ``hangs`` result, see :mod:`chaos.core.hangs`)."""
     if mode not in MODES:
@@ -137,7 +137,7 @@ def run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, s
     return watched(adapter, family, point.id, "crash", lambda: _run_point(adapter, family, point, workdir, seed=seed, mode=mode, deep=deep))
 
 
-def _run_point(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, mode: str, deep: bool) -> Outcome:
+def _run_point(adapter: Target, family: Family, point: Point, workdir: str, *, seed: int, mode: str, deep: bool) -> Outcome:
     started = time.perf_counter()
     run = fresh_run(adapter, family, os.path.join(workdir, "point"), seed)
     try:

@@ -29,35 +29,13 @@ import os
 import sqlite3
 import sqlite3.dbapi2
 import threading
-from enum import StrEnum
-from typing import Any, Callable, TYPE_CHECKING
+from typing import Any, Callable
 
-from chaos.core.declared import declared
-
-if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+from chaos.core.models import Connections, connections_model
 
 __all__ = ["Connections", "Pool", "connections_model", "intercept", "release", "current", "harness_connect"]
 
 _ORIGINAL_CONNECT = sqlite3.connect
-
-
-class Connections(StrEnum):
-    """Where the harness finds an engine's SQLite connections."""
-
-    SESSION = "session"
-    POOL = "pool"
-
-
-def connections_model(adapter: Adapter) -> Connections:
-    """How ``adapter``'s sessions reach their database: ``connections = "session"`` (the default:
-    the session's ``connection()``, where it offers one) or ``"pool"`` (the library opens its own)."""
-    return declared(adapter, "connections", Connections, {
-        Connections.SESSION: "the session's connection() is its one connection",
-        Connections.POOL: "the library opens its own connections (a pool); in each worker's process the harness hooks "
-                          "sqlite3.connect and gives every connection opened on the engine's database the session's writer, "
-                          "its statement tracing and its faults",
-    })
 
 
 class Pool:

@@ -28,7 +28,7 @@ from chaos.core.points import DurableState, Point, Recorder, crash_classes, paus
 from chaos.core.hangs import bound_s
 from chaos.core.process import Exit, Hung, fork, watchdog
 from chaos.core.raises import RaiseNoter, watch_raises
-from chaos.adapter import payload_for
+from chaos.core.target import default_payload
 from chaos.adapters.sql import HUMAN_WRITER
 from chaos.core import libfiu
 from chaos.core.store_faults import DAMAGED_JSON, DAMAGED_STATE, ScenarioDb, small_pages
@@ -42,12 +42,12 @@ from chaos.core.template import fresh_run
 from chaos.core.verdict import checked, steps_in_flight
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["prepare", "schema_damageable", "NotApplicable", "setup_action", "Recording", "record"]
 
 
-def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True,
+def prepare(adapter: Target, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True,
             timeout_s: float | None = None) -> Family:
     """Build the scenario's template (in a child), then record the points of its doomed iteration.
 
@@ -69,12 +69,12 @@ def prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, de
     return family
 
 
-def _prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
+def _prepare(adapter: Target, scenario: Scenario, workdir: str, *, seed: int, deep: bool = True) -> Family:
     template = os.path.join(workdir, "template-" + scenario.name)
     os.makedirs(template, exist_ok=True)
     # An adapter whose databases are not files (PostgreSQL) builds the template database itself.
-    template_db = getattr(adapter, "template_db", None)
-    run = Run(adapter, template, T0, seed, scenario, template_db(template) if template_db is not None else None)
+    server = adapter.server
+    run = Run(adapter, template, T0, seed, scenario, server.template_db(template) if server is not None else None)
 
     not_here = _refused(adapter, scenario)
     if not_here:
@@ -96,7 +96,7 @@ def _prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, d
             return {}, missing, ""
         submitted = {}
         for job_id in scenario.jobs:
-            payload = poison(job_id) if poison is not None else payload_for(adapter, job_id)
+            payload = poison(job_id) if poison is not None else adapter.payload(job_id)
             session.submit(job_id, payload)
             submitted[job_id] = json.dumps(payload, sort_keys=True)
         arm_sticky(run)  # a sticky fault fails every call alike: the setup's runs meet it too
@@ -112,7 +112,7 @@ def _prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, d
         return submitted, [], ""
 
     family = Family(scenario, template, T0, {}, [], {}, Outcome("baseline", Exit.CLEAN),
-                    template_db=run.db if template_db is not None else "")
+                    template_db=run.db if server is not None else "")
     ended = fork(setup, f"the setup of family {scenario.name!r}").wait()
     run.world.close()
     if ended.exit is not Exit.FINISHED:
@@ -149,14 +149,14 @@ def _prepare(adapter: Adapter, scenario: Scenario, workdir: str, *, seed: int, d
     return family
 
 
-def _refused(adapter: Adapter, scenario: Scenario) -> str:
+def _refused(adapter: Target, scenario: Scenario) -> str:
     """Why ``scenario`` cannot run on ``adapter`` (a poison payload, a schema or a store fault it
     cannot offer), or ""."""
     if scenario.poison and poison_for(adapter) is None:
         return ("it submits a payload your first step refuses, and the adapter has no poison_payload(job_id) "
                 "(see chaos.adapter.CAPABILITIES)")
     damages = {a.split(":")[1] for a in scenario.setup if a.startswith("damage:")}
-    schema = getattr(adapter, "schema", None)
+    schema = adapter.schema
     if damages and schema is None:
         return "it damages a stored payload through the adapter's schema, and the adapter declares none (chaos.adapters.sql.SqlSchema)"
     if damages - schema_damageable(schema):
@@ -164,16 +164,16 @@ def _refused(adapter: Adapter, scenario: Scenario) -> str:
                 "from any row the adapter's schema declares damageable (chaos.adapters.rows.JobRows(damage=...))")
     kinds = scenario.store_faults()
     if scenario.needs_libfiu():
-        if getattr(adapter, "template_db", None) is not None:
+        if adapter.server is not None:
             return ("its I/O error fails the worker process's own reads or writes (libfiu), and this adapter's databases "
                     "are on a server, which does its own I/O")
         reason = libfiu.missing()
         if reason:
             return reason
-    if "disk_full" in kinds and getattr(adapter, "template_db", None) is not None:
+    if "disk_full" in kinds and adapter.server is not None:
         return ("its disk_full fault lowers SQLite's max_page_count on the worker's connection, and this adapter's "
                 "databases are on a server")
-    if "lock_held" in kinds and getattr(adapter, "template_db", None) is not None and getattr(adapter, "schema", None) is None:
+    if "lock_held" in kinds and adapter.server is not None and adapter.schema is None:
         return "its lock_held fault locks the tables of the adapter's schema on a server, and this adapter declares no schema"
     return ""
 
@@ -187,11 +187,9 @@ def schema_damageable(schema: Any) -> frozenset[str]:
     return frozenset(damageable()) if callable(damageable) else frozenset({"payload", "state", "memo"})
 
 
-def _create(adapter: Adapter, db_path: str) -> None:
+def _create(adapter: Target, db_path: str) -> None:
     """Create the scenario database, with writer attribution where the adapter offers it."""
-    from chaos.adapter import create_database
-
-    create_database(adapter, db_path)
+    adapter.create(db_path)
 
 
 class NotApplicable(Exception):
@@ -214,7 +212,7 @@ def setup_action(run: Run, session: Any, action: str) -> None:
     elif verb == "requeue":
         try:
             session.requeue(arg)  # a person's requeue (the capability every "requeue:" family requires)
-        except tuple(getattr(run.adapter, "human_errors", ())) as exc:
+        except run.target.human_errors as exc:
             raise NotApplicable(f"its setup ({', '.join(run.scenario.setup)}) could not requeue job {arg!r} ({exc}): "
                                 "the workflow did not park it where the family expects") from None
     elif verb == "damage":
@@ -230,7 +228,7 @@ def setup_action(run: Run, session: Any, action: str) -> None:
                 raise NotApplicable(f"its setup names the state {extra!r}, and the workflow has none")
             value = named[0]
         with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:  # the audit triggers name the writer: a person
-            if getattr(run.adapter, "schema").overwrite(conn, job_id, what, value, step=step or None, unaudited=True) is None:
+            if run.target.schema.overwrite(conn, job_id, what, value, step=step or None, unaudited=True) is None:
                 where = f"memo row of step {step!r}" if what == "memo" else what
                 raise NotApplicable(f"its setup ({', '.join(run.scenario.setup)}) left job {job_id!r} with no {where} to damage, "
                                     "so there is no damaged row to crash on")
@@ -253,7 +251,7 @@ class Recording:
     contents: dict[Any, Any] = field(default_factory=dict)  # a durable state -> what it holds (DurableState.contents)
 
 
-def record(adapter: Adapter, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
+def record(adapter: Target, family: Family, workdir: str, *, seed: int, deep: bool = True) -> Recording:
     """Run the doomed iteration cleanly under a line recorder, then on to the end without any
     fault, all in one child; return its points and its baseline.
 
@@ -368,11 +366,11 @@ def _not_applicable(scenario: Scenario, baseline: Outcome, struck: bool = True) 
     return ""
 
 
-def _payload_hint(adapter: Adapter, family: Family) -> str:
+def _payload_hint(adapter: Target, family: Family) -> str:
     """What a failed baseline says about the payloads: what was submitted, and how to change it."""
     sample = next(iter(family.submitted.items()), None)
     shown = f"{sample[1]} for job {sample[0]!r}" if sample else DEFAULT_PAYLOAD
-    if callable(getattr(adapter, "payload", None)):
+    if adapter.payload is not default_payload:
         return f"the harness submitted {shown}, from your adapter's payload(job_id)"
     return (f"the harness submits {shown} (its default, {DEFAULT_PAYLOAD}); if your steps need other input, "
             "give your adapter a payload(job_id) method that returns it")

@@ -12,12 +12,13 @@ engine would be recovered in production:
 - ``"at-open"``: no time passes; a worker of a new identity opens the engine and drains it (engines
   that put unfinished work back when a process opens the store).
 
->>> class Restarting:
-...     recovery = "restart"
+>>> class Restarting:  # a target whose adapter declares recovery = "restart"
+...     recovery = Recovery.RESTART
 ...     lease_s = 30.0
 >>> recovery_wait_s(Restarting()), recovering_workers(Restarting(), ["w-doomed"], "w-recover")
 (0.0, ['w-doomed'])
 >>> class Leased:
+...     recovery = Recovery.LEASE_EXPIRY
 ...     lease_s = 30.0
 >>> recovery_wait_s(Leased()), recovering_workers(Leased(), ["w-doomed"], "w-recover")
 (31.0, ['w-recover'])
@@ -25,48 +26,28 @@ engine would be recovered in production:
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Iterable, TYPE_CHECKING
 
-from chaos.core.declared import declared
+from chaos.core.models import RECOVERIES, Recovery, recovery_model
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["RECOVERIES", "Recovery", "recovering_workers", "recovery_model", "recovery_wait_s"]
 
 
-class Recovery(StrEnum):
-    LEASE_EXPIRY = "lease-expiry"
-    RESTART = "restart"
-    AT_OPEN = "at-open"
-
-
-RECOVERIES = tuple(r.value for r in Recovery)
-
-
-def recovery_model(adapter: Adapter) -> Recovery:
-    """How ``adapter``'s engine recovers a dead worker's work: its ``recovery`` ("lease-expiry",
-    the default, "restart" or "at-open")."""
-    return declared(adapter, "recovery", Recovery, {
-        Recovery.LEASE_EXPIRY: "a new worker takes over once the lease has expired",
-        Recovery.RESTART: "the dead worker restarts under its own identity",
-        Recovery.AT_OPEN: "the next process to open the engine recovers the work",
-    })
-
-
-def recovery_wait_s(adapter: Adapter) -> float:
+def recovery_wait_s(target: Target) -> float:
     """The time that passes between a worker's death and its recovery: past the lease for an
     engine that recovers by lease expiry, none for the others."""
-    if recovery_model(adapter) is Recovery.LEASE_EXPIRY:
-        return float(adapter.lease_s) + 1.0
+    if target.recovery is Recovery.LEASE_EXPIRY:
+        return float(target.lease_s) + 1.0
     return 0.0
 
 
-def recovering_workers(adapter: Adapter, dead: Iterable[str], fresh: str) -> list[str]:
+def recovering_workers(target: Target, dead: Iterable[str], fresh: str) -> list[str]:
     """The identities that recover, in order, after the workers ``dead`` died: each of them again
     for an engine that recovers by restart (the last one then drains), else one new worker
     ``fresh``."""
-    if recovery_model(adapter) is Recovery.RESTART:
+    if target.recovery is Recovery.RESTART:
         return list(dict.fromkeys(dead)) or [fresh]
     return [fresh]

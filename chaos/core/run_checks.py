@@ -15,7 +15,7 @@ from chaos.adapter import Snapshot
 from chaos.core.evidence import Violation
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = [
     "idempotent_submit", "same_outcome", "baseline_failures", "raised", "point_reached", "hangs", "short", "HARNESS_CHECKS"
@@ -145,7 +145,7 @@ class _Absent:
 _ABSENT = _Absent()
 
 
-def baseline_failures(scenario: Any, adapter: Adapter, baseline: Any, payload_hint: str) -> list[Violation]:
+def baseline_failures(scenario: Any, adapter: Target, baseline: Any, payload_hint: str) -> list[Violation]:
     """The family's run without any fault ends as the family expects: every job in one of its
     expected states (the workflow's final state, for a family without a poison fault).
 

@@ -28,15 +28,14 @@ from typing import Any, TYPE_CHECKING
 
 from engine import NO_PROGRESS, FakeClock
 
-from chaos.adapter import payload_for
 from chaos.core import pristine
-from chaos.core.clock import TimeSource, time_source
+from chaos.core.models import TimeSource
 from chaos.core.context import RunContext, close_quietly
-from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, submit_policy, wasted_calls
+from chaos.core.invariants import Evidence, Violation, check, idempotent_submit, wasted_calls
 from chaos.core.world import Call, Fault, World
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["Sandbox", "T0"]
 
@@ -57,8 +56,11 @@ class Sandbox(RunContext):
     :meth:`close`. ``seed`` seeds each worker's RNG (its backoff jitter), so a run replays exactly.
     """
 
-    def __init__(self, adapter: Adapter, directory: str, *, seed: int = 0, clock_at: float = T0) -> None:
-        if time_source(adapter) is TimeSource.WALL:
+    def __init__(self, adapter: Target | Any, directory: str, *, seed: int = 0, clock_at: float = T0) -> None:
+        from chaos.core.target import resolve  # the sandbox is a door too (chaos_world): an adapter is resolved here, once
+
+        adapter = resolve(adapter)
+        if adapter.time_source is TimeSource.WALL:
             raise ValueError(
                 f"adapter {adapter.name!r} declares time_source = 'wall': a sandbox (a scripted fault plan, chaos_world) drives "
                 "its engine in the test's own process, where time.time stays the machine's; pass the engine the clock open() "
@@ -88,8 +90,8 @@ class Sandbox(RunContext):
 
     def submit(self, job_id: str, payload: Any = None, *, worker: str = "w1") -> None:
         """Submit ``job_id`` with ``payload``, or else the adapter's own for it (see
-        :func:`chaos.adapter.payload_for`); conflicts raise."""
-        payload = payload_for(self.adapter, job_id) if payload is None else payload
+        :attr:`chaos.core.target.Target.payload`); conflicts raise."""
+        payload = self.target.payload(job_id) if payload is None else payload
         self.session(worker).submit(job_id, payload)
         self.submitted.setdefault(job_id, json.dumps(payload, sort_keys=True))
 
@@ -225,8 +227,8 @@ class Sandbox(RunContext):
         violations = check(self.evidence(), at_rest=at_rest)
         if at_rest and self.submitted:
             inspect = lambda: self.adapter.inspect(self.db)  # noqa: E731
-            violations += idempotent_submit(self.session("w-check"), inspect, self.submitted, getattr(self.adapter, "conflict_errors", ()),
-                                            submit_policy(self.adapter))
+            violations += idempotent_submit(self.session("w-check"), inspect, self.submitted, self.target.conflict_errors,
+                                            self.target.submit_conflict)
         return violations
 
     def close(self) -> None:

@@ -31,22 +31,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, TYPE_CHECKING
 
-from chaos.core.clock import SharedClock, time_source
+from chaos.core.clock import SharedClock
 from chaos.core.context import RunContext, close_quietly
 from chaos.core.invariants import Evidence, Violation, hangs
-from chaos.core.iteration import iteration_model
-from chaos.core.recovery import recovery_model
 from chaos.core.points import Point
 from chaos.core.hangs import bound_s, stacks_json, stuck_at
 from chaos.core.process import Exit, Hung, in_child, watchdog
 from chaos.core.raises import watch_raises
-from chaos.adapter import allowed_effects, job_ref, resolve_jobs
+from chaos.adapter import job_ref
 from chaos.core import effects
 from chaos.core.store_faults import IO_FAULTS
 from chaos.core.world import STORE_FAULT_KINDS, Fault, World
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = [
     # the words a family is written in
@@ -78,13 +76,12 @@ DEFAULT_PAYLOAD = '{"source": <job id>}'
 REFERENCE_STEPS = ("fetch", "extract", "verify", "deliver")
 
 
-def poison_for(adapter: Adapter) -> Callable[[str], Any] | None:
+def poison_for(adapter: Target) -> Callable[[str], Any] | None:
     """What makes a payload the adapter's first step refuses: its ``poison_payload(job_id)``, or
     for the reference workflow's steps an empty source; None if neither (a family that needs a
     poison payload is then skipped: any guess could be a payload the user's workflow accepts)."""
-    hook = getattr(adapter, "poison_payload", None)
-    if callable(hook):
-        return hook
+    if adapter.poison_payload is not None:
+        return adapter.poison_payload
     if tuple(adapter.step_states()) == REFERENCE_STEPS:
         return reference_poison
     return None
@@ -178,7 +175,7 @@ class Scenario:
         started by ``fiu-run`` (:mod:`chaos.core.libfiu`)."""
         return any(kind in IO_FAULTS for kind in self.store_faults())
 
-    def expected_states(self, adapter: Adapter) -> frozenset[str]:
+    def expected_states(self, adapter: Target) -> frozenset[str]:
         """The states every job must end in without any fault."""
         if self.expect is not None:
             return resolve_states(self.expect, adapter)
@@ -186,14 +183,13 @@ class Scenario:
         return resolve_states(("<settled>",) if open_ended else ("<final>",), adapter)
 
 
-def task_names(adapter: Adapter) -> dict[str, str]:
+def task_names(adapter: Target) -> dict[str, str]:
     """The adapter's ``tasks()``: the reference's task names (``fetch``, ``extract``, ``verify``,
     ``send``) mapped to its own, so that the reference families' faults reach its steps."""
-    tasks = getattr(adapter, "tasks", None)
-    return dict(tasks()) if callable(tasks) else {}
+    return dict(adapter.tasks)
 
 
-def for_adapter(scenario: Scenario, adapter: Adapter) -> Scenario:
+def for_adapter(scenario: Scenario, adapter: Target) -> Scenario:
     """``scenario`` with its faults' tasks renamed by the adapter's :func:`task_names`, and the jobs
     it names by position (``<job 1>``) named by the adapter's ``job_ids`` (:func:`chaos.adapter.resolve_jobs`)."""
     scenario = with_jobs_of(scenario, adapter)
@@ -204,18 +200,18 @@ def for_adapter(scenario: Scenario, adapter: Adapter) -> Scenario:
     return dataclasses.replace(scenario, faults=faults)
 
 
-def with_jobs_of(scenario: Scenario, adapter: Adapter) -> Scenario:
+def with_jobs_of(scenario: Scenario, adapter: Target) -> Scenario:
     """``scenario`` with every job it names by position (``<job 1>``, in its jobs, setup and phase)
     named by the adapter's ``job_ids`` instead; a scenario that names none comes back as it is."""
-    jobs = tuple(resolve_jobs(j, adapter) for j in scenario.jobs)
-    setup = tuple(resolve_jobs(a, adapter) for a in scenario.setup)
-    phase = resolve_jobs(scenario.phase, adapter)
+    jobs = tuple(adapter.resolve_jobs(j) for j in scenario.jobs)
+    setup = tuple(adapter.resolve_jobs(a) for a in scenario.setup)
+    phase = adapter.resolve_jobs(scenario.phase)
     if (jobs, setup, phase) == (scenario.jobs, scenario.setup, scenario.phase):
         return scenario
     return dataclasses.replace(scenario, jobs=jobs, setup=setup, phase=phase)
 
 
-def resolve_states(names: tuple[str, ...], adapter: Adapter) -> frozenset[str]:
+def resolve_states(names: tuple[str, ...], adapter: Target) -> frozenset[str]:
     """States named in a family, with ``<final>``, ``<parked>`` and ``<settled>`` resolved for
     ``adapter``'s workflow."""
     final = frozenset(adapter.final_effects())
@@ -312,14 +308,11 @@ class Run(RunContext):
     the code under test.
     """
 
-    def __init__(self, adapter: Adapter, directory: str, clock_at: float, seed: int, scenario: Scenario,
+    def __init__(self, adapter: Target, directory: str, clock_at: float, seed: int, scenario: Scenario,
                  db: str | None = None, *, drop: bool = False) -> None:
         clock = SharedClock(clock_at)
         db = db if db is not None else os.path.join(directory, "engine.db")
         super().__init__(adapter, directory, clock, World.for_adapter(directory, clock, adapter, db), db, drop=drop)
-        iteration_model(adapter)  # a wrong word is refused here, before any child runs an iteration
-        recovery_model(adapter)
-        time_source(adapter)
         self.seed = seed
         self.scenario = scenario
         # What the workers' random generators are seeded with besides the seed and their identity:
@@ -337,7 +330,7 @@ class Run(RunContext):
         if not effects.watching() and not self.watched:  # from here on, what the code under test does to the world is seen
             self.watched = True
             effects.watch(self.world.record_escape, roots=(os.path.dirname(os.path.abspath(self.directory)),),
-                          allowed=allowed_effects(self.adapter) + effects.declared(), glue=self.world.glue)
+                          allowed=self.target.allowed_effects + effects.declared(), glue=self.world.glue)
             if self.rng_scope == RECOVERY_RNG_SCOPE:  # a recovery: where the user's code raised, for same-outcome
                 watch_raises(self.world.record_raised)
         session = self.open_session(worker_id, random.Random(f"{self.seed}:{self.rng_scope}:{worker_id}"))
@@ -371,7 +364,7 @@ def hung_outcome(hung: Hung, point_id: str, fault: str, started: float) -> Outco
     return outcome
 
 
-def watched(adapter: Adapter, family: Family, point_id: str, fault: str, scenario: Callable[[], Outcome]) -> Outcome:
+def watched(adapter: Target, family: Family, point_id: str, fault: str, scenario: Callable[[], Outcome]) -> Outcome:
     """``scenario()`` (one point's, whose id is ``point_id``), or, if it does not finish within the
     family's bound, a ``hangs`` result (see :mod:`chaos.core.hangs`)."""
     started = time.perf_counter()

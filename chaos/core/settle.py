@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection
 from engine import NO_PROGRESS
 
 from chaos.core.context import close_quietly
-from chaos.core.invariants import Violation, check, idempotent_submit, raised, submit_policy
+from chaos.core.invariants import Violation, check, idempotent_submit, raised
 from chaos.core.iteration import one_iteration
 from chaos.core.recovery import recovering_workers, recovery_wait_s
 from chaos.core.process import Exit, fork
@@ -122,7 +122,7 @@ def drain(run: Run, *, advance: bool = False) -> tuple[list[Violation], list[Vio
                 break
     session, crashes, _ = settle(run.session(last), inspect, run.adapter.settled_states(), run.clock, restart=restart,
                                  paced=run.scenario.paced)
-    resubmitted = idempotent_submit(session, inspect, run.submitted, getattr(run.adapter, "conflict_errors", ()), submit_policy(run.adapter))
+    resubmitted = idempotent_submit(session, inspect, run.submitted, run.target.conflict_errors, run.target.submit_conflict)
     run.close()
     return crashes, resubmitted
 

@@ -27,19 +27,19 @@ ValueError: store fault 'power_cut' is not one of: disk_full, io_error, io_read_
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
-from chaos.adapter import create_database
 from chaos.core import libfiu
 from chaos.adapters.postgres import SET_WRITER, is_postgres
 from chaos.core.context import is_sqlite, store_conn
 from chaos.core.world import STORE_FAULT_KINDS
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = [
     "DAMAGED_JSON",
@@ -162,32 +162,31 @@ def fill_disk(session: Any) -> Callable[[], None]:
     return lambda: conn.execute(f"PRAGMA max_page_count = {int(limit)}")
 
 
-def small_pages(adapter: Adapter) -> Any:
+def small_pages(adapter: Target) -> Any:
     """``adapter``, creating its databases with :data:`PAGE_BYTES`-byte pages (see there).
 
     An adapter whose databases are not files (PostgreSQL: it builds its own template database)
     is returned as it is: the page size only serves the disk fault, which does not run there.
     """
-    if getattr(adapter, "template_db", None) is not None:
+    if adapter.server is not None:
         return adapter
-    return _SmallPages(adapter)
+    return dataclasses.replace(adapter, create=_SmallPages(adapter.create))
 
 
 class _SmallPages:
-    def __init__(self, adapter: Adapter) -> None:
-        self._adapter = adapter
+    """A target's ``create``, on a file whose pages are small (picklable, as a target is)."""
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._adapter, name)
+    def __init__(self, create: Callable[..., None]) -> None:
+        self._create = create
 
-    def create(self, db_path: str, *, attribute_writers: bool = False) -> None:
+    def __call__(self, db_path: str, *, attribute_writers: bool = True) -> None:
         conn = sqlite3.connect(db_path, isolation_level=None)
         try:
             conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # a constant
             conn.execute("VACUUM")  # writes the empty file's header with that page size
         finally:
             conn.close()
-        create_database(self._adapter, db_path, attribute_writers=attribute_writers)
+        self._create(db_path, attribute_writers=attribute_writers)
 
 
 class InCall:
@@ -199,7 +198,7 @@ class InCall:
     has ended (a killed child's go with it).
     """
 
-    def __init__(self, adapter: Adapter, db: str, session: Any) -> None:
+    def __init__(self, adapter: Target, db: str, session: Any) -> None:
         self.adapter = adapter
         self.db = db
         self.session = session
@@ -209,7 +208,7 @@ class InCall:
         if kind in IO_FAULTS:
             self._lifts.append(libfiu.enable(IO_FAULTS[kind], kind))
         elif kind == "lock_held":
-            lock = HeldLock.take(self.db, getattr(self.adapter, "schema", None))
+            lock = HeldLock.take(self.db, self.adapter.schema)
             if lock is None:
                 raise RuntimeError(f"the lock_held fault could not take the write lock of {self.db!r}")
             setter = getattr(self.session, "set_busy_timeout", None)

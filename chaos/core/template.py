@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from chaos.core.scenario import Family, Run
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["copy_template", "fresh_run", "discard"]
 
 
-def copy_template(family: Family, directory: str, adapter: Adapter | None = None) -> str | None:
+def copy_template(family: Family, directory: str, adapter: Target | None = None) -> str | None:
     """A fresh copy of the template in a new directory (a WAL file is copied, never the -shm).
 
     Returns the copy's database when the adapter made it (``new_scenario_db``, e.g. PostgreSQL's
@@ -35,15 +35,13 @@ def copy_template(family: Family, directory: str, adapter: Adapter | None = None
         source = os.path.join(family.template, name)
         if os.path.exists(source):
             shutil.copyfile(source, os.path.join(directory, name))
-    from chaos.adapter import server_databases
-
-    server = server_databases(adapter) if adapter is not None else None
+    server = adapter.server if adapter is not None else None
     if family.template_db and server is not None:
         return server.new_scenario_db(family.template_db, directory)
     return None
 
 
-def fresh_run(adapter: Adapter, family: Family, directory: str, seed: int) -> Run:
+def fresh_run(adapter: Target, family: Family, directory: str, seed: int) -> Run:
     """A new run on a fresh copy of the family's template."""
     db = copy_template(family, directory, adapter)
     run = Run(adapter, directory, family.clock_after_setup, seed, family.scenario, db, drop=db is not None)
@@ -51,11 +49,9 @@ def fresh_run(adapter: Adapter, family: Family, directory: str, seed: int) -> Ru
     return run
 
 
-def discard(adapter: Adapter, family: Family) -> None:
+def discard(adapter: Target, family: Family) -> None:
     """Drop a family's template database, where the adapter made one (its files go with the workdir)."""
-    from chaos.adapter import server_databases
-
-    server = server_databases(adapter)
+    server = adapter.server
     if family.template_db and server is not None:
         server.drop_db(family.template_db)
         family.template_db = ""

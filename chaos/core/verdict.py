@@ -17,7 +17,7 @@ from chaos.core.scenario import Family, Outcome, Run, Scenario, resolve_states
 from chaos.core.world import OUTCOME_FAULTS
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["checked", "compared", "steps_in_flight", "adapter_raised"]
 
@@ -49,7 +49,7 @@ def checked(run: Run, submitted: dict[str, str], interruptions: Counter, point_i
     )
 
 
-def compared(family: Family, outcome: Outcome, adapter: Adapter) -> list[Violation]:
+def compared(family: Family, outcome: Outcome, adapter: Target) -> list[Violation]:
     """The ``same-outcome`` violations of ``outcome`` against ``family``'s baseline (none where the
     baseline itself did not hold)."""
     if not family.baseline.held:

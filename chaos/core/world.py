@@ -28,25 +28,18 @@ import sqlite3
 import sys
 import threading
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Callable, Mapping, TYPE_CHECKING
 
-from engine import (
-    BadRequest,
-    ConnectionFailed,
-    ModelReply,
-    RateLimited,
-    ServerError,
-    StepTimeout,
-)
+from engine import ModelReply
 from engine import generated_document, local_answer
 
 from chaos.core.ledger_file import open_ledger
 from chaos.core.thread_connections import ThreadConnections
-from chaos.core.declared import declared
+from chaos.core.errors import ENGINE_ERRORS, PYTHON_ERRORS
+from chaos.core.models import RECEIVERS, Receiver, receiver_model
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["World", "Fault", "FAULT_KINDS", "STORE_FAULT_KINDS", "STALL", "HANG", "UNSTORABLE", "ANSWER_FAULTS", "BUG", "TOO_LARGE", "UNPRICED", "PRICE_FAULTS", "ASTRAL", "MATRIX_FAULT_KINDS", "OUTCOME_FAULTS", "Call", "Delivery", "USD_PER_1K_CHARS", "ENGINE_ERRORS", "PYTHON_ERRORS",
            "RECEIVERS", "Receiver", "raise_fault", "origin", "receiver_model", "shown"]
@@ -137,31 +130,6 @@ MESSAGES = {"timeout": "model call timed out", "connection": "connection reset b
             "server_error": "503 Service Unavailable", "bad_request": BAD_REQUEST}
 
 
-class _RateLimitedError(ConnectionError):
-    """A 429 as Python's own ConnectionError, with the server's Retry-After in ``retry_after_s``."""
-
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-# The errors a fault raises, by kind: the reference engine's types (what engine/ classifies) ...
-ENGINE_ERRORS: dict[str, Callable[..., BaseException]] = {
-    "timeout": StepTimeout,
-    "connection": ConnectionFailed,
-    "rate_limit": lambda message, retry_after_s=None: RateLimited(message, retry_after_s=retry_after_s),
-    "server_error": lambda message: ServerError(message, 503),
-    "bad_request": BadRequest,
-}
-# ... or Python's own, for an engine that classifies TimeoutError and ConnectionError as retryable
-# and anything else (a ValueError for a 400) as poison: ``fault_errors = PYTHON_ERRORS``.
-PYTHON_ERRORS: dict[str, Callable[..., BaseException]] = {
-    "timeout": TimeoutError,
-    "connection": ConnectionError,
-    "rate_limit": _RateLimitedError,
-    "server_error": ConnectionError,
-    "bad_request": ValueError,
-}
 SLOW_CALL_S_DEFAULT = 180.0
 
 LEDGER_SCHEMA = (
@@ -238,26 +206,11 @@ def shown(path: str) -> str:
 # The receiver's two models (an adapter's ``receiver``): one that dedupes by the effect key applies
 # a key once and only records its later deliveries; a strict one applies every delivery (the
 # effect table counts them), as the endpoint of an engine that promises exactly-once effects.
-class Receiver(StrEnum):
-    """How the world's receiver applies deliveries: ``dedupes`` (once per key) or ``strict`` (every one)."""
-
-    DEDUPES = "dedupes"
-    STRICT = "strict"
-
-
-RECEIVERS = tuple(r.value for r in Receiver)
 APPLY_EFFECT = {
     Receiver.DEDUPES: "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) ON CONFLICT (key) DO NOTHING",
     Receiver.STRICT: "INSERT INTO effect (key, kind, payload, applied) VALUES (?, ?, ?, 1) "
                      "ON CONFLICT (key) DO UPDATE SET applied = applied + 1",
 }
-
-
-def receiver_model(adapter: Adapter) -> Receiver:
-    """The receiver ``adapter``'s engine sends to: its ``receiver`` ("dedupes", the default, or
-    "strict", which applies every delivery of a key again)."""
-    return declared(adapter, "receiver", Receiver, {Receiver.DEDUPES: "the receiver applies each effect key once",
-                                                    Receiver.STRICT: "every delivery is applied"})
 
 
 @dataclass(frozen=True)
@@ -391,22 +344,16 @@ class World:
         self.sender = _Receiver(self)
 
     @classmethod
-    def for_adapter(cls, directory: str, clock: Any, adapter: Adapter, db: str | None = None) -> "World":
-        """The world of a run of ``adapter``: its lease, its ``fault_errors`` if it maps them, its
-        ``receiver`` if it declares one (see :func:`receiver_model`) and, given the run's ``db``,
-        its probe where it offers one (else paid calls are not classified)."""
-        from chaos.adapter import probe_of, sending_steps
-
-        world = cls(directory, clock, lease_s=adapter.lease_s, errors=getattr(adapter, "fault_errors", None),
-                    receiver=receiver_model(adapter))
-        world.sent_by = sending_steps(adapter)
-        if db is not None:
-
-            probe = probe_of(adapter, db)
-            if probe is not None:
-                world.probe = probe
+    def for_adapter(cls, directory: str, clock: Any, target: Target, db: str | None = None) -> "World":
+        """The world of a run of ``target``: its lease, its ``fault_errors`` if it maps them, its
+        ``receiver`` (see :func:`receiver_model`) and, given the run's ``db``, its probe where it
+        offers one (else paid calls are not classified)."""
+        world = cls(directory, clock, lease_s=target.lease_s, errors=target.fault_errors, receiver=target.receiver)
+        world.sent_by = dict(target.sent_by)
+        if db is not None and target.probe is not None:
+            world.probe = target.probe(db)
         try:
-            world.glue = (inspect.getfile(type(adapter)),)  # the adapter bridges; the user's line is in their step
+            world.glue = (inspect.getfile(type(target.adapter)),)  # the adapter bridges; the user's line is in their step
         except TypeError:  # a class defined where inspect cannot find its file
             pass
         return world

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, TYPE_CHECKING
 
 from chaos.core.invariants import AT_REST, Evidence, Violation, check, idempotent_submit, initial_states, wasted_calls, zombie_calls
+from chaos.core.target import resolve
 from chaos.fleet.receiver import deliveries, receiver_figures
 from chaos.fleet.services import HARNESS_ERROR_PREFIX, CallLedger
 from chaos.core.world import Call
@@ -114,7 +115,7 @@ def judge(adapter: ReferenceAdapter, db: str, *, calls_path: str, receiver_path:
         deliveries=deliveries(receiver_path),
         submitted=submitted,
         interruptions=interruptions,
-        initial_states=initial_states(adapter),
+        initial_states=initial_states(resolve(adapter)),
     )
     violations = check(ev, at_rest=True)
     violations += _resubmit(adapter, db, submitted, seed)

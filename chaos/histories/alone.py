@@ -11,32 +11,32 @@ import shutil
 import tempfile
 from typing import Any, TYPE_CHECKING
 
-from chaos.adapter import job_ids_for, payload_for, server_databases
 from chaos.core.clock import SharedClock
 from chaos.histories.lives import CLIENT, RECOVER, Env, live
 from chaos.core.invariants import Violation
 from chaos.core.scenario import T0
 from chaos.core.settle import settle
+from chaos.core.target import default_payload
 from chaos.core.world import World
 from chaos.histories.databases import create, scratch_root
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["run_alone", "baseline_violations"]
 
 
-def baseline_violations(adapter: Adapter) -> list[Violation]:
+def baseline_violations(adapter: Target) -> list[Violation]:
     """Histories prove nothing about a workflow that fails without any fault: one job with the
     plain payload, alone in a fresh database, must reach a final state of the workflow."""
-    job_id = job_ids_for(adapter, 1)[0]
-    payload = payload_for(adapter, job_id)
+    job_id = adapter.job_ids(1)[0]
+    payload = adapter.payload(job_id)
     payload_json = json.dumps(payload, sort_keys=True)
     alone = run_alone(adapter, job_id, payload_json)
     final = frozenset(adapter.final_effects())
     if alone is not None and alone[0] in final:
         return []
-    hint = ("from your adapter's payload(job_id)" if callable(getattr(adapter, "payload", None))
+    hint = ("from your adapter's payload(job_id)" if adapter.payload is not default_payload
             else "the harness's default; if your steps need other input, give your adapter a payload(job_id) method that returns it")
     ended = f"ended {alone[0]!r}" if alone is not None else "could not be run"
     return [Violation("baseline", f"histories fail without any fault: job {job_id!r} with the payload {payload_json} ({hint}) "
@@ -46,7 +46,7 @@ def baseline_violations(adapter: Adapter) -> list[Violation]:
 _ALONE: dict[tuple[int, int, str, str], tuple[str, Any, dict[str, str]] | None] = {}
 
 
-def run_alone(adapter: Adapter, job_id: str, payload_json: str) -> tuple[str, Any, dict[str, str]] | None:
+def run_alone(adapter: Target, job_id: str, payload_json: str) -> tuple[str, Any, dict[str, str]] | None:
     """How ``job_id`` with this payload ends alone, without any fault, in a fresh database and a
     fresh process: its state, result and applied effects (None if that run itself fails). Kept
     per process: the world's answers are deterministic."""
@@ -72,12 +72,10 @@ def run_alone(adapter: Adapter, job_id: str, payload_json: str) -> tuple[str, An
             _ALONE[key] = None
         finally:
             world.close()
-            release = getattr(adapter, "release", None)
-            if release is not None:
-                release(db)
-            server = server_databases(adapter)
-            if server is not None:
-                server.drop_db(db)
+            if adapter.release is not None:  # an adapter's cached reader, if any
+                adapter.release(db)
+            if adapter.server is not None:
+                adapter.server.drop_db(db)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return _ALONE[key]

@@ -14,7 +14,7 @@ from typing import Any
 
 from engine import NO_PROGRESS
 
-from chaos.adapter import Snapshot, server_databases
+from chaos.adapter import Snapshot
 from chaos.histories.alone import run_alone
 from chaos.histories.events import WORKERS, Heal, Resume
 from chaos.histories.lives import RECOVER, SECOND, Env, HungStep, abandon_frozen, live
@@ -53,12 +53,10 @@ class AtRest:
             self.frozen.clear()
             self.env.close()
             self.world.close()
-            release = getattr(self.adapter, "release", None)  # an adapter's cached reader, if any
-            if release is not None:
-                release(self.env.db)
-            server = server_databases(self.adapter)
-            if server is not None:  # a database of the adapter's own: the history owns it
-                server.drop_db(self.env.db)
+            if self.adapter.release is not None:  # an adapter's cached reader, if any
+                self.adapter.release(self.env.db)
+            if self.adapter.server is not None:  # a database of the adapter's own: the history owns it
+                self.adapter.server.drop_db(self.env.db)
             shutil.rmtree(self.env.directory, ignore_errors=True)
 
     def _drain_and_check(self) -> None:
@@ -68,7 +66,7 @@ class AtRest:
         self.world.disarm()
         self.world.during_slow = None
         self.clock.advance(recovery_wait_s(self.adapter))
-        submitted, inspect, settled, conflicts = dict(self.submitted), self._inspect, self.settled, getattr(self.adapter, "conflict_errors", ())
+        submitted, inspect, settled, conflicts = dict(self.submitted), self._inspect, self.settled, self.adapter.conflict_errors
         policy = submit_policy(self.adapter)
         # The adapter's recovery model: a new worker, or (restart) every worker that ran, each
         # under its own identity, the last one draining.

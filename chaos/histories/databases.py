@@ -12,13 +12,12 @@ import sqlite3
 import tempfile
 from typing import Any, TYPE_CHECKING
 
-from chaos.adapter import create_database, server_databases
 from chaos.core.store_faults import HeldLock, small_pages
 from chaos.matrix.runner import scratch_dir
 from chaos.core.process import run_in_child
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = [
     "FROZEN_BUSY_TIMEOUT_S", "scratch_root", "TEMPLATES", "server_side", "create", "hold_write_lock", "page_count",
@@ -46,12 +45,12 @@ def scratch_root() -> str:
 TEMPLATES: dict[tuple[int, int], str] = {}
 
 
-def server_side(adapter: Adapter) -> bool:
+def server_side(adapter: Target) -> bool:
     """Whether the adapter makes its databases itself (PostgreSQL) instead of engine.db files."""
-    return server_databases(adapter) is not None
+    return adapter.server is not None
 
 
-def create(adapter: Adapter, directory: str) -> str:
+def create(adapter: Target, directory: str) -> str:
     """A fresh database for a history in ``directory``: a copy of one the adapter created once in
     this process; returns its ``db`` (``<directory>/engine.db``, or the adapter's own database).
 
@@ -62,13 +61,13 @@ def create(adapter: Adapter, directory: str) -> str:
     """
     key = (os.getpid(), id(adapter))
     template = TEMPLATES.get(key)
-    server = server_databases(adapter)
+    server = adapter.server
     if server is not None:
         if template is None:
             template = server.template_db(directory)
             _create_schema(adapter, template)
             TEMPLATES[key] = template
-            _SERVER_TEMPLATES.append((adapter, template))
+            _SERVER_TEMPLATES.append((server, template))
         return server.new_scenario_db(template, directory)
     if template is None or not os.path.exists(os.path.join(template, "engine.db")):
         template = TEMPLATES[key] = tempfile.mkdtemp(prefix="template-", dir=scratch_root())
@@ -79,12 +78,12 @@ def create(adapter: Adapter, directory: str) -> str:
     return os.path.join(directory, "engine.db")
 
 
-def _create_schema(adapter: Adapter, db: str) -> None:
+def _create_schema(adapter: Target, db: str) -> None:
     # A file database gets the smallest pages SQLite allows: a few rows fill a page, so a full
     # disk (max_page_count at the current size) shows within a write or two, as it does in life.
     if not server_side(adapter):
         adapter = small_pages(adapter)
-    run_in_child(lambda: create_database(adapter, db), what="the adapter's create")
+    run_in_child(lambda: adapter.create(db), what="the adapter's create")
 
 
 class _SqliteWriteLock:
@@ -100,11 +99,11 @@ class _SqliteWriteLock:
             self.conn.close()
 
 
-def hold_write_lock(adapter: Adapter, db: str) -> Any:
+def hold_write_lock(adapter: Target, db: str) -> Any:
     """Another connection holding what every write of the engine needs (SQLite's write lock;
     on a server, the engine's tables in EXCLUSIVE mode), or None if a frozen worker holds it."""
     if server_side(adapter):
-        return HeldLock.take(db, getattr(adapter, "schema", None))
+        return HeldLock.take(db, adapter.schema)
     conn = sqlite3.connect(db, timeout=FROZEN_BUSY_TIMEOUT_S, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -128,12 +127,12 @@ _SERVER_TEMPLATES: list[tuple[Any, str]] = []
 def drop_templates() -> None:
     """Drop the template databases this process made on database servers (also run at exit)."""
     while _SERVER_TEMPLATES:
-        adapter, template = _SERVER_TEMPLATES.pop()
+        server, template = _SERVER_TEMPLATES.pop()
         for key, value in list(TEMPLATES.items()):
             if value == template:
                 del TEMPLATES[key]
         try:
-            adapter.drop_db(template)
+            server.drop_db(template)
         except Exception:  # the server may be gone already: its data goes with it
             pass
 

@@ -29,6 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from engine import STORE_UNAVAILABLE
 
+from chaos.core.target import resolve
 from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter, payload_for
 from chaos.core.clock import SharedClock, time_source
 from chaos.histories.lives import CLIENT, OPS, SECOND, SENDER, STORMER, Env, Frozen, HungStep, hung, kill, live, pause, record, resume
@@ -79,9 +80,9 @@ class Histories(AtRest, RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        a = self.adapter
-        if a is None:
+        if self.adapter is None:
             raise TypeError("Histories needs an adapter: use chaos.machine.machine_for(adapter)")
+        self.adapter = a = resolve(self.adapter)  # resolved once per history's machine: a target comes back as it is
         directory = tempfile.mkdtemp(prefix="history-", dir=scratch_root())
         db = create(a, directory)
         clock = SharedClock(T0)  # a forked worker's time passes for everyone
@@ -97,11 +98,10 @@ class Histories(AtRest, RuleBasedStateMachine):
         # A person's actions: cancel a job not yet started, resolve one waiting for a person,
         # requeue a failed one; in the adapter's states (``initial_states()``, ``needs_human_states()``).
         self.cancellable = initial_states(a)
-        hook = getattr(a, "needs_human_states", None)
-        self.awaiting_human = frozenset(hook()) if callable(hook) else frozenset({NEEDS_HUMAN}) & set(self.table)
+        self.awaiting_human = a.needs_human
         self.failed_states = {s for s in self.settled if self.table.get(s) and s not in self.awaiting_human}
-        self.human_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "human_errors", ()))
-        self.unavailable_errors: tuple[type[BaseException], ...] = tuple(getattr(a, "unavailable_errors", ()))
+        self.human_errors: tuple[type[BaseException], ...] = a.human_errors
+        self.unavailable_errors: tuple[type[BaseException], ...] = a.unavailable_errors
         self.frozen: dict[str, Frozen] = {}
         self.held_lock: Any = None  # another connection in BEGIN IMMEDIATE (lock-held)
         self.humane = _humane(self.env)
@@ -526,11 +526,12 @@ def machine_for(adapter: Adapter, *, target: str | None = None, modes: Iterable[
     if isinstance(adapter, str):
         target = target or adapter
         adapter = load_adapter(adapter)
+    adapter = resolve(adapter)  # the door: every history below reads the resolved target
     modes = tuple(modes)
     if not modes or set(modes) - set(MODES):
         raise ValueError(f"modes {modes!r} must be a non-empty selection of: {', '.join(MODES)}")
     time_source(adapter)  # a wrong word is refused here, before any history runs
-    stem = type(adapter).__name__
+    stem = type(adapter.adapter).__name__
     stem = stem[: -len("Adapter")] if stem.endswith("Adapter") and stem != "Adapter" else stem
     # The adapter's own job ids, known now and built into the events drawn: a history of an
     # orders project submits order-1001, and its findings and its printed program name it.

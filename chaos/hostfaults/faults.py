@@ -160,7 +160,7 @@ ON_A_SERVER_REFUSED = {
 def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -> None:
     """Raise ValueError if ``faults`` (machine sub-kinds) include one that has no faithful
     mechanism where the scenario databases live on a server: given a ``db`` server
-    (``postgresql://...``), or a ``target`` adapter object whose databases are not files (it
+    (``postgresql://...``), or a ``target`` (:class:`chaos.core.target.Target`) whose databases are not files (it
     builds its own template database). The message names each such kind, why, and the fix.
 
     >>> refuse_on_a_server(["lock-held", "clock-skew"], "postgresql://admin@db.test/postgres")
@@ -170,7 +170,7 @@ def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -
     ...
     ValueError: the io fault kind (io-eio) cannot run on PostgreSQL: libfiu makes ... run io on SQLite (...)...
     """
-    on_a_server = db is not None or (target is not None and not isinstance(target, str) and getattr(target, "template_db", None) is not None)
+    on_a_server = db is not None or (target is not None and target.server is not None)
     if not on_a_server:
         return
     kinds = sorted({KIND_OF[sub] for sub in faults if KIND_OF.get(sub) in ON_A_SERVER_REFUSED})
@@ -192,16 +192,17 @@ def refuse_without_schema(faults: Any, adapter: Adapter, name: str, db: str | No
     rows, or on PostgreSQL locks its tables, and ``adapter`` declares no ``schema`` to find them
     by (the harness reads no engine table itself). The message names the kinds and the fix.
 
-    >>> class Bare: ...
+    >>> class Bare:  # a target that declares no schema, on SQLite files
+    ...     schema = server = None
     >>> refuse_without_schema(["clock-back", "lock-held"], Bare(), "mine:adapter")  # SQLite: none needs it
     >>> refuse_without_schema(["damage-memo"], Bare(), "mine:adapter")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: target 'mine:adapter' declares no schema, which damage-memo needs: ... or leave damage out of --faults
     """
-    if getattr(adapter, "schema", None) is not None:
+    if adapter.schema is not None:
         return
-    on_a_server = db is not None or getattr(adapter, "template_db", None) is not None
+    on_a_server = db is not None or adapter.server is not None
     needing = [sub for sub in faults if KIND_OF.get(sub) == "damage" or (on_a_server and sub == "lock-held")]
     if needing:
         kinds = sorted({KIND_OF[sub] for sub in needing})

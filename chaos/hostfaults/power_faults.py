@@ -57,7 +57,7 @@ def at_level(adapter: Adapter, level: str) -> Any:
             f"adapter {type(adapter).__name__} declares no 'synchronous' attribute, so the power fault cannot run its "
             "stores at FULL or NORMAL; give it one that its make_store passes to SqliteStore(synchronous=...)"
         )
-    if getattr(adapter, "template_db", None) is not None:
+    if adapter.server is not None:
         raise ValueError(
             "the power fault runs on SQLite files, which it puts on an ext4 image whose power it cuts; on PostgreSQL "
             "the server writes the files: run python -m benchmarks for PostgreSQL's power-cut figures, and power on SQLite"

@@ -19,9 +19,10 @@ import time
 import warnings
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Iterable, TYPE_CHECKING
+from typing import Any, Iterable
 
-from chaos.adapter import REFERENCE_TARGET, allowed_effects as adapter_allows, load_adapter
+from chaos.adapter import REFERENCE_TARGET
+from chaos.core.target import Target, load_target, resolve
 from chaos.matrix.families import reference_scenarios
 from chaos.hostfaults.power import power_missing
 from chaos.core import effects, libfiu, pristine
@@ -30,8 +31,7 @@ from chaos.core.store_faults import small_pages
 from chaos.core.world import STORE_FAULT_KINDS
 from chaos.core.points import Point, warm
 from chaos.core.sampling import sample_every_kind
-from chaos.core.hangs import bound_s, check_timeout
-from chaos.core.invariants import submit_policy
+from chaos.core.hangs import check_timeout
 from chaos.core.unreachable import declared_unreachable
 from chaos.core.process import Exit
 from chaos.core.scenario import (
@@ -43,9 +43,6 @@ from chaos.core.settle import recovery_key
 from chaos.core.template import discard
 from chaos.core.verdict import compared
 from chaos.core.prepare import prepare
-
-if TYPE_CHECKING:
-    from chaos.adapter import Adapter
 
 __all__ = [
     "MatrixReport",
@@ -321,27 +318,30 @@ def _setup(target: Any, *, mode: str, families: Iterable[str] | None, point: str
     machine = [sub for f in faults for sub in expand(f)]
     from chaos.hostfaults.faults import refuse_on_a_server, refuse_without_schema
 
-    refuse_on_a_server(machine, db, target)  # disk and io act on SQLite files; lock, clock, damage run on PostgreSQL too
+    if isinstance(target, str):
+        refuse_on_a_server(machine, db)  # disk and io act on SQLite files; lock, clock and damage run on PostgreSQL too
     if any(KIND_OF[sub] == "io" for sub in machine) and libfiu.missing():
         raise ValueError(libfiu.missing())
     if any(KIND_OF[sub] == "power" for sub in machine) and power_missing():
         raise ValueError(power_missing())
     if "crash" in faults and mode not in ("fork", "inprocess"):
         raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
-    adapter = load_adapter(target) if isinstance(target, str) else target
-    target_name = target if isinstance(target, str) else f"{type(target).__module__}:{type(target).__name__}"
+    # The door: the target loaded and resolved once (its declared words, its submit_conflict, its
+    # allowed_effects and its scenario_timeout_s checked); nothing below asks the adapter again.
+    adapter = load_target(target) if isinstance(target, str) else resolve(target)
+    raw = adapter.adapter
+    target_name = target if isinstance(target, str) else f"{type(raw).__module__}:{type(raw).__name__}"
+    if not isinstance(target, str):
+        refuse_on_a_server(machine, db, adapter)
     if db is not None:
-        if not hasattr(adapter, "use_database"):
+        if adapter.use_database is None:
             raise ValueError(f"target {target_name!r} takes no --db: its scenario databases are files")
         adapter.use_database(db)
     refuse_without_schema(machine, adapter, target_name, db)
-    check_declaration = getattr(adapter, "check_declaration", None)
-    if callable(check_declaration):  # a declaration that does not match the engine: the adapter's mistake, said before any run
-        check_declaration()
-    submit_policy(adapter)  # a submit_conflict word it does not know, likewise
-    adapter_allows(adapter)  # and an allowed_effects entry that is not KIND:PATTERN
+    if adapter.check_declaration is not None:  # a declaration that does not match the engine: the adapter's mistake, said before any run
+        adapter.check_declaration()
     replay_extra = replay_db if replay_db is not None else (("--db", db) if db is not None else ())
-    all_scenarios = scenarios if scenarios is not None else getattr(adapter, "scenarios", reference_scenarios)()
+    all_scenarios = scenarios if scenarios is not None else (adapter.scenarios or reference_scenarios)()
     all_scenarios = [for_adapter(s, adapter) for s in all_scenarios]
     if scenarios is None and machine:
         all_scenarios = list(all_scenarios) + [for_adapter(s, adapter) for s in machine_scenarios()
@@ -362,7 +362,7 @@ def _setup(target: Any, *, mode: str, families: Iterable[str] | None, point: str
 
 @dataclass(frozen=True)
 class _Setup:
-    adapter: Any
+    adapter: Target
     target_name: str
     chosen: list[Scenario]
     replay_extra: tuple[str, ...]
@@ -454,7 +454,6 @@ def run_matrix(
         allowed = effects.parse_allowed(allowed_effects)
         if scenario_timeout_s is not None:
             scenario_timeout_s = check_timeout(scenario_timeout_s, "scenario_timeout_s")
-        bound_s(setup.adapter)  # an adapter's scenario_timeout_s that is no number of seconds: said before any run
     except ValueError as exc:
         raise MatrixUsageError(str(exc)) from exc
     adapter, target_name, chosen = setup.adapter, setup.target_name, setup.chosen
@@ -467,7 +466,7 @@ def run_matrix(
                           only_point=setup.only_point, sample=sample, jobs=jobs, faults=faults, pairs=pairs, started=started,
                           replay_extra=replay_extra, exhaustive=exhaustive, timeout_s=scenario_timeout_s)
             report.allowed_effects = ([(str(a), "the run") for a in allowed]
-                                      + [(str(a), "the adapter") for a in adapter_allows(adapter)])
+                                      + [(str(a), "the adapter") for a in adapter.allowed_effects])
             if families is None and not point:  # a part of the matrix leaves out faults the rest would arm: nothing to say then
                 report.faulted_tasks = {f.task for s in chosen for f in s.faults if f.kind not in STORE_FAULT_KINDS and f.task not in ("send", AT_START)}
         return report
@@ -486,7 +485,7 @@ def _unshippable(target: Any, arguments: dict[str, Any]) -> str:
     return ""
 
 
-def _run(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
+def _run(adapter: Target, target_name: str, chosen: list[Scenario], workdir: str, *, mode: str, seed: int, deep: bool, point: str | None,
          only_family: str, only_point: str, sample: int | None, jobs: int, faults: tuple[str, ...], pairs: int, started: float,
          replay_extra: tuple[str, ...] = (), exhaustive: bool = False, timeout_s: float | None = None) -> MatrixReport:
     prepared: dict[str, Family] = {}
@@ -499,7 +498,7 @@ def _run(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: st
             discard(adapter, family)  # an adapter's template database (PostgreSQL); files go with the workdir
 
 
-def _run_prepared(adapter: Adapter, target_name: str, chosen: list[Scenario], workdir: str, prepared: dict[str, Family], *, mode: str,
+def _run_prepared(adapter: Target, target_name: str, chosen: list[Scenario], workdir: str, prepared: dict[str, Family], *, mode: str,
                   seed: int, deep: bool, point: str | None, only_family: str, only_point: str, sample: int | None, jobs: int,
                   faults: tuple[str, ...], pairs: int, started: float, replay_extra: tuple[str, ...],
                   exhaustive: bool = False, timeout_s: float | None = None) -> MatrixReport:
@@ -626,7 +625,7 @@ def _shared_outcome(outcome: Outcome, point_id: str) -> Outcome:
     return shared
 
 
-def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
+def _prepare_all(adapter: Target, chosen: list[Scenario], workdir: str, *, seed: int, deep: bool, jobs: int,
                  machine_names: set[str], timeout_s: float | None = None) -> list[Family]:
     """Prepare every family (its template, recording and baseline), ``jobs`` at a time, each in a
     child of its own when there are several; in order. The files the points are in are parsed
@@ -640,7 +639,7 @@ def _prepare_all(adapter: Adapter, chosen: list[Scenario], workdir: str, *, seed
     # A family whose doomed iteration meets an I/O error is recorded in a process started by
     # fiu-run (where libfiu is missing, or the adapter's databases are on a server, prepare says
     # why it is skipped).
-    under_fiu = [s for s in chosen if s.needs_libfiu() and not libfiu.missing() and getattr(adapter, "template_db", None) is None]
+    under_fiu = [s for s in chosen if s.needs_libfiu() and not libfiu.missing() and adapter.server is None]
     if under_fiu:
         preparing = libfiu.UnderFiu("chaos.matrix.zygote", (PREPARE, (adapter, under_fiu, workdir, seed, deep, timeout_s)), workdir,
                                     "fiu-prepare")

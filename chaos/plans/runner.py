@@ -47,6 +47,7 @@ from chaos.hostfaults.faults import (
     run_preloaded,
 )
 from chaos.core.store_faults import small_pages
+from chaos.core.target import resolve
 from chaos.matrix.runner import Share
 from chaos.plans.plan import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Plan, PlanError
 from chaos.core.points import CommitCounter, Point, Recorder
@@ -152,9 +153,10 @@ def prepare_points(plan: Plan, adapter: Adapter, workdir: str, *, seed: int, fau
         faults=tuple(to_fault(f) for f in section.faults),
         second_worker=section.second_worker,
     )
+    adapter = resolve(adapter)
     try:
         refuse_on_a_server(machine_kinds(faults), None, adapter)  # a full disk or libfiu act on SQLite files only
-        refuse_without_schema(machine_kinds(faults), adapter, f"{type(adapter).__module__}:{type(adapter).__qualname__}")
+        refuse_without_schema(machine_kinds(faults), adapter, f"{type(adapter.adapter).__module__}:{type(adapter.adapter).__qualname__}")
     except ValueError as exc:
         raise PlanError(f"{plan.path}: {exc} (in a fault plan: leave them out of its key 'points.fault', or of --chaos-faults)") from None
     os.makedirs(workdir, exist_ok=True)
@@ -324,6 +326,7 @@ def run_plan_point(prepared: PreparedPoints, index: int, adapter: Adapter, scrat
     assert section is not None, "run_plan_point needs a plan with a [points] section"
     assert fault in ITEM_FAULTS, f"fault {fault!r} is not one of {ITEM_FAULTS}"
     family, point = prepared.family, prepared.family.points[index]
+    adapter = resolve(adapter)  # a target comes back as it is
     if fault == "crash":
         outcome = run_point(adapter, family, point, scratch, seed=seed, mode=mode, deep=section.deep)
     elif fault in PAUSE_KINDS:
@@ -360,7 +363,7 @@ def _target_adapter(target: str) -> Any:
     if target not in _ADAPTERS:
         from chaos.adapter import load_adapter
 
-        _ADAPTERS[target] = load_adapter(target)
+        _ADAPTERS[target] = resolve(load_adapter(target))
     return _ADAPTERS[target]
 
 

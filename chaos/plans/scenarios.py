@@ -12,15 +12,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, TYPE_CHECKING
 
-from chaos.adapter import resolve_jobs
 from chaos.core.invariants import Violation, busiest_window
 from chaos.core.findings import plural
 from chaos.plans.plan import Action, Expect, FaultSpec, ScriptedScenario
 from chaos.core.sandbox import Sandbox
+from chaos.core.target import resolve
 from chaos.core.world import Call, Fault
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["ScenarioResult", "run_scenario", "expect_failures", "to_fault"]
 
@@ -41,13 +42,14 @@ class ScenarioResult:
 def run_scenario(scenario: ScriptedScenario, adapter: Adapter, directory: str, *, seed: int) -> ScenarioResult:
     """Play the script, drain, then check the invariant catalog and the scenario's expect."""
     started = time.perf_counter()
-    box = Sandbox(adapter, directory, seed=seed)
+    target = resolve(adapter)  # a target comes back as it is
+    box = Sandbox(target, directory, seed=seed)
     result = ScenarioResult()
     try:
         for job_id in scenario.jobs:
-            box.submit(resolve_jobs(job_id, adapter))  # a job named by position is the adapter's
+            box.submit(target.resolve_jobs(job_id))  # a job named by position is the adapter's
         for action in scenario.script:
-            problem = _play(box, action, adapter)
+            problem = _play(box, action, target)
             if problem:
                 result.failures.append(problem)
                 break
@@ -64,16 +66,16 @@ def run_scenario(scenario: ScriptedScenario, adapter: Adapter, directory: str, *
     return result
 
 
-def _play(box: Sandbox, action: Action, adapter: Adapter) -> str | None:
+def _play(box: Sandbox, action: Action, target: Target) -> str | None:
     """Do one action; return what went wrong, if anything."""
     o = action.options
     worker = o.get("worker", "w1")
     expected = o.get("expect_error")
     errors: tuple[type[BaseException], ...] = ()
     if expected == "conflict":
-        errors = tuple(getattr(adapter, "conflict_errors", ())) or (Exception,)
+        errors = target.conflict_errors or (Exception,)
     elif expected == "illegal":
-        errors = tuple(getattr(adapter, "human_errors", ())) or (Exception,)
+        errors = target.human_errors or (Exception,)
     try:
         if action.verb == "submit":
             box.submit(action.value, o.get("payload"), worker=worker)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, TYPE_CHECKING
 
+from chaos.core.target import resolve
 from chaos.plans.model import Expect, FaultSpec, Plan, PlanError
 from chaos.plans.schema import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, JOB_POSITION
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["check_against", "check_jobs_named", "clipped"]
 
@@ -35,11 +37,12 @@ def clipped(value: Any, limit: int = 80) -> str:
 
 
 # -- checks against the target ------------------------------------------------------------------
-def check_against(plan: Plan, adapter: Adapter) -> None:
+def check_against(plan: Plan, adapter: Adapter | Target) -> None:
     """Check the plan's step, state and task names against the target's workflow."""
-    steps = list(adapter.step_states())
-    states = sorted(adapter.states())
-    tasks_fn: Callable[[], Any] | None = getattr(adapter, "fault_tasks", None)
+    target = resolve(adapter)  # a target comes back as it is
+    steps = list(target.step_states())
+    states = sorted(target.states())
+    tasks_fn: Callable[[], Any] | None = target.fault_tasks
     tasks = sorted(tasks_fn() if tasks_fn is not None else set(steps) | {"fetch", "send"})
     faults: list[tuple[str, FaultSpec]] = []
     expects: list[Expect] = []
@@ -60,7 +63,7 @@ def check_against(plan: Plan, adapter: Adapter) -> None:
             if action.expect is not None:
                 expects.append(action.expect)
         expects += [scenario.expect] if scenario.expect else []
-    _check_jobs_on(plan, adapter)
+    _check_jobs_on(plan, target)
     for where, fault in faults:
         if fault.task is not None and fault.task not in tasks:
             raise PlanError(f"{plan.path}: key '{where}.task' is {fault.task!r}, not a task of the target; allowed: {', '.join(tasks)}")
@@ -68,15 +71,13 @@ def check_against(plan: Plan, adapter: Adapter) -> None:
         _check_expect(plan.path, expect, steps, states)
 
 
-def _check_jobs_on(plan: Plan, adapter: Adapter) -> None:
+def _check_jobs_on(plan: Plan, target: Target) -> None:
     """The jobs a plan names by position (its default, or a count) are the adapter's ``job_ids``:
     an expectation naming a job is checked against those ids, as it could not be when the plan was read."""
-    from chaos.adapter import resolve_jobs
-
     if plan.points is not None:
-        check_jobs_named(plan.path, plan.points.expect, [resolve_jobs(j, adapter) for j in plan.points.jobs])
+        check_jobs_named(plan.path, plan.points.expect, [target.resolve_jobs(j) for j in plan.points.jobs])
     for scenario in plan.scenarios:
-        submitted = [*(resolve_jobs(j, adapter) for j in scenario.jobs), *(a.value for a in scenario.script if a.verb == "submit")]
+        submitted = [*(target.resolve_jobs(j) for j in scenario.jobs), *(a.value for a in scenario.script if a.verb == "submit")]
         for checked in [scenario.expect, *(a.expect for a in scenario.script)]:
             check_jobs_named(plan.path, checked, submitted)
 

@@ -12,16 +12,13 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from chaos.plugin.options import MACHINE_SUBKINDS, MARKER, PAIRS_DEFAULT, REFERENCE_TARGET
 from chaos.plugin.records import RECORD_KEY, all_known, junit_properties
 from chaos.plugin.state import plugin_state
-
-if TYPE_CHECKING:
-    from chaos.plugin.collect import PlanFile
 
 __all__ = ["CrashFailure", "PlanBaseline", "PlanItem", "PlanPoint", "PlanScenario", "explain"]
 
@@ -37,7 +34,8 @@ class PlanItem(pytest.Item):
         super().__init__(**kwargs)
         self.add_marker(MARKER)
         # The plan file is the nearest file above the item (a point's group is a collector, not a file).
-        self.plan_file: PlanFile = self.getparent(pytest.File)  # type: ignore[assignment]
+        # A chaos.plugin.collect.PlanFile (named, not imported: the collector imports this module).
+        self.plan_file: Any = self.getparent(pytest.File)
 
     @property
     def plan(self) -> Any:

@@ -10,14 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from chaos.plugin.options import Settings, resolve
-
-if TYPE_CHECKING:
-    from chaos.plugin.summary import Folded
 
 __all__ = ["PluginState", "plugin_state", "start", "stop"]
 
@@ -37,7 +34,8 @@ class PluginState:
         self.sent_executable: set[str] = set()
         self.failed_records: list[dict[str, Any]] = []  # the records of failed items and tests
         self.explained: set[str] = set()  # invariants whose "why it matters" a failure printed (see explain)
-        self.folded: Folded | None = None  # the plan items the summary stands for, while pytest writes its own
+        # A chaos.plugin.summary.Folded (named, not imported: the summary imports this module).
+        self.folded: Any = None  # the plan items the summary stands for, while pytest writes its own
         self.shortened: list[tuple[Any, str, str]] = []  # (a failure's holder, attribute, whole message), while pytest writes its short summary
 
     def workdir(self) -> str:

@@ -18,6 +18,7 @@ import pytest
 from chaos import ReferenceAdapter
 from chaos.adapter import describe_capabilities, job_ids_for, resolve_jobs
 from chaos.core.scenario import for_adapter
+from chaos.core.target import resolve
 from chaos.matrix.families import reference_scenarios
 from chaos.matrix.runner import run_matrix
 from chaos.plans.plan import PlanError, check_against, parse_plan
@@ -58,7 +59,7 @@ def test_the_reference_adapter_and_an_adapter_without_the_hook_keep_doc_1():
 
     assert job_ids_for(ReferenceAdapter(), 3) == ("doc-1", "doc-2", "doc-3")
     assert job_ids_for(Bare(), 2) == ("doc-1", "doc-2")  # type: ignore[arg-type]
-    named = [for_adapter(s, ReferenceAdapter()) for s in reference_scenarios()]
+    named = [for_adapter(s, resolve(ReferenceAdapter())) for s in reference_scenarios()]
     assert {s.name: s.setup for s in named}["damaged-payload"] == ("damage:payload:doc-1",)
     assert {s.name: s.phase for s in named}["cancel-race"] == "human:cancel:doc-1"
     assert {s.name: s.jobs for s in named}["retry-storm"] == tuple(f"doc-{n}" for n in range(1, 17))

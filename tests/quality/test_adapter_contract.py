@@ -404,6 +404,7 @@ def test_a_receiver_is_declared_as_a_word_and_a_wrong_word_is_refused(tmp_path):
     from engine import FakeClock
 
     from chaos import ReferenceAdapter
+    from chaos.core.target import resolve
     from chaos.core.world import World
 
     class Strict(ReferenceAdapter):
@@ -416,12 +417,12 @@ def test_a_receiver_is_declared_as_a_word_and_a_wrong_word_is_refused(tmp_path):
     assert lines["receiver"] == "  yes  receiver = 'strict'"
     assert lines["receiver"] != {s.name: s.line() for s in capabilities(ReferenceAdapter())}["receiver"]
     with pytest.raises(ValueError, match="receiver is 'exactly-once'; use 'dedupes' .* or 'strict'"):
-        World.for_adapter(str(tmp_path), FakeClock(0.0), Typo())
+        World.for_adapter(str(tmp_path), FakeClock(0.0), resolve(Typo()))
     applied = {}
     for adapter in (ReferenceAdapter(), Strict()):
         directory = tmp_path / type(adapter).__name__
         directory.mkdir()
-        world = World.for_adapter(str(directory), FakeClock(0.0), adapter)
+        world = World.for_adapter(str(directory), FakeClock(0.0), resolve(adapter))
         world.sender.send("doc-1:delivery", "delivery", {"n": 1})
         world.sender.send("doc-1:delivery", "delivery", {"n": 1})
         applied[world.receiver] = (world.applied_effects(), [d.applied for d in world.deliveries()])

@@ -9,7 +9,9 @@ import pytest
 
 from chaos import run_matrix
 from chaos.adapter import capabilities
-from chaos.core.iteration import ITERATION_CALLS_MAX, NeverIdle, one_iteration
+from types import SimpleNamespace
+
+from chaos.core.iteration import ITERATION_CALLS_MAX, NeverIdle, iteration_model, one_iteration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "minimal_engine")
@@ -72,8 +74,11 @@ def test_an_iteration_answers_as_run_once_does_and_a_wrong_word_is_refused():
             self.calls += 1
             return self.words.pop(0)
 
-    class UntilIdle:
-        iteration = "until-idle"
+    class UntilIdle:  # a target as resolve() makes it: the declared word read into its model
+        name, iteration = "x", iteration_model(SimpleNamespace(iteration="until-idle"))
+
+    class OneCall:
+        name, iteration = "x", iteration_model(object())
 
     class Typo:
         name, iteration = "x", "until_idle"
@@ -83,8 +88,8 @@ def test_an_iteration_answers_as_run_once_does_and_a_wrong_word_is_refused():
         loop = Loop(*words)
         assert (one_iteration(UntilIdle(), loop)(), loop.calls) == (answer, calls)
     loop = Loop("stepped", "idle")
-    assert (one_iteration(object(), loop)(), loop.calls) == ("stepped", 1)  # the default: one call
+    assert (one_iteration(OneCall(), loop)(), loop.calls) == ("stepped", 1)  # the default: one call
     with pytest.raises(ValueError, match="iteration is 'until_idle'; use 'one-call' .* or 'until-idle'"):
-        one_iteration(Typo(), loop)
+        iteration_model(Typo())
     with pytest.raises(NeverIdle):
         one_iteration(UntilIdle(), Loop(*["stepped"] * ITERATION_CALLS_MAX))()

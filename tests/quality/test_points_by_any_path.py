@@ -24,6 +24,7 @@ from chaos.core.points import Killer, Point
 from chaos.core.freeze import run_pause
 from chaos.core.prepare import prepare
 from chaos.core.kill import run_point
+from chaos.core.target import resolve
 from chaos.core.scenario import for_adapter
 from chaos.hostfaults.faults import machine_points, machine_scenarios, run_machine_fault
 from chaos.matrix.runner import source_line
@@ -100,7 +101,7 @@ def test_host_faults_reach_tinyflow_imported_here_by_another_spelling_of_its_pat
 
 
 def test_a_host_fault_whose_worker_never_reaches_its_point_is_a_violation_not_a_pass(tmp_path):
-    adapter = ReferenceAdapter()
+    adapter = resolve(ReferenceAdapter())
     family = prepare(adapter, for_adapter(machine_scenarios()[0], adapter), str(tmp_path / "family"), seed=0)
     first = family.points[machine_points(family, source_line)[0]]
     never = dataclasses.replace(first, hit=first.hit + 10_000)  # a hit the iteration never gets to
@@ -112,7 +113,7 @@ def test_a_host_fault_whose_worker_never_reaches_its_point_is_a_violation_not_a_
 
 @pytest.mark.parametrize("fault", ["crash", "crash-inprocess", "pause-live"])
 def test_a_crash_or_a_pause_that_never_reaches_its_point_is_a_violation_not_a_pass(tmp_path, fault):
-    adapter = ReferenceAdapter()
+    adapter = resolve(ReferenceAdapter())
     family = prepare(adapter, for_adapter(machine_scenarios()[0], adapter), str(tmp_path / "family"), seed=0)
     never = dataclasses.replace(family.points[0], hit=family.points[0].hit + 10_000)  # a hit the iteration never gets to
     workdir = str(tmp_path / "run")

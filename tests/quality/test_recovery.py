@@ -72,9 +72,14 @@ def test_each_model_waits_and_recovers_as_declared():
         adapter.recovery = word
         return adapter
 
-    assert (recovery_wait_s(Adapter()), recovering_workers(Adapter(), ["w-a", "w-doomed"], "w-new")) == (31.0, ["w-new"])
-    assert (recovery_wait_s(declared("restart")), recovering_workers(declared("restart"), ["w-a", "w-doomed", "w-a"], "w-new")) \
+    class Target:  # a target as resolve() makes it: the declared word read into its model
+        def __init__(self, adapter=None):
+            self.lease_s = 30.0
+            self.recovery = recovery_model(adapter if adapter is not None else Adapter())
+
+    assert (recovery_wait_s(Target()), recovering_workers(Target(), ["w-a", "w-doomed"], "w-new")) == (31.0, ["w-new"])
+    assert (recovery_wait_s(Target(declared("restart"))), recovering_workers(Target(declared("restart")), ["w-a", "w-doomed", "w-a"], "w-new")) \
         == (0.0, ["w-a", "w-doomed"])
-    assert (recovery_wait_s(declared("at-open")), recovering_workers(declared("at-open"), ["w-doomed"], "w-new")) == (0.0, ["w-new"])
+    assert (recovery_wait_s(Target(declared("at-open"))), recovering_workers(Target(declared("at-open")), ["w-doomed"], "w-new")) == (0.0, ["w-new"])
     with pytest.raises(ValueError, match="recovery is 'reboot'; use 'lease-expiry' .*'restart' .*'at-open'"):
         recovery_model(declared("reboot"))
