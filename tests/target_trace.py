@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-__all__ = ["figures", "layer", "trace"]
+__all__ = ["figures", "layer", "trace", "trip"]
 
 # The lowest layer: the process core every mode shares. The contract (chaos.adapter) sits above it,
 # with the modes; the plugin and the command line on top.
@@ -91,6 +91,19 @@ def _followed_types() -> set[type]:
     return types
 
 
+def trip(events: list[list]) -> list[list]:
+    """The trip ``events`` make, each distinct call (the module calling, the function called) kept
+    where it first happened: a loop over fifty families is one step of the trip, not fifty."""
+    seen: set[tuple[str, str, str]] = set()
+    first = []
+    for event in sorted(events, key=lambda e: e[0]):
+        key = (event[4], event[2], event[3])
+        if key not in seen:
+            seen.add(key)
+            first.append(event)
+    return first
+
+
 def figures(events: list[list]) -> dict[str, object]:
     """Stays, climbs and returns of the trip ``events`` (as :func:`trace` writes them) describe."""
     events = sorted(events, key=lambda e: e[0])
@@ -115,5 +128,5 @@ if __name__ == "__main__":
         os.remove(path)
     trace(path, families=["clean"], sample=2)
     with open(path) as f:
-        found = figures([json.loads(line) for line in f])
-    print(json.dumps(found, indent=1))
+        events = [json.loads(line) for line in f]
+    print(json.dumps({"trip": figures(trip(events)), "every_call": figures(events)}, indent=1))

@@ -57,13 +57,12 @@ def check_timeout(value: Any, source: str) -> float:
     return seconds
 
 
-def bound_s(adapter: Any, baseline_s: float = 0.0, *, given: float | None = None) -> float:
-    """How long one scenario may run: ``given`` (the run's setting), else the adapter's
-    ``scenario_timeout_s``, else :data:`SCENARIO_TIMEOUT_S`; at least :data:`BASELINE_FACTOR`
-    times ``baseline_s``, what the family's run without any fault took."""
+def bound_s(declared_s: float | None, baseline_s: float = 0.0, *, given: float | None = None) -> float:
+    """How long one scenario may run: ``given`` (the run's setting), else ``declared_s`` (the
+    target's ``scenario_timeout_s``, checked when it was resolved), else :data:`SCENARIO_TIMEOUT_S`;
+    at least :data:`BASELINE_FACTOR` times ``baseline_s``, what the family's run without any fault took."""
     if given is None:
-        declared = getattr(adapter, "scenario_timeout_s", None)
-        given = check_timeout(declared, "the adapter's scenario_timeout_s") if declared is not None else SCENARIO_TIMEOUT_S
+        given = declared_s if declared_s is not None else SCENARIO_TIMEOUT_S
     return max(given, BASELINE_FACTOR * baseline_s)
 
 

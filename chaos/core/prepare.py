@@ -60,7 +60,7 @@ def prepare(adapter: Target, scenario: Scenario, workdir: str, *, seed: int, dee
     scenario = with_jobs_of(scenario, adapter)
     started = time.perf_counter()
     try:
-        with watchdog(bound_s(adapter, given=timeout_s)):
+        with watchdog(bound_s(adapter.scenario_timeout_s, given=timeout_s)):
             family = _prepare(adapter, scenario, workdir, seed=seed, deep=deep)
     except Hung as hung:
         baseline = hung_outcome(hung, "baseline", "crash", started)

@@ -193,7 +193,7 @@ def for_adapter(scenario: Scenario, adapter: Target) -> Scenario:
     """``scenario`` with its faults' tasks renamed by the adapter's :func:`task_names`, and the jobs
     it names by position (``<job 1>``) named by the adapter's ``job_ids`` (:func:`chaos.adapter.resolve_jobs`)."""
     scenario = with_jobs_of(scenario, adapter)
-    names = task_names(adapter)
+    names = adapter.tasks
     if not names or not scenario.faults:
         return scenario
     faults = tuple(dataclasses.replace(f, task=names.get(f.task, f.task)) if f.task is not None else f for f in scenario.faults)
@@ -369,7 +369,7 @@ def watched(adapter: Target, family: Family, point_id: str, fault: str, scenario
     family's bound, a ``hangs`` result (see :mod:`chaos.core.hangs`)."""
     started = time.perf_counter()
     try:
-        with watchdog(bound_s(adapter, family.baseline.seconds, given=family.timeout_s)):
+        with watchdog(bound_s(adapter.scenario_timeout_s, family.baseline.seconds, given=family.timeout_s)):
             return scenario()
     except Hung as hung:
         return hung_outcome(hung, point_id, fault, started)

@@ -1,0 +1,75 @@
+"""The target is resolved once at the door: followed from run_matrix, it rarely climbs back up.
+
+One real crash-matrix run (the clean family, a sample of two points) is followed with a profile
+hook (tests/target_trace.py) in a process of its own and the scenario processes it forks; the
+trip the target makes through the harness's modules is counted: calls from a lower layer into a
+higher one (the core asking the contract what the adapter offers) and stays in a module the trip
+had already left. Before the target was resolved once, the same trip climbed back up 7 times and
+returned 33 times (the core asked chaos.adapter for job ids, payloads, probes and server databases).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+from chaos.adapter import load_adapter
+from chaos.core.models import Iteration, Receiver, Recovery
+from chaos.core.target import Target, resolve
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLIMBS_MAX = 3
+RETURNS_MAX = 20
+
+
+def test_followed_from_run_matrix_the_target_climbs_back_up_at_most_3_times_and_returns_at_most_20(tmp_path):
+    out = tmp_path / "trace.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("CRASHGATE_PRISTINE", None)
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "target_trace.py"), str(out)], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    trip = json.loads(done.stdout)["trip"]
+    assert trip["calls"] > 20, trip  # the run was followed through its phases, not only its door
+    assert "chaos.core.kill" in trip["entered"] and "chaos.core.settle" not in trip["sequence"][:1], trip["sequence"]
+    assert trip["climbs"] <= CLIMBS_MAX, trip["climbed"]
+    assert trip["returns"] <= RETURNS_MAX, trip["sequence"]
+
+
+def test_the_trip_is_counted_as_described():
+    """The counting can fail: a core module asking the contract is a climb, coming back is a return."""
+    from target_trace import figures
+
+    events = [[1, 0, "chaos.matrix.runner", "run", ""], [2, 0, "chaos.core.prepare", "prepare", "chaos.matrix.runner"],
+              [3, 0, "chaos.adapter", "payload_for", "chaos.core.prepare"], [4, 0, "chaos.core.prepare", "_create", "chaos.core.prepare"]]
+    found = figures(events)
+    assert (found["stays"], found["climbs"], found["returns"]) == (4, 1, 1)
+
+
+def test_a_target_holds_each_capability_resolved_or_its_default():
+    class Orders(type(load_adapter("chaos:reference_adapter"))):
+        recovery = "restart"
+        receiver = "strict"
+
+        def job_ids(self, n):
+            return [f"order-{1000 + i}" for i in range(1, n + 1)]
+
+    target = resolve(Orders())
+    assert isinstance(target, Target) and resolve(target) is target
+    assert (target.recovery, target.receiver, target.iteration) == (Recovery.RESTART, Receiver.STRICT, Iteration.ONE_CALL)
+    assert target.resolve_jobs("damage:payload:<job 2>") == "damage:payload:order-1002"
+    assert target.payload("order-1001") == {"source": "order-1001"}
+    assert target.server is None and target.schema is not None and target.probe is not None
+
+
+def test_a_wrong_word_is_refused_when_the_target_is_resolved():
+    class Typo(type(load_adapter("chaos:reference_adapter"))):
+        submit_conflict = "last-wins"
+
+    with pytest.raises(ValueError, match="submit_conflict is 'last-wins'; use 'raises' or 'first-wins'"):
+        resolve(Typo())
