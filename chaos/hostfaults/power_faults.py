@@ -33,38 +33,44 @@ from chaos.hostfaults.power_checks import durable_commits, lost_commits, lost_in
 from chaos.core.invariants import raised
 from chaos.core.kill import kill_at
 from chaos.core.scenario import Family, Outcome, Run
+from chaos.core.target import resolve
 from chaos.core.template import copy_template
 from chaos.core.settle import recover_and_check
 from chaos.core.verdict import steps_in_flight
 
 if TYPE_CHECKING:
     from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = ["at_level", "run_power_cut"]
 
 ENGINE_FILES = ("engine.db", "engine.db-wal")
 
 
-def at_level(adapter: Adapter, level: str) -> Any:
-    """A copy of ``adapter`` whose stores commit at ``synchronous=level``.
+def at_level(adapter: Adapter | Target, level: str) -> Target:
+    """A copy of ``adapter`` whose stores commit at ``synchronous=level``, resolved.
+
+    The level is an attribute of the user's adapter, which its ``make_store`` reads: the copy is of
+    the adapter inside the target, resolved again so that every method the target holds is the copy's.
 
     >>> from chaos.adapters.reference import ReferenceAdapter
-    >>> at_level(ReferenceAdapter(), "FULL").synchronous
+    >>> at_level(resolve(ReferenceAdapter()), "FULL").adapter.synchronous
     'FULL'
     """
-    if not hasattr(adapter, "synchronous"):
+    target = resolve(adapter)  # a target comes back as it is
+    if not hasattr(target.adapter, "synchronous"):
         raise ValueError(
-            f"adapter {type(adapter).__name__} declares no 'synchronous' attribute, so the power fault cannot run its "
+            f"adapter {type(target.adapter).__name__} declares no 'synchronous' attribute, so the power fault cannot run its "
             "stores at FULL or NORMAL; give it one that its make_store passes to SqliteStore(synchronous=...)"
         )
-    if adapter.server is not None:
+    if target.server is not None:
         raise ValueError(
             "the power fault runs on SQLite files, which it puts on an ext4 image whose power it cuts; on PostgreSQL "
             "the server writes the files: run python -m benchmarks for PostgreSQL's power-cut figures, and power on SQLite"
         )
-    leveled = copy.copy(adapter)
+    leveled = copy.copy(target.adapter)
     leveled.synchronous = level
-    return leveled
+    return resolve(leveled)
 
 
 def run_power_cut(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool = True) -> Outcome:
