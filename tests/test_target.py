@@ -73,3 +73,22 @@ def test_a_wrong_word_is_refused_when_the_target_is_resolved():
 
     with pytest.raises(ValueError, match="submit_conflict is 'last-wins'; use 'raises' or 'first-wins'"):
         resolve(Typo())
+
+
+def test_a_history_baseline_names_the_harness_default_payload_when_the_target_offers_none():
+    """The histories' baseline reads the resolved target: a target without the adapter's own
+    payload (its default) is told so, and how to give one: a target's payload is always a callable
+    (the adapter's or the default), so asking whether it has one would credit the adapter with the
+    harness's default."""
+    import dataclasses
+
+    from chaos.core.target import default_payload
+    from chaos.histories.alone import baseline_violations
+
+    reference = resolve(load_adapter("chaos:reference_adapter"))
+    never = dataclasses.replace(reference, final_effects=lambda: {"never-reached": ()})  # the job ends, never there
+    own = baseline_violations(never)
+    default = baseline_violations(dataclasses.replace(never, payload=default_payload))
+    assert len(own) == len(default) == 1
+    assert "from your adapter's payload(job_id)" in own[0].detail
+    assert "the harness's default; if your steps need other input" in default[0].detail
