@@ -458,7 +458,7 @@ def step_bound_s(adapter: Any) -> float:
     finishing, a drain): :data:`STEP_FACTOR` times the adapter's scenario bound
     (:func:`chaos.core.hangs.bound_s`: its ``scenario_timeout_s``, else a minute), since a step may
     run several iterations and the drain at rest every job's."""
-    return STEP_FACTOR * hang_bound_s(adapter)
+    return STEP_FACTOR * hang_bound_s(adapter.scenario_timeout_s)
 
 
 def hung(outcome: str) -> bool:
