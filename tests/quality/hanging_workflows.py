@@ -5,7 +5,7 @@
   ``classify`` hold; the points where the recovery runs ``classify`` again hang.
 - :class:`FreezesInRecovery`: the same, with the recovery waiting on a lock nobody releases.
 - :class:`SleepsInClassify`: ``classify`` sleeps for an hour on every job but the first (the one
-  a history's baseline runs alone), under a 2 s bound: a history that runs another job that far hangs.
+  a history's baseline runs alone), under a 1 s bound: a history that runs another job that far hangs.
 """
 
 from __future__ import annotations

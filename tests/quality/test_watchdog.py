@@ -104,11 +104,15 @@ def test_a_history_whose_worker_sleeps_forever_is_a_hangs_finding_within_the_ste
     """Goal: random histories are bounded too: a step whose worker's process never ends is killed
     at the history's bound (three times the adapter's scenario bound: 3 s here) and reported as
     ``hangs``, and the exploration ends. Method: explore the notes workflow whose ``classify``
-    sleeps an hour every time it runs; before, each such step waited 900 s for its process."""
+    sleeps an hour on every job but the first; before, each such step waited 900 s for its
+    process, and the finding was the drain's process 'raised'. The histories are not shrunk (each
+    attempt would wait out the bound again): what is asserted is the finding and the end."""
+    from hypothesis import Phase
+
     from chaos.machine import explore
 
     started = time.monotonic()
-    report = explore(SleepsInClassify(), max_examples=4, shrink_s=5.0)
+    report = explore(SleepsInClassify(), max_examples=4, phases=(Phase.generate,))
     elapsed_s = time.monotonic() - started
     assert [f.invariant for f in report.findings] == ["hangs"], report.findings
     assert "did not finish within 3 s" in report.findings[0].failure
