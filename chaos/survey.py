@@ -78,6 +78,10 @@ PERSISTQUEUE_DOCS = "https://github.com/peter-wangxu/persist-queue#readme"
 HUEY_CONSUMER_DOCS = "https://huey.readthedocs.io/en/latest/consumer.html#consumer-shutdown"
 HUEY_PIPELINE_DOCS = "https://huey.readthedocs.io/en/latest/guide.html#task-pipelines"
 HUEY_API_DOCS = "https://huey.readthedocs.io/en/latest/api.html#SqliteHuey"
+DBOS_CONCURRENT_DOCS = "https://docs.dbos.dev/explanations/concurrent-executions"
+DBOS_RECOVERY_DOCS = "https://docs.dbos.dev/production/workflow-recovery"
+DBOS_STEP_DOCS = "https://docs.dbos.dev/python/reference/decorators#step"
+DBOS_SQLITE_DOCS = "https://docs.dbos.dev/python/reference/configuration"
 
 ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
     SurveyedEngine("reference", REFERENCE_TARGET, "crashgate"),
@@ -131,6 +135,41 @@ ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
                   "give SqliteHuey(timeout=...) more than any other writer holds huey's database, keep other writers off it, "
                   "and re-enqueue, from one periodic task, the jobs whose task has no result and no live consumer",
                   summary="a task whose result meets a held lock or an I/O error is lost"),
+    )),
+    SurveyedEngine("dbos", "chaos.adapters.dbos:adapter", "dbos", (
+        # The workflow-recovery page says a launch recovers the PENDING workflows of its executor
+        # id, and to give each executor its own; the concurrent-executions page says a step is run
+        # at least once when two executors run one workflow. With the default id ("local") every
+        # launch recovers every live workflow too.
+        *(Behaviour(invariant, cause, DBOS_RECOVERY_DOCS,
+                    "give each process its own executor id (executor_id in DBOS's config, or DBOS__VMID), so that a launch "
+                    "recovers only its own executor's workflows; recover another's (the admin API's workflow-recovery endpoint) "
+                    "only once that process is known dead",
+                    documented=DBOS_CONCURRENT_DOCS, summary="a step of a live workflow is paid for again by a second launch")
+          for invariant, cause in (("bounded-spend", r"paid calls"), ("no-spend-after-memo", r"."))),
+        # The step decorator's reference gives max_attempts=3 as the default: an outage of three
+        # failures in a row uses every attempt, and the workflow ends in ERROR for good.
+        Behaviour("baseline", r"family 'retry-storm' .*ended 'ERROR'", DBOS_STEP_DOCS,
+                  "give a step that calls a flaky service more attempts (max_attempts) and a backoff (interval_seconds, "
+                  "backoff_rate) that outlasts its outages; start a workflow ended in ERROR again from its failed step by hand (DBOS.fork_workflow)",
+                  documented=DBOS_STEP_DOCS, summary="a workflow whose step meets three failures in a row ends in ERROR for good"),
+        # DBOS retries "database is locked" without an overall deadline (db_retry), and a step
+        # whose result cannot be written (a full disk, an I/O error) leaves its workflow PENDING
+        # while get_result waits: neither is said on the configuration page, which names the
+        # SQLite system database.
+        Behaviour("hangs", r"family '(store-busy|heartbeat-busy|disk-full|commit-io-error)'|stuck at .*dbos/", DBOS_SQLITE_DOCS,
+                  "keep every other writer off DBOS's SQLite file (or use PostgreSQL), watch free space, bound each wait for "
+                  "a result (get_result in a thread with a timeout) and alert on workflows PENDING longer than the longest step",
+                  summary="a workflow waits without end on a held lock or after a failed write"),
+        # The launch (its migrations' write) is not retried: a held lock fails it after SQLite's
+        # busy timeout, an I/O error at once; a frozen DBOS process holding the lock does the same
+        # to every other's launch.
+        *(Behaviour(invariant, cause, DBOS_SQLITE_DOCS,
+                    "retry DBOS.launch() with a backoff at start-up, and keep every other writer off DBOS's SQLite file",
+                    summary="a launch that meets a held lock or an I/O error fails")
+          for invariant, cause in (("raised", r"database is locked|disk I/O error|OperationalError"),
+                                   ("baseline", r"family '(claim-busy|claim-io-error)'"),
+                                   ("drains", r"while a peer was frozen"))),
     )),
 )}
 
