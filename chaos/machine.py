@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition
 from hypothesis.stateful import run_state_machine_as_test
 
 from chaos.adapter import REFERENCE_TARGET, load_adapter
@@ -369,7 +369,21 @@ def _findings(error: BaseException, replay: str) -> list[Finding]:
     return sorted(out.values(), key=lambda f: len(f.program))
 
 
+# What a history run again that went another way tells (Hypothesis's FlakyStrategyDefinition: the
+# steps it drew depend on what the engine did, a worker frozen at a point or not).
+NOT_REPEATED = ("a random history, run again, went another way: a worker stopped or killed at a point in one run "
+                "was not in the other, so the history can be neither replayed nor shrunk, and what it tested is "
+                "unknown; the engine does not do the same when run again (its own threads, the machine's clock or "
+                "randomness it was not given)")
+
+
 def _finding(error: BaseException, replay: str) -> Finding:
+    """The finding ``error`` (what the exploration raised) tells of.
+
+    >>> finding = _finding(FlakyStrategyDefinition("Inconsistent data generation!"), "python -m chaos explore")
+    >>> finding.invariant, finding.violations[0].detail.startswith("a random history, run again, went another way")
+    ('point-reached', True)
+    """
     # Hypothesis attaches the shrunk program to the error, one step per note.
     notes = [line for note in getattr(error, "__notes__", []) for line in str(note).splitlines()]
     program = [line for line in notes if line.startswith("state")]
@@ -383,6 +397,9 @@ def _finding(error: BaseException, replay: str) -> Finding:
         failure = f"{failure}\nwhat was seen when it failed:\n{type(seen).__name__}: {seen}"
     if isinstance(seen, InvariantViolated):
         invariant, event, violations = seen.invariant, seen.kind, list(seen.violations)
+    elif isinstance(seen or error, FlakyStrategyDefinition):  # not the engine raising: the engine not repeating itself
+        invariant, event, violations = "point-reached", "History", [Violation("point-reached", NOT_REPEATED)]
+        failure = f"point-reached: {NOT_REPEATED} ({failure})"
     else:  # the engine or the harness raised: a failure too, known by its type
         invariant, event, violations = "raised", type(seen or error).__name__, []
     return Finding(invariant or "raised", event, failure, program, violations, replay, flaky, error)

@@ -214,6 +214,7 @@ HAPPENED: dict[str, str] = {
     "hangs": "A scenario never finished",
     "baseline": "The workflow fails without any fault",
     "raised": "The code under test raised",
+    "point-reached": "A scenario tested nothing it could repeat: run again, the engine did not do the same",
 }
 UNDER: dict[str, str] = {
     "": "without any fault",
