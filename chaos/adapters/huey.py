@@ -28,8 +28,8 @@ DELETED = f"COALESCE((SELECT CASE WHEN {VALUE.format('after')} IS NOT NULL THEN 
 class HueySession(pipeline.QueueSession):
     """A huey consumer's loop: dequeue a task, execute it (huey stores its result, then enqueues the next)."""
 
-    def __init__(self, db: str, world: Any, worker_id: str) -> None:
-        self.huey, self.world, self.worker_id = SqliteHuey(QUEUE, filename=db, timeout=5), world, worker_id
+    def __init__(self, db: str, world: Any, worker_id: str) -> None:  # the tables are create_schema's: made at each opening, they need the write lock
+        self.huey, self.world, self.worker_id = SqliteHuey(QUEUE, filename=db, timeout=5, create_tables=False), world, worker_id
         self.tasks, self.conn = workflow(self), self.huey.storage.conn
 
     def submit(self, job_id: str, payload: Any) -> None:
@@ -50,8 +50,8 @@ class HueySession(pipeline.QueueSession):
             logging.getLogger("huey.consumer").exception("Unhandled error during execution of task %s.", task.id)
         return "ran"
 
-    def send_outbox(self) -> int:
-        return 0  # the pipeline's last task sends the effect, in the consumer's loop
+    def send_outbox(self) -> int:  # the pipeline's last task sends the effect, in the consumer's loop
+        return 0
 
     def claim_only(self) -> None:
         self.huey.dequeue()

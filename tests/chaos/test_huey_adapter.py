@@ -190,3 +190,30 @@ def test_huey_plain_a_held_lock_at_put_result_loses_the_task(tmp_path):
         locker.close()
         child.kill()
         child.wait(timeout=10)
+
+
+def test_a_huey_worker_opens_while_another_process_holds_the_write_lock(tmp_path):
+    """The raised finding under a pause, gone: SqliteHuey creates its tables under "begin exclusive"
+    at each opening unless told not to (create_tables, huey 3.2.0), so a worker opened while a peer
+    holds the write lock raised "database is locked". The adapter's sessions open huey without it
+    (its tables are made once, by create_schema): with another process holding the write lock, a
+    worker opens and its iteration answers "busy" or "idle", raising nothing."""
+    from chaos.adapters.huey import HueyAdapter, HueySession
+
+    db = tmp_path / "huey.db"
+    HueyAdapter().create_schema(sqlite3.connect(db))
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sqlite3, sys
+        conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        print("held", flush=True)
+        sys.stdin.readline()
+    """), str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        session = HueySession(str(db), None, "w-1")  # before: OperationalError: database is locked, after huey's 5 s
+        session.set_busy_timeout(0.2)
+        assert session.run_once() in ("busy", "idle")
+        session.close()
+    finally:
+        holder.communicate("done\n", timeout=20)
