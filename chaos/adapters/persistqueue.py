@@ -1,7 +1,7 @@
 """persist-queue 1.1.0's ``SQLiteAckQueue`` running the reference pipeline (:mod:`chaos.adapters.queue_pipeline`),
-read from its own rows: one row per item, its status an integer, the job's id inside the pickled item. Opening the
-queue resumes every unacknowledged item (``auto_resume``), a live consumer's too: declared as the takeover it is.
-``python -m chaos matrix --target chaos.adapters.persistqueue:adapter --faults crash,pause``"""
+read from its own rows: one row per item, its status an integer, the job's id inside the pickled item; a consumer takes the
+first item due by its id. Opening the queue resumes every unacknowledged item (``auto_resume``), a live consumer's too:
+declared as the takeover it is. ``python -m chaos matrix --target chaos.adapters.persistqueue:adapter --faults crash,pause``"""
 
 from __future__ import annotations
 
@@ -43,10 +43,11 @@ class Queue(SQLiteAckQueue):
             super().resume_unack_tasks()
 
 
-def verbs(queue: Queue, outbox: Queue) -> pipeline.Verbs:
-    def take() -> Any:
-        with suppress(Empty):
-            return (item := queue.get(block=False, raw=True))["pqid"], item["data"]
+def verbs(queue: Queue, outbox: Queue, session: Any = None) -> pipeline.Verbs:
+    def take() -> Any:  # with a session: the first item due, chosen and taken in one write (nothing taken is put back)
+        with suppress(Empty), pipeline.write_lock(session.conn) if session else suppress():
+            if (due := session.first_due() if session else 0) is not None:  # 0: the queue's first item
+                return (item := queue.get(block=False, id=due or None, raw=True))["pqid"], item["data"]
         return None
     return pipeline.Verbs(take, queue.put, outbox.put, lambda i: queue.ack(id=i), lambda i: queue.nack(id=i),
                           lambda i: queue.ack_failed(id=i), count=lambda i, message: queue.update(message, id=i))
@@ -55,9 +56,8 @@ def verbs(queue: Queue, outbox: Queue) -> pipeline.Verbs:
 class PersistQueueSession(pipeline.QueueSession):
     def __init__(self, db: str, world: Any, worker_id: str) -> None:
         self.writer, self.world, self.worker_id, self.conn = worker_id + AT_OPEN, world, worker_id, None  # opening resumes
-        jobs = Queue(db, "jobs", self)
-        self.conn = jobs._putter
-        self.writer, self.queue, self.outbox = worker_id, verbs(jobs, outbox := Queue(db, "outbox", self)), verbs(outbox, outbox)
+        self.conn = (jobs := Queue(db, "jobs", self))._putter
+        self.writer, self.queue, self.outbox = worker_id, verbs(jobs, outbox := Queue(db, "outbox", self), self), verbs(outbox, outbox)
 
 
 class PersistQueueAdapter(pipeline.QueuePipelineAdapter):

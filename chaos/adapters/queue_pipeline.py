@@ -19,8 +19,10 @@ what a careful user of one writes on top:
   the check; a message handed out again after its consumer put the next one is paid for once;
 - **a delayed retry with full jitter**, carried in the message (``not_before``, the clock's time):
   a retryable failure puts the message back with ``uniform(1, min(32, 2**attempt))`` seconds to
-  wait; a consumer that takes a message not yet due puts it back at the tail, and answers "idle"
-  once it meets the same one again (the queue holds nothing due): no busy loop;
+  wait (rewritten in place and handed out again, where the library can rewrite an item); a
+  consumer takes the first message due where the library takes one by its id
+  (:meth:`QueueSession.first_due`), else it puts a message not yet due back at the tail, and
+  answers "idle" once it meets the same one again (the queue holds nothing due): no busy loop;
 - **an attempt limit**: a message counts its attempts (``attempt``; in the library's own row at
   the take where the library can rewrite an item, so that a consumer killed mid-step counts too),
   and a step tried :data:`ATTEMPTS_MAX` times is marked failed, for a person;
@@ -64,6 +66,7 @@ BACKOFF_S_MAX = 32.0  # full jitter's widest window
 SELECT_JOB = "SELECT 1 FROM {table} WHERE {job_id} = ? LIMIT 1"
 SELECT_MEMO = "SELECT 1 FROM {table} WHERE ({where}) AND {job_id} = ? AND {step} = ? LIMIT 1"
 SELECT_DUE = "SELECT 1 FROM {table} WHERE {status} IN ({ready}) AND COALESCE({next_run_at}, 0) <= ? LIMIT 1"
+SELECT_FIRST_DUE = "SELECT {order} FROM {table} WHERE {status} IN ({ready}) AND COALESCE({next_run_at}, 0) <= ? ORDER BY {order} LIMIT 1"
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,9 @@ class Outcome:
 class Verbs:
     """How a library takes, puts and marks a message: ``take()`` gives (its handle, the message as a
     dict) or None; the others take a message (``put``) or a handle. ``effects`` puts on the outbox.
-    ``count(handle, message)`` writes the message's attempt into the library's row at the take,
-    where the library can rewrite an item (None: attempts are counted in the messages put back)."""
+    ``count(handle, message)`` rewrites the library's row, where the library can rewrite an item:
+    the message's attempt at the take, its ``not_before`` at a retry (None: attempts are counted,
+    and retries wait, in the messages put back)."""
 
     take: Callable[[], "tuple[Any, dict[str, Any]] | None"]
     put: Callable[[dict[str, Any]], Any]
@@ -118,6 +122,10 @@ def consume(session: "QueueSession") -> str:
                 put_once(session, message, outcome.message, queue.effects if message["step"] == STEPS[-1] else queue.put)
             elif outcome.what == "retry" and message["attempt"] < ATTEMPTS_MAX:
                 later = session.clock.now() + backoff_s(session.rng, message["attempt"])
+                if queue.count is not None:  # rewritten in place and handed out again: no copy, even with a crash between
+                    queue.count(handle, {**message, "not_before": later})
+                    queue.retry(handle)
+                    return outcome.what
                 put_once(session, message, {**message, "not_before": later}, queue.put)
             else:
                 queue.fail(handle)
@@ -344,6 +352,19 @@ class QueueSession:
         ready = ", ".join(str(int(value)) for value, name in jobs.statuses.items() if name == "ready")
         query = SELECT_DUE.format(table=f'"{jobs.table}"', status=jobs.status, ready=ready or "NULL", next_run_at=jobs.next_run_at)
         return self.conn.execute(query, (self.clock.now(),)).fetchone() is not None
+
+    def first_due(self) -> Any:
+        """The ``order`` (the library's id) of the first message ready and due now, or None: for a
+        library that takes a message by its id, so that a consumer takes only a message due. Put
+        back at the tail instead, a message is a new copy and its original marked done in a second
+        commit where the library commits each write (persist-queue): a takeover between the two
+        (a resumption at open) runs the original while its copy waits, two messages of one step."""
+        jobs = self.schema.jobs
+        ready = ", ".join(str(int(value)) for value, name in jobs.statuses.items() if name == "ready")
+        query = SELECT_FIRST_DUE.format(table=f'"{jobs.table}"', status=jobs.status, ready=ready or "NULL",
+                                        next_run_at=jobs.next_run_at, order=jobs.order)
+        row = self.conn.execute(query, (self.clock.now(),)).fetchone()
+        return None if row is None else row[0]
 
     def submit(self, job_id: str, payload: Any) -> None:
         jobs = self.schema.jobs

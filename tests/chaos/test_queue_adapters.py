@@ -134,6 +134,20 @@ def test_persistqueue_findings_are_only_one_item_run_by_two_consumers(tmp_path):
     assert report.baselines["give-up"].violations == []  # the attempt limit parks the job its dead consumers took
 
 
+def test_persistqueue_never_holds_two_messages_of_one_step(tmp_path):
+    """Goal: no false legal-transitions finding on persist-queue's retries. Method: the retry-storm
+    family under pauses, at a seeded sample of points. The pipeline once put a retried message, or
+    one taken before it was due, back as a new copy and marked the original done in a second commit
+    (persist-queue commits each write): a consumer frozen between the two, whose item another
+    process's opening resumed, left the job two messages of one step, and the original ran while
+    the copy was the job's current row ('extract:ready' -> 'verify:ready'). A retry now rewrites the
+    item in place and hands it out again, and a consumer takes the first item due by its id."""
+    report = run_matrix(PERSISTQUEUE, families=["retry-storm"], faults=["pause"], sample=16, workdir=str(tmp_path))
+    moves = [(r.id, r.fault, v.detail) for r in report.results for v in r.outcome.violations if v.invariant == "legal-transitions"]
+    assert [m for m in moves if not re.search(TWO_CONSUMERS["legal-transitions"], m[2])] == [], moves
+    assert report.results, "the family ran no scenario"
+
+
 def _audited(tmp_path, schema: RowSchema) -> sqlite3.Connection:
     conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
     conn.execute("CREATE TABLE q (data TEXT, status INTEGER)")
