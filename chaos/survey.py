@@ -92,6 +92,13 @@ ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
                   "keep a lease of your own: requeue (retry) messages whose lock_time is older than the longest step, "
                   "from one process, after making sure their consumer is dead",
                   summary="a message whose consumer died stays locked for good"),
+        # The same where a family's setup leaves a consumer dead holding a message (resume, give-up), or
+        # its done() meets a held lock or an I/O error (the store-error families); and an outbox
+        # message (a litequeue queue too) whose sender's done() met a held lock (sender-busy).
+        Behaviour("baseline", r"family '(resume|give-up|store-busy|heartbeat-busy|commit-io-error|disk-full)' .*ended '[^']*:working'",
+                  LITEQUEUE_DOCS, "as for a message whose consumer died", summary="a message whose consumer died stays locked for good"),
+        Behaviour("drains", r"outbox row '[^']*' is still unsent", LITEQUEUE_DOCS, "as for a message whose consumer died",
+                  summary="a message whose consumer died stays locked for good"),
     )),
     SurveyedEngine("persist-queue", "chaos.adapters.persistqueue:adapter", "persist-queue", (
         # The README says items survive a restart ("Recoverable"); it does not say that

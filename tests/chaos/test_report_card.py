@@ -47,7 +47,8 @@ def drift(text: str, engines: dict[str, SurveyedEngine] = ENGINES) -> list[str]:
             installed = "not installed"
         if version.split()[0] != installed:
             problems.append(f"row {library!r}: version {version.split()[0]!r}, but {engine.distribution} {installed} is installed")
-        known = [b for b in engine.behaviours if b.summary and b.summary in what]
+        # One check per summary: several behaviours (a finding under other faults) may share one row.
+        known = list({b.summary: b for b in reversed(engine.behaviours) if b.summary and b.summary in what}.values())[::-1]
         if not known:
             problems.append(f"row {library!r}: names no known behaviour of the engine: {what!r}")
         for b in known:

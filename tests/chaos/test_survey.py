@@ -144,3 +144,20 @@ def test_hueys_findings_are_its_known_behaviours_each_with_the_page_read_for_it(
     assert rest is not None and rest is not lost and not rest.documented, rest
     assert store[0] is not None and store[0] is store[1] and not store[0].documented, store
     assert huey.documented("drains", "job 'doc-1' is still 'fetch:ready' after the system drained") is None
+
+
+def test_litequeues_locked_messages_are_one_known_behaviour_under_every_fault_that_leaves_one():
+    """A litequeue message stays locked for good whether its consumer was killed (a crash), a
+    family's setup left it dead holding the message, its done() met a held lock or an I/O error,
+    or the message was the outbox's (tests/chaos/test_queue_adapters.py reproduces the kill, the
+    held lock and the I/O error without the harness): one behaviour, one row on the card."""
+    litequeue = ENGINES["litequeue"]
+    found = [litequeue.documented("drains", "job 'doc-1' is still 'verify:working' after the system drained"),
+             *(litequeue.documented("baseline", f"family '{family}' fails without any fault, on every one of its points: job "
+                                                "'doc-1' ended 'fetch:working'; every job should end in 'deliver:done'")
+               for family in ("resume", "give-up", "store-busy", "commit-io-error")),
+             litequeue.documented("drains", "outbox row 'doc-1:delivery' is still unsent after the system drained")]
+    assert all(b is not None for b in found), found
+    assert {b.summary for b in found} == {"a message whose consumer died stays locked for good"}, found
+    assert litequeue.documented("baseline", "family 'retry-storm' fails without any fault, on every one of its points: job "
+                                            "'doc-1' ended 'extract:working'") is None
