@@ -111,6 +111,12 @@ ENGINES: dict[str, SurveyedEngine] = {e.name: e for e in (
         Behaviour("no-spend-after-memo", r".", PERSISTQUEUE_DOCS,
                   "open the queue with auto_resume=False in every consumer; check a step's recorded result before paying for it",
                   summary="again after its result was recorded"),
+        # The same resumption seen in the rows: the live consumer finishes the item another process's
+        # opening handed out again, writing after that takeover, and its job moves from the item
+        # resumed ('extract:ready') to the next one the consumer put ('verify:ready').
+        *(Behaviour(invariant, cause, PERSISTQUEUE_DOCS, "open the queue with auto_resume=False in every consumer",
+                    summary="a live consumer finishes an item another process's opening resumed")
+          for invariant, cause in (("fenced-writes", r"after '[^']+' had taken it over"), ("legal-transitions", r"moved '\w+:ready' -> '\w+:ready'"))),
     )),
     SurveyedEngine("huey", "chaos.adapters.huey:adapter", "huey", (
         # The consumer page says huey does not acknowledge tasks: a task whose consumer is killed
