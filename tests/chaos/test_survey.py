@@ -161,3 +161,15 @@ def test_litequeues_locked_messages_are_one_known_behaviour_under_every_fault_th
     assert {b.summary for b in found} == {"a message whose consumer died stays locked for good"}, found
     assert litequeue.documented("baseline", "family 'retry-storm' fails without any fault, on every one of its points: job "
                                             "'doc-1' ended 'extract:working'") is None
+
+
+def test_persistqueues_resumption_at_open_is_read_as_its_known_behaviour_in_the_rows_too():
+    """A live consumer that finishes the item another process's opening resumed writes after that
+    takeover, and its job moves from the resumed item to the next one it put: persist-queue's
+    resumption at open (reproduced without the harness in tests/chaos/test_queue_adapters.py), not
+    an illegal move; a message moved back from done to working is not read as it."""
+    pq = ENGINES["persist-queue"]
+    moved = pq.documented("legal-transitions", "job 'doc-1' moved 'extract:ready' -> 'verify:ready', which is not an edge of the table")
+    wrote = pq.documented("fenced-writes", "worker 'w1' wrote state 'None -> verify:ready' to job 'doc-1' after 'sender' had taken it over")
+    assert moved is not None and wrote is not None and moved.summary == wrote.summary, (moved, wrote)
+    assert pq.documented("legal-transitions", "job 'doc-1' moved 'verify:done' -> 'verify:working'") is None
