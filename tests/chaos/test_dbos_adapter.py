@@ -2,7 +2,9 @@
 tables through the rows declaration and on DBOS's own connection pool, shows DBOS's known weakness
 with its default executor id (a second launch recovers a live workflow and pays for its current
 step again) and no false finding; and the weakness is reproduced without the harness, with two
-real processes, a real SIGSTOP and a real SIGKILL."""
+real processes, a real SIGSTOP and a real SIGKILL, as are DBOS's other findings (a step out of
+retries ends its workflow in ERROR for good; a launch that meets a held write lock fails; a step's
+result that meets one waits for as long as it is held) with subprocesses and a lock held by sqlite3."""
 
 from __future__ import annotations
 
@@ -207,3 +209,168 @@ def test_dbos_whole_matrix_sampled_finishes_with_only_findings_dbos_explains(tmp
 
 WHOLE_SAMPLE = 159  # three points a family on average, as the adapter how-to's command
 WHOLE_BOUND_S = 1800.0  # about 6 minutes on two idle cores; every scenario is bounded by the watchdog
+
+
+# -- the other findings on DBOS, reproduced without the harness: subprocesses, sqlite3 and a held lock ------
+
+# The adapter's workflow's step retries (chaos.adapters.dbos_workflow.RETRY), spelled out here so that the
+# reproduction needs nothing from crashgate.
+FAILING_WORKER = textwrap.dedent("""
+    import sys, time
+    from dbos import DBOS, SetWorkflowID
+    db, ledger, role = sys.argv[1], sys.argv[2], sys.argv[3]
+    DBOS(config={"name": "repro", "system_database_url": f"sqlite:///{db}", "log_level": "ERROR"})
+
+    @DBOS.step(retries_allowed=True, max_attempts=3, interval_seconds=0.05, backoff_rate=1.0)
+    def extract(doc):
+        with open(ledger, "a") as f:  # each call, recorded outside DBOS
+            f.write("call\\n")
+        with open(ledger) as f:
+            calls = len(f.read().splitlines())
+        if calls <= 3:  # an outage of three calls in a row: the fourth would succeed
+            raise ConnectionError(f"outage (call {calls})")
+        return {"fields": doc}
+
+    @DBOS.workflow()
+    def pipeline(doc):
+        return extract(doc)
+
+    DBOS.launch()  # the second process's launch recovers every pending workflow of executor 'local'
+    if role == "first":
+        try:
+            with SetWorkflowID("doc-1"):
+                pipeline("doc-1")
+        except Exception as e:
+            print(type(e).__name__, flush=True)
+    else:
+        time.sleep(3)  # time for the launch's recovery to run, were there anything to recover
+        print(DBOS.retrieve_workflow("doc-1").get_status().status, flush=True)
+""")
+
+
+def _status(conn: sqlite3.Connection, workflow_id: str = "doc-1") -> str | None:
+    row = conn.execute("SELECT status FROM workflow_status WHERE workflow_uuid = ?", (workflow_id,)).fetchone()
+    return row[0] if row else None
+
+
+def test_dbos_plain_a_step_that_fails_three_times_in_a_row_ends_its_workflow_in_error(tmp_path):
+    """Goal: the retry-storm finding, without the harness: an outage as long as a step's retries
+    ends its workflow in ERROR for good, though the next call would have succeeded. Method: a
+    process runs a workflow whose step (the adapter's retries: three attempts) raises
+    ConnectionError on its first three calls and would succeed on the fourth; DBOS raises, the
+    workflow's row says ERROR after three calls; a second launch recovers nothing and calls the
+    step no more."""
+    db, ledger = str(tmp_path / "dbos.sqlite"), str(tmp_path / "calls.txt")
+    first = subprocess.run([sys.executable, "-c", FAILING_WORKER, db, ledger, "first"], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and first.stdout.strip() == "DBOSMaxStepRetriesExceeded", (first.stdout, first.stderr[-2000:])
+    assert _status(sqlite3.connect(db)) == "ERROR"
+    assert len(_paid(ledger)) == 3
+    again = subprocess.run([sys.executable, "-c", FAILING_WORKER, db, ledger, "again"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and again.stdout.strip() == "ERROR", (again.stdout, again.stderr[-2000:])
+    assert _status(sqlite3.connect(db)) == "ERROR"
+    assert len(_paid(ledger)) == 3  # nothing retried it
+
+
+LAUNCH_WORKER = textwrap.dedent("""
+    import sys
+    from dbos import DBOS
+    DBOS(config={"name": "repro", "system_database_url": f"sqlite:///{sys.argv[1]}", "log_level": "WARNING"})
+    DBOS.launch()
+    print("launched", flush=True)
+""")
+
+BUSY_TIMEOUT_S = 30.0  # DBOS's PRAGMA busy_timeout on each SQLite connection (dbos/_sys_db_sqlite.py)
+
+
+def _hold_write_lock(db: str) -> sqlite3.Connection:
+    """SQLite's write lock on ``db``, taken on a connection of the test's own and held until it is closed."""
+    conn = sqlite3.connect(db, timeout=60, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+
+@pytest.mark.slow
+def test_dbos_plain_a_launch_that_meets_a_held_write_lock_fails(tmp_path):
+    """Goal: the claim-busy finding, without the harness: DBOS's launch does not retry a held
+    write lock, unlike its workflows' writes. Method: a first process launches DBOS, which creates
+    its tables; the test then holds SQLite's write lock on the file (BEGIN IMMEDIATE) while a
+    second process launches DBOS: it exits non-zero with 'database is locked' after DBOS's busy
+    timeout, once (no retry warning), though the lock is still held."""
+    db = str(tmp_path / "dbos.sqlite")
+    created = subprocess.run([sys.executable, "-c", LAUNCH_WORKER, db], capture_output=True, text=True, timeout=120)
+    assert created.stdout.strip() == "launched", created.stderr[-2000:]
+    holder = _hold_write_lock(db)
+    try:
+        started = time.monotonic()
+        launch = subprocess.run([sys.executable, "-c", LAUNCH_WORKER, db], capture_output=True, text=True, timeout=300)
+        elapsed_s = time.monotonic() - started
+    finally:
+        holder.close()
+    assert launch.returncode != 0 and launch.stdout.strip() == "", (launch.returncode, launch.stdout)
+    assert "database is locked" in launch.stderr, launch.stderr[-2000:]
+    assert "Retrying" not in launch.stderr, launch.stderr[-2000:]
+    assert elapsed_s >= BUSY_TIMEOUT_S - 1, f"gave up after {elapsed_s:.1f} s, before the busy timeout"
+
+
+STEP_WORKER = textwrap.dedent("""
+    import os, sys, time
+    from dbos import DBOS, SetWorkflowID
+    db, started, go = sys.argv[1], sys.argv[2], sys.argv[3]
+    DBOS(config={"name": "repro", "system_database_url": f"sqlite:///{db}", "log_level": "WARNING"})
+
+    @DBOS.step()
+    def extract(doc):
+        open(started, "w").close()
+        while not os.path.exists(go):  # the call ends when the test says so, with the lock held
+            time.sleep(0.05)
+        return {"fields": doc}
+
+    @DBOS.workflow()
+    def pipeline(doc):
+        return extract(doc)
+
+    DBOS.launch()
+    with SetWorkflowID("doc-1"):
+        pipeline("doc-1")
+    print(DBOS.retrieve_workflow("doc-1").get_status().status, flush=True)
+""")
+
+HELD_S = 45.0  # longer than DBOS's busy timeout: a writer that gave up after one would have done so
+HELD_BOUND_S = 180.0  # DBOS's first retry is due at the busy timeout, 30 s after the step's result met the lock
+
+
+@pytest.mark.slow
+def test_dbos_plain_a_step_result_that_meets_a_held_lock_waits_as_long_as_the_lock_is_held(tmp_path):
+    """Goal: the store-busy finding (hangs), without the harness: a step's result that meets a held
+    write lock is retried for as long as the lock is held, past the busy timeout, with no overall
+    deadline. Method: a process runs a workflow whose step waits for a file; the test takes
+    SQLite's write lock, creates the file and holds the lock for longer than DBOS's busy timeout:
+    the process is still alive, its workflow still PENDING, nothing raised, and DBOS has logged
+    'database is locked' and a retry; once the lock is released, the workflow ends in SUCCESS."""
+    db, started, go = (str(tmp_path / name) for name in ("dbos.sqlite", "started", "go"))
+    with open(tmp_path / "stderr.txt", "w+") as stderr:
+        worker = subprocess.Popen([sys.executable, "-c", STEP_WORKER, db, started, go], stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            _wait_for(lambda: os.path.exists(started), "the step's call")
+            holder = _hold_write_lock(db)
+            try:
+                open(go, "w").close()
+                held_since, logged = time.monotonic(), ""
+                # At least HELD_S, and until DBOS has said it retries (later on a loaded machine), within a bound.
+                while (time.monotonic() - held_since < HELD_S or "Retrying" not in logged) and time.monotonic() - held_since < HELD_BOUND_S:
+                    assert worker.poll() is None, f"the worker exited with {worker.returncode} while the lock was held"
+                    time.sleep(0.5)
+                    stderr.seek(0)
+                    logged = stderr.read()
+                assert _status(holder) == "PENDING"  # read on the holding connection, within its transaction
+            finally:
+                holder.close()
+            out, _ = worker.communicate(timeout=180)
+        finally:
+            worker.kill()
+            worker.wait(timeout=10)
+        stderr.seek(0)
+        assert worker.returncode == 0 and out.strip() == "SUCCESS", (worker.returncode, out, stderr.read()[-2000:])
+    assert "Traceback" not in logged, logged[-2000:]
+    assert "database is locked" in logged and "Retrying" in logged, logged[-2000:]
+    assert _status(sqlite3.connect(db)) == "SUCCESS"
