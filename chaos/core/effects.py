@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import engine
 
-from chaos.core.world import shown
+from chaos.core.origin import shown
 
 __all__ = ["Allowed", "RUN_ENV", "KINDS", "ENTRIES_MAX", "parse_allowed", "allowing", "declared", "watch", "watching", "describe"]
 
@@ -339,7 +339,7 @@ def _culprit(glue: tuple[str, ...], kind: str = "", subject: str = "") -> str:
     past them says whose act it is: the harness's or the engine's (not an effect), a test tool's
     (not an effect), or an installed package's (a client the user called) or the user's own. From
     there outward, the first frame outside Python's installation is the user's line; the adapter's
-    files (``glue``) only where the step itself lives there, as :func:`chaos.core.world.origin` does.
+    files (``glue``) only where the step itself lives there, as :func:`chaos.core.origin.origin` does.
     """
     frame = sys._getframe(2)
     candidate = ""

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import engine
 
-from chaos.core.world import shown
+from chaos.core.origin import shown
 
 __all__ = ["watch_raises", "RaiseNoter", "is_users", "RAISED_MAX"]
 

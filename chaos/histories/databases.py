@@ -13,7 +13,7 @@ import tempfile
 from typing import Any, TYPE_CHECKING
 
 from chaos.core.store_faults import HeldLock, small_pages
-from chaos.matrix.runner import scratch_dir
+from chaos.matrix.work import scratch_dir
 from chaos.core.process import run_in_child
 
 if TYPE_CHECKING:

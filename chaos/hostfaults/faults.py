@@ -519,7 +519,7 @@ class _Damage:
 # -- the io faults need libfiu's preload in the process that forks the worker ------------------------
 def start_preloaded(share: Any, items: list[Any]) -> libfiu.UnderFiu | None:
     """Start running matrix work items in a lean process started by ``fiu-run -x`` (see
-    :mod:`chaos.matrix.zygote`), given ``share`` (a :class:`chaos.matrix.runner.Share`); None if
+    :mod:`chaos.matrix.zygote`), given ``share`` (a :class:`chaos.matrix.work.Share`); None if
     there are none. Its ``result()`` is their outcomes.
 
     The forked workers inherit libfiu's POSIX wrappers; each enables its failure at its point and

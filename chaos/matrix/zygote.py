@@ -5,7 +5,7 @@ memory of the process forked: measured here, about 6 ms from a bare interpreter 
 one holding 150 MB. A pytest process is heavy, so the matrix hands its work to fresh interpreters
 that import only the harness and the adapter's module. Input and output are pickles in files.
 
-IN holds ``(share, chunks)`` (a :class:`chaos.matrix.runner.Share`): run the chunks' points, answer
+IN holds ``(share, chunks)`` (a :class:`chaos.matrix.work.Share`): run the chunks' points, answer
 their outcomes. A family whose
 doomed iteration meets an I/O error (libfiu, :mod:`chaos.core.libfiu`) is also prepared in such a
 process, started by ``fiu-run``: IN then holds ``(PREPARE, (adapter, scenarios, workdir, seed,
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     # a KeyboardInterrupt, which leaves a scenario through its cleanup (its children killed).
     from chaos.core.points import warm
     from chaos.core.prepare import prepare
-    from chaos.matrix.runner import PREPARE, adopt, run_chunk
+    from chaos.matrix.work import PREPARE, adopt, run_chunk
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
     source, target = argv

@@ -25,7 +25,7 @@ def plan_known_keys(path: str, target: str, *, seed: int, mode: str, faults: tup
     ``--chaos-points``); return the target it ran on (the plan's own, else ``target``) and the
     keys of every violation. ``faults`` are for a plan without a ``fault`` key, as ``--chaos-faults``.
     Raises :class:`chaos.plans.plan.PlanError` (a ValueError) for a plan that cannot run."""
-    from chaos.matrix.runner import scratch_dir
+    from chaos.matrix.work import scratch_dir
 
     plan = load_plan(path, shown=path)
     target = plan.target or target

@@ -271,7 +271,7 @@ def _payload(path: str, key: str, value: Any) -> Any:
 
 
 def _fault(path: str, where: str, raw: Any) -> FaultSpec:
-    from chaos.core.world import FAULT_KINDS  # a light module: the world's fault names are its data
+    from chaos.core.call_faults import FAULT_KINDS  # a light module: the fault names are its data
 
     table = _table(path, where, raw)
     _known(path, where, table, FAULT_KEYS)

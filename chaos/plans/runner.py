@@ -48,7 +48,7 @@ from chaos.hostfaults.faults import (
 )
 from chaos.core.store_faults import small_pages
 from chaos.core.target import resolve
-from chaos.matrix.runner import Share
+from chaos.matrix.work import Share
 from chaos.plans.plan import GROUP_CLAIM, GROUP_RELEASE, GROUP_SEND, Plan, PlanError
 from chaos.core.points import CommitCounter, Point, Recorder
 from chaos.core.sampling import sample_every_kind
@@ -284,13 +284,13 @@ def select_items(prepared: PreparedPoints, selection: str, *, seed: int, faults:
         items += [PlanItem(i, kind) for kind in PAUSE_KINDS] if "pause" in faults else []
     possible = 0
     if "interleave" in faults:
-        from chaos.matrix.runner import interleave_pairs  # the matrix's rule for which pairs can differ
+        from chaos.matrix.selection import interleave_pairs  # the matrix's rule for which pairs can differ
 
         found, possible = interleave_pairs(prepared.family, None, pairs, random.Random(f"{seed}:{prepared.plan.name}:pairs"), firsts=indexes)
         items += [PlanItem(i, "interleave", j) for i, j in found]
     machine = machine_kinds(faults)
     if machine:
-        from chaos.matrix.runner import source_line  # the matrix's reading of a point's line
+        from chaos.matrix.report import source_line  # the matrix's reading of a point's line
 
         allowed = set(indexes)
         items += [PlanItem(i, sub) for i in machine_points(prepared.family, source_line) if i in allowed for sub in machine]

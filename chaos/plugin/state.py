@@ -40,7 +40,7 @@ class PluginState:
 
     def workdir(self) -> str:
         if self._workdir is None:
-            from chaos.matrix.runner import scratch_dir
+            from chaos.matrix.work import scratch_dir
 
             self._workdir = scratch_dir()
         return self._workdir

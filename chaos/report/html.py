@@ -190,7 +190,7 @@ def _layout(s: Summary, index_name: str, folder: str) -> _Layout:
 
 
 def _resolve(s: Summary, files: list[str], named: str) -> str:
-    """The file a failure's ``path`` (as :func:`chaos.core.world.shown` wrote it: relative to the
+    """The file a failure's ``path`` (as :func:`chaos.core.origin.shown` wrote it: relative to the
     run's folder, or absolute) is, among the files shown or on disk; "" if none."""
     for path in files:
         if path == named or s.short(path) == named or path.endswith(os.sep + named):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from chaos.core import libfiu
-from chaos.matrix.runner import CHUNK_POINTS, _chunks
+from chaos.matrix.work import CHUNK_POINTS, chunked
 
 
 @pytest.mark.parametrize("items, jobs", [(202, 2), (5, 2), (1, 4), (CHUNK_POINTS * 3 + 1, 2), (0, 2)])
 def test_every_point_is_run_once_and_the_processes_share_them_evenly(items, jobs):
     work = [("crash", f"family-{n % 7}", n, -1) for n in range(items)]
-    chunks = _chunks(work, jobs)
+    chunks = chunked(work, jobs)
     assert sorted(item for chunk in chunks for item in chunk) == sorted(work)
     assert all(len(chunk) <= CHUNK_POINTS + 1 for chunk in chunks)
     shares = [sum(len(chunk) for chunk in chunks[n::jobs]) for n in range(jobs)]

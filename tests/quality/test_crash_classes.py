@@ -6,7 +6,7 @@ The crash matrix runs one kill per class (consecutive points with no durable cha
 see :func:`chaos.core.points.crash_classes`) and gives the class's outcome to its other points; these
 tests run every point too (``exhaustive``) and compare, point by point. A class whose kill leaves
 the same content as a class of another family, recovered alike, runs once for both (see
-``_across_families`` in :mod:`chaos.matrix.runner`): run family by family, nothing is shared, and
+``across_families`` in :mod:`chaos.matrix.selection`): run family by family, nothing is shared, and
 every point ends the same.
 """
 
