@@ -42,7 +42,7 @@ import inspect as _inspect_module
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
 
 from chaos.core.errors import ENGINE_ERRORS, PYTHON_ERRORS
 from chaos.core.models import ITERATION_CALLS_MAX
@@ -52,6 +52,7 @@ __all__ = [
     "CAPABILITIES",
     "Capability",
     "CapabilityStatus",
+    "DECLARED_WORDS",
     "ENGINE_ERRORS",
     "JOBS_MAX",
     "JOB_REF",
@@ -63,6 +64,7 @@ __all__ = [
     "Snapshot",
     "ServerDatabases",
     "capabilities",
+    "capability_statuses",
     "create_database",
     "default_job_ids",
     "describe_capabilities",
@@ -449,17 +451,6 @@ class CapabilityStatus:
         return f"  no   {c.name}: {effect}; offer {c.offers}"
 
 
-def _adapter_has(adapter: Any, name: str) -> bool:
-    if name == "writer_attribution":
-        create = getattr(adapter, "create", None)
-        return create is not None and "attribute_writers" in _inspect_module.signature(create).parameters
-    if name == "conflict_errors":  # needed only where a different payload must be refused
-        return bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
-    if name in ("fault_errors", "schema", "scenario_timeout_s", "sends_from_steps", *DECLARED_WORDS):
-        return getattr(adapter, name, None) is not None
-    return callable(getattr(adapter, name, None))
-
-
 # The methods each session capability of CAPABILITIES is (one entry for every one of them: a
 # capability left out is never known, and python -m chaos adapter showed it as "?").
 SESSION_METHODS = {"connection": ("connection",), "claim_only": ("claim_only",),
@@ -479,16 +470,25 @@ def capabilities(adapter: Adapter, session: Any = None, *, session_has: Mapping[
     a session opened elsewhere), else from ``session``, else from the adapter's ``session_type``
     where it names one (``open`` returns instances of it), else they are reported as unknown.
     """
+    from chaos.core.target import offered  # the one rule for what an adapter offers, which a resolved target holds
+
     probe_session = session if session is not None else getattr(adapter, "session_type", None)
     has = dict(session_has) if session_has is not None else session_capabilities(probe_session) if probe_session is not None else {}
+    offers = offered(adapter)
+    return capability_statuses(offers, {n: getattr(adapter, n) for n in DECLARED_WORDS if n in offers}, has)
+
+
+def capability_statuses(offered: Collection[str], words: Mapping[str, str], session_has: Mapping[str, bool]) -> list[CapabilityStatus]:
+    """Each optional capability's status, given the adapter-level ones ``offered`` (by name), the
+    ``words`` declared (name -> word) and the session capabilities found (``session_has``; one it
+    does not name is unknown)."""
     out = []
     for c in CAPABILITIES:
         present: bool | None
-        present = _adapter_has(adapter, c.name) if c.where == "adapter" else has.get(c.name)
-        if c.name == "connection" and getattr(adapter, "connections", None) == "pool":
+        present = c.name in offered if c.where == "adapter" else session_has.get(c.name)
+        if c.name == "connection" and words.get("connections") == "pool":
             present = True  # the harness finds the pool's connections itself (chaos.core.pool)
-        declared = getattr(adapter, c.name, None) if c.name in DECLARED_WORDS else None
-        out.append(CapabilityStatus(c, present, declared if isinstance(declared, str) else ""))
+        out.append(CapabilityStatus(c, present, str(words.get(c.name, ""))))
     return out
 
 

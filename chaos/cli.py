@@ -221,11 +221,11 @@ def _command(args: argparse.Namespace) -> int:
 
 def _disabled_by_missing_capabilities(target: str) -> list[str]:
     """One line per optional capability the target lacks that switches a fault or check off."""
-    from chaos.adapter import load_adapter
     from chaos.core.capabilities import capability_report
+    from chaos.core.target import load_target
 
     out = []
-    for line in capability_report(load_adapter(target), missing_only=True):
+    for line in capability_report(load_target(target), missing_only=True):
         if line.strip().startswith("error:"):  # the sessions could not be asked: said as it is
             out.append(f"capability check failed:{line.strip()[len('error:'):]}")
         elif "this disables" in line:
@@ -234,23 +234,29 @@ def _disabled_by_missing_capabilities(target: str) -> list[str]:
 
 
 def _adapter(args: argparse.Namespace) -> int:
+    """The target resolved (:func:`chaos.core.target.examine`) and its declaration checked against
+    the engine: every problem found, one line each, exit 2; else each capability as resolved."""
     from chaos.adapter import load_adapter
     from chaos.core.capabilities import capability_report
+    from chaos.core.target import examine
 
     try:
         adapter = load_adapter(args.target)
     except ValueError as exc:
         print(f"error: {printable(exc)}", file=sys.stderr)
         return 2
-    check_declaration = getattr(adapter, "check_declaration", None)
-    if callable(check_declaration):
+    target, problems = examine(adapter)
+    if target.check_declaration is not None:
         try:
-            check_declaration()
+            target.check_declaration()
         except ValueError as exc:
-            print(f"error: {args.target}: {printable(exc)}", file=sys.stderr)
-            return 2
+            problems.append(str(exc))
+    for problem in problems:
+        print(f"error: {args.target}: {printable(problem)}", file=sys.stderr)
+    if problems:
+        return 2
     print(f"{args.target}: the required protocol is there (chaos.adapter.Adapter); optional capabilities:")
-    for line in capability_report(adapter):
+    for line in capability_report(target):
         print(line)
     return 0
 

@@ -92,3 +92,31 @@ def test_a_history_baseline_names_the_harness_default_payload_when_the_target_of
     assert len(own) == len(default) == 1
     assert "from your adapter's payload(job_id)" in own[0].detail
     assert "the harness's default; if your steps need other input" in default[0].detail
+
+
+def test_the_capabilities_are_reported_as_the_target_resolved_them():
+    """``python -m chaos adapter`` reads the resolved target, not the adapter again: a target whose
+    receiver resolved to 'strict' says so, though the adapter object behind it declares nothing."""
+    import dataclasses
+
+    from chaos.core.models import Receiver
+
+    reference = resolve(load_adapter("chaos:reference_adapter"))
+    strict = dataclasses.replace(reference, receiver=Receiver.STRICT, offered=reference.offered | {"receiver"})
+    lines = {s.name: s.line() for s in strict.capabilities()}
+    assert lines["receiver"] == "  yes  receiver = 'strict'", lines["receiver"]
+    assert lines["iteration"].startswith("  no   iteration: default: 'one-call'"), lines["iteration"]
+
+
+def test_resolving_says_every_problem_and_the_first_in_its_message():
+    class Typos(type(load_adapter("chaos:reference_adapter"))):
+        submit_conflict = "last-wins"
+        time_source = "sundial"
+
+    from chaos.core.target import UnresolvedTarget
+
+    with pytest.raises(UnresolvedTarget) as raised:
+        resolve(Typos())
+    assert len(raised.value.problems) == 2, raised.value.problems
+    assert str(raised.value).startswith("adapter 'reference': submit_conflict is 'last-wins'; use 'raises' or 'first-wins' (and 1 more")
+    assert "time_source is 'sundial'" in raised.value.problems[1]

@@ -28,11 +28,10 @@ import os
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Callable, Mapping, Sequence
 
 from chaos.adapter import JobView, OutboxView, Snapshot
-from chaos.core.declared import declared
+from chaos.core.models import CreateWith, create_with_model
 from chaos.core.pool import harness_connect
 from chaos.core.process import ChildFailed, run_in_child
 from chaos.core.thread_connections import ThreadConnections
@@ -47,19 +46,9 @@ DAMAGED_SQL = "CREATE TABLE IF NOT EXISTS chaos_damaged_state (job_id TEXT, stat
 SELECT_DAMAGED = "SELECT job_id, state FROM chaos_damaged_state"
 
 
-class CreateWith(StrEnum):
-    """What an adapter's ``create_schema`` is given: a connection (the default), or the database's path."""
-
-    CONNECTION = "connection"
-    PATH = "path"
-
-
 def creates_from_path(adapter: Any) -> bool:
-    """Whether ``adapter`` declares ``create_with = "path"``."""
-    return declared(adapter, "create_with", CreateWith, {
-        CreateWith.CONNECTION: "create_schema(conn) is given an open sqlite3 connection",
-        CreateWith.PATH: "create_schema(db_path) is given the database file's path and runs in a child process of its own",
-    }) is CreateWith.PATH
+    """Whether ``adapter`` declares ``create_with = "path"`` (:class:`CreateWith`, a model of :mod:`chaos.core.models`)."""
+    return create_with_model(adapter) is CreateWith.PATH
 
 
 def make_tables(adapter: Any, db_path: str) -> None:

@@ -1,10 +1,10 @@
-"""What an adapter's sessions can do, found by opening one: in a child, on a scratch database.
+"""What a target offers, as ``python -m chaos adapter`` reports it: each capability as resolved.
 
-The adapter-level capabilities of :mod:`chaos.adapter` are read from the adapter itself; a
-session's (its ``connection()``, ``claim_only()``, human actions, busy timeout,
-``configure_worker``) only from a session, and the harness's process never opens one:
-:func:`open_and_ask` creates a database and opens a session in a forked child, and reports which
-methods it has.
+The adapter-level capabilities of :mod:`chaos.adapter` are read from the resolved target
+(:class:`chaos.core.target.Target`: what the adapter offers, or the default); a session's (its
+``connection()``, ``claim_only()``, human actions, busy timeout, ``configure_worker``) only from
+a session, and the harness's process never opens one: :func:`open_and_ask` creates a database
+and opens a session in a forked child, and reports which methods it has.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import shutil
 import tempfile
 from typing import TYPE_CHECKING
 
-from chaos.adapter import describe_capabilities, session_capabilities
+from chaos.adapter import session_capabilities
 from chaos.core.clock import SharedClock
 from chaos.core.context import RunContext
 from chaos.core.process import Exit, fork
-from chaos.core.target import resolve
+from chaos.core.target import Target, resolve
 from chaos.core.world import World
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["open_and_ask", "capability_report"]
 
 
-def open_and_ask(adapter: Adapter) -> dict[str, bool] | str:
+def open_and_ask(adapter: Adapter | Target) -> dict[str, bool] | str:
     """The session capabilities of ``adapter`` (a session opened in a child on a scratch
     database), or the error that creating the database or opening the session raised."""
     directory = tempfile.mkdtemp(prefix="crashgate-adapter-")
@@ -55,10 +55,13 @@ def open_and_ask(adapter: Adapter) -> dict[str, bool] | str:
     return ended.error or str(ended.exit)
 
 
-def capability_report(adapter: Adapter, *, missing_only: bool = False) -> list[str]:
-    """One line per capability of ``adapter`` (or per missing one), sessions included."""
-    has = open_and_ask(adapter)
+def capability_report(adapter: Adapter | Target, *, missing_only: bool = False) -> list[str]:
+    """One line per capability of the resolved ``adapter`` (or per missing one), sessions included."""
+    target = resolve(adapter)
+    has = open_and_ask(target)
     if isinstance(has, str):
-        return [f"  error: opening a session failed: {has.strip().splitlines()[-1] if has.strip() else has}"] + \
-            describe_capabilities(adapter, missing_only=missing_only)
-    return describe_capabilities(adapter, session_has=has, missing_only=missing_only)
+        failed = [f"  error: opening a session failed: {has.strip().splitlines()[-1] if has.strip() else has}"]
+        statuses = target.capabilities()
+    else:
+        failed, statuses = [], target.capabilities(session_has=has)
+    return failed + [s.line() for s in statuses if not (missing_only and s.present)]

@@ -2,8 +2,9 @@
 
 ``iteration`` (what one iteration of the engine's loop is), ``recovery`` (how a dead worker's work
 comes back), ``time_source`` (where the engine reads the time), ``connections`` (where its SQLite
-connections are), ``engines_per_process`` (how many of its engines one process holds) and
-``receiver`` (how the effect receiver applies a delivery). Each is read once, by
+connections are), ``engines_per_process`` (how many of its engines one process holds),
+``create_with`` (what an engine on SQL's ``create_schema`` is given) and ``receiver`` (how the
+effect receiver applies a delivery). Each is read once, by
 :func:`chaos.core.declared.declared`, when a target is loaded (:class:`chaos.core.target.Target`),
 which refuses a word it does not know with the words allowed and what each means. This module
 imports no other module of the harness: the contract (:mod:`chaos.adapter`) and every phase below
@@ -24,8 +25,8 @@ from typing import Any
 from chaos.core.declared import declared
 
 __all__ = [
-    "Connections", "EnginesPerProcess", "ITERATIONS", "ITERATION_CALLS_MAX", "Iteration", "RECEIVERS", "RECOVERIES",
-    "Receiver", "Recovery", "TimeSource", "connections_model", "engines_per_process", "iteration_model", "receiver_model",
+    "Connections", "CreateWith", "EnginesPerProcess", "ITERATIONS", "ITERATION_CALLS_MAX", "Iteration", "RECEIVERS", "RECOVERIES",
+    "Receiver", "Recovery", "TimeSource", "connections_model", "create_with_model", "engines_per_process", "iteration_model", "receiver_model",
     "recovery_model", "time_source",
 ]
 
@@ -116,6 +117,22 @@ def engines_per_process(adapter: Any) -> EnginesPerProcess:
         EnginesPerProcess.MANY: "each session opens an engine of its own, so two workers can share a process",
         EnginesPerProcess.ONE: "a process holds one engine (a library's global instance): a second worker runs in a fresh "
                                "process of its own",
+    })
+
+
+class CreateWith(StrEnum):
+    """What an adapter's ``create_schema`` is given: a connection (the default), or the database's path."""
+
+    CONNECTION = "connection"
+    PATH = "path"
+
+
+def create_with_model(adapter: Any) -> CreateWith:
+    """What ``adapter`` declares as ``create_with``: ``"path"`` where its ``create_schema`` opens
+    the database itself from its path (it then runs in a child process of its own)."""
+    return declared(adapter, "create_with", CreateWith, {
+        CreateWith.CONNECTION: "create_schema(conn) is given an open sqlite3 connection",
+        CreateWith.PATH: "create_schema(db_path) is given the database file's path and runs in a child process of its own",
     })
 
 

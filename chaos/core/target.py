@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from chaos.adapter import (
-    JOB_REF, JOBS_MAX, Adapter, CapabilityStatus, ServerDatabases, allowed_effects, capabilities, default_job_ids, load_adapter,
-    sending_steps, server_databases,
+    CAPABILITIES, DECLARED_WORDS, JOB_REF, JOBS_MAX, Adapter, CapabilityStatus, ServerDatabases, allowed_effects, capability_statuses,
+    default_job_ids, load_adapter, sending_steps, server_databases, session_capabilities,
 )
 from chaos.core.hangs import check_timeout
 from chaos.core.models import (
-    Connections, EnginesPerProcess, Iteration, Receiver, Recovery, TimeSource, connections_model, engines_per_process,
-    iteration_model, receiver_model, recovery_model, time_source,
+    Connections, CreateWith, EnginesPerProcess, Iteration, Receiver, Recovery, TimeSource, connections_model, create_with_model,
+    engines_per_process, iteration_model, receiver_model, recovery_model, time_source,
 )
 
-__all__ = ["SUBMIT_CONFLICTS", "Target", "default_payload", "load_target", "resolve"]
+__all__ = ["SUBMIT_CONFLICTS", "Target", "UnresolvedTarget", "default_payload", "examine", "load_target", "offered", "resolve"]
 
 SUBMIT_CONFLICTS = ("raises", "first-wins")
 
@@ -119,6 +119,7 @@ class Target:
     time_source: TimeSource
     connections: Connections
     engines_per_process: EnginesPerProcess
+    create_with: CreateWith
     receiver: Receiver
     tasks: Mapping[str, str]  # the reference's task names -> the adapter's
     initial: frozenset[str]  # the states a job may be created in
@@ -136,6 +137,9 @@ class Target:
     use_database: Callable[[str], None] | None
     fault_tasks: Callable[[], Any] | None
     session_type: Any | None
+    # The optional capabilities the adapter offers itself (by name, as chaos.adapter.CAPABILITIES
+    # names them); every other one is its default above.
+    offered: frozenset[str]
 
     def resolve_jobs(self, text: str) -> str:
         """``text`` with every ``<job N>`` replaced by the N-th job id (:func:`chaos.adapter.resolve_jobs`)."""
@@ -145,9 +149,18 @@ class Target:
         ids = self.job_ids(max(positions))
         return JOB_REF.sub(lambda m: ids[int(m.group(1)) - 1], text)
 
+    def words(self) -> dict[str, str]:
+        """Each model the adapter declares in a word (:data:`chaos.adapter.DECLARED_WORDS`), as resolved."""
+        return {name: str(getattr(self, name)) for name in DECLARED_WORDS if name in self.offered}
+
     def capabilities(self, session: Any = None, *, session_has: Mapping[str, bool] | None = None) -> list[CapabilityStatus]:
-        """Each optional capability, whether the adapter offers it (:func:`chaos.adapter.capabilities`)."""
-        return capabilities(self.adapter, session, session_has=session_has)
+        """Each optional capability as resolved: offered by the adapter (a declared word with its
+        word), or its default. The session's come from ``session_has`` (as
+        :func:`chaos.core.capabilities.open_and_ask` finds them), else from ``session``, else from
+        the adapter's ``session_type``, else they are unknown."""
+        probe_session = session if session is not None else self.session_type
+        has = dict(session_has) if session_has is not None else session_capabilities(probe_session) if probe_session is not None else {}
+        return capability_statuses(self.offered, self.words(), has)
 
 
 def load_target(spec: str) -> Target:
@@ -155,25 +168,72 @@ def load_target(spec: str) -> Target:
     return resolve(load_adapter(spec))
 
 
+class UnresolvedTarget(ValueError):
+    """What resolving an adapter found wrong: every problem in ``problems``, each one line that names
+    the adapter and the fix. Its message is the first, and how many more there are (``python -m
+    chaos adapter`` lists them all)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = tuple(problems)
+        more = len(problems) - 1
+        also = f" (and {more} more problem{'s' if more > 1 else ''}: python -m chaos adapter lists each)" if more else ""
+        super().__init__(problems[0] + also)
+
+
 def resolve(adapter: Adapter | Target) -> Target:
     """``adapter`` resolved into a :class:`Target` (a target comes back as it is).
 
-    Raises ValueError, naming the adapter and the fix, for a declared word it does not know, an
-    ``allowed_effects`` entry that is not ``KIND:PATTERN``, a ``submit_conflict`` other than
-    ``raises`` or ``first-wins``, or a ``scenario_timeout_s`` that is no number of seconds.
+    Raises :class:`UnresolvedTarget` (a ValueError), naming the adapter and the fix, for a
+    declared word it does not know, an ``allowed_effects`` entry that is not ``KIND:PATTERN``, a
+    ``sends_from_steps`` that names no step of its own, a ``submit_conflict`` other than ``raises``
+    or ``first-wins``, or a ``scenario_timeout_s`` that is no number of seconds.
     """
     if isinstance(adapter, Target):
         return adapter
+    target, problems = examine(adapter)
+    if problems:
+        raise UnresolvedTarget(problems)
+    return target
+
+
+def examine(adapter: Adapter) -> tuple[Target, list[str]]:
+    """``adapter`` resolved, and every problem found on the way (see :func:`resolve`): each
+    capability that has one is read whatever the others hold, a wrong one standing at its default
+    in the target, so that all of them are said together.
+
+    >>> from chaos.adapter import load_adapter
+    >>> class Typos(type(load_adapter("chaos:reference_adapter"))):
+    ...     receiver, submit_conflict = "exactly-once", "last-wins"
+    >>> for problem in examine(Typos())[1]:
+    ...     print(problem)
+    adapter 'reference': submit_conflict is 'last-wins'; use 'raises' or 'first-wins'
+    adapter 'reference': receiver is 'exactly-once'; use 'dedupes' (the default: the receiver applies each effect key once) or 'strict' (every delivery is applied)
+    """
     name = getattr(adapter, "name", type(adapter).__name__)
-    policy = getattr(adapter, "submit_conflict", None) or "raises"
-    if policy not in SUBMIT_CONFLICTS:
-        raise ValueError(f"adapter {name!r}: submit_conflict is {policy!r}; use 'raises' or 'first-wins'")
-    declared_s = getattr(adapter, "scenario_timeout_s", None)
-    if declared_s is not None:
-        declared_s = check_timeout(declared_s, "the adapter's scenario_timeout_s")
+    problems: list[str] = []
+
+    def checked(read: Callable[[], Any], default: Any) -> Any:
+        try:
+            return read()
+        except ValueError as exc:
+            problems.append(str(exc))
+            return default
+
+    def conflict_policy() -> str:
+        policy = getattr(adapter, "submit_conflict", None) or "raises"
+        if policy not in SUBMIT_CONFLICTS:
+            raise ValueError(f"adapter {name!r}: submit_conflict is {policy!r}; use 'raises' or 'first-wins'")
+        return policy
+
+    def declared_timeout() -> float | None:
+        declared_s = getattr(adapter, "scenario_timeout_s", None)
+        return None if declared_s is None else check_timeout(declared_s, "the adapter's scenario_timeout_s")
+
+    policy = checked(conflict_policy, "raises")
+    declared_s = checked(declared_timeout, None)
     tasks, initial, needs_human = _optional(adapter, "tasks"), _optional(adapter, "initial_states"), _optional(adapter, "needs_human_states")
     table = adapter.states()
-    return Target(
+    target = Target(
         adapter=adapter, name=name, lease_s=adapter.lease_s,
         states=adapter.states, settled_states=adapter.settled_states, final_effects=adapter.final_effects,
         step_states=adapter.step_states, trace_paths=adapter.trace_paths, targets=adapter.targets, open=adapter.open,
@@ -187,9 +247,13 @@ def resolve(adapter: Adapter | Target) -> Target:
         human_errors=tuple(getattr(adapter, "human_errors", None) or ()),
         unavailable_errors=tuple(getattr(adapter, "unavailable_errors", None) or ()),
         submit_conflict=policy,
-        iteration=iteration_model(adapter), recovery=recovery_model(adapter), time_source=time_source(adapter),
-        connections=connections_model(adapter), engines_per_process=engines_per_process(adapter),
-        receiver=receiver_model(adapter),
+        iteration=checked(lambda: iteration_model(adapter), Iteration.ONE_CALL),
+        recovery=checked(lambda: recovery_model(adapter), Recovery.LEASE_EXPIRY),
+        time_source=checked(lambda: time_source(adapter), TimeSource.PASSED),
+        connections=checked(lambda: connections_model(adapter), Connections.SESSION),
+        engines_per_process=checked(lambda: engines_per_process(adapter), EnginesPerProcess.MANY),
+        create_with=checked(lambda: create_with_model(adapter), CreateWith.CONNECTION),
+        receiver=checked(lambda: receiver_model(adapter), Receiver.DEDUPES),
         tasks=dict(tasks()) if tasks is not None else {},
         initial=frozenset(initial()) if initial is not None else
         frozenset({"pending"}) if "pending" in table or not table else frozenset(list(table)[:1]),
@@ -197,8 +261,8 @@ def resolve(adapter: Adapter | Target) -> Target:
         fault_errors=getattr(adapter, "fault_errors", None),
         schema=getattr(adapter, "schema", None),
         server=server_databases(adapter),
-        allowed_effects=allowed_effects(adapter),
-        sent_by=sending_steps(adapter),
+        allowed_effects=checked(lambda: allowed_effects(adapter), ()),
+        sent_by=checked(lambda: sending_steps(adapter), {}),
         scenarios=_optional(adapter, "scenarios"),
         scenario_timeout_s=declared_s,
         release=_optional(adapter, "release"),
@@ -207,7 +271,37 @@ def resolve(adapter: Adapter | Target) -> Target:
         use_database=_optional(adapter, "use_database"),
         fault_tasks=_optional(adapter, "fault_tasks"),
         session_type=getattr(adapter, "session_type", None),
+        offered=offered(adapter),
     )
+    return target, problems
+
+
+# The optional capabilities an adapter offers as a value (or a word) rather than a method: offered
+# wherever it sets them.
+VALUES = ("fault_errors", "schema", "scenario_timeout_s", "sends_from_steps", *DECLARED_WORDS)
+
+
+def offered(adapter: Adapter) -> frozenset[str]:
+    """The adapter-level capabilities of :data:`chaos.adapter.CAPABILITIES` that ``adapter`` offers
+    itself (the others are their defaults): a method it has, a value or a word it sets, a ``create``
+    that takes ``attribute_writers``, and ``conflict_errors`` (needed only where a different payload
+    must be refused: a ``first-wins`` adapter has it by its word)."""
+    out = set()
+    for capability in CAPABILITIES:
+        name = capability.name
+        if capability.where != "adapter":
+            continue
+        if name == "writer_attribution":
+            has = _takes_writers(adapter.create)
+        elif name == "conflict_errors":
+            has = bool(getattr(adapter, "conflict_errors", ())) or getattr(adapter, "submit_conflict", "raises") == "first-wins"
+        elif name in VALUES:
+            has = getattr(adapter, name, None) is not None
+        else:
+            has = callable(getattr(adapter, name, None))
+        if has:
+            out.add(name)
+    return frozenset(out)
 
 
 def _optional(adapter: Any, name: str) -> Callable[..., Any] | None:

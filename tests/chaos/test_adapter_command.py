@@ -36,3 +36,27 @@ def test_every_session_capability_names_the_methods_a_session_is_asked_for():
     from chaos.adapter import CAPABILITIES, SESSION_METHODS
 
     assert sorted(c.name for c in CAPABILITIES if c.where == "session") == sorted(SESSION_METHODS)
+
+
+def test_every_problem_of_an_adapter_is_one_line_of_its_own_and_exit_2(tmp_path):
+    """A wrong word, a wrong policy and a schema that does not match the engine are said together,
+    each naming its fix, where the first one alone used to hide the others (or, for a wrong word,
+    the command listed the capabilities and exited 0)."""
+    (tmp_path / "mine.py").write_text(
+        "import crash\n"
+        "from chaos.adapters.sql import JobTable, SqlSchema\n"
+        "class Mine(crash.TinyflowAdapter):\n"
+        "    receiver = 'exactly-once'\n"
+        "    iteration = 'forever'\n"
+        "    schema = SqlSchema(JobTable(state='status'))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), TINYFLOW, ROOT]))
+    done = subprocess.run([sys.executable, "-m", "chaos", "adapter", "--target", "mine:Mine"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 3, done.stderr
+    assert all(line.startswith("error: mine:Mine: ") for line in lines), lines
+    assert "iteration is 'forever'; use 'one-call'" in lines[0]
+    assert "receiver is 'exactly-once'; use 'dedupes'" in lines[1]
+    assert "table 'job' has no column 'status' (JobTable(state=...)" in lines[2]
