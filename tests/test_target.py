@@ -120,3 +120,48 @@ def test_resolving_says_every_problem_and_the_first_in_its_message():
     assert len(raised.value.problems) == 2, raised.value.problems
     assert str(raised.value).startswith("adapter 'reference': submit_conflict is 'last-wins'; use 'raises' or 'first-wins' (and 1 more")
     assert "time_source is 'sundial'" in raised.value.problems[1]
+
+
+# Below the door, where a getattr on the adapter itself is still meant: the power fault makes a copy
+# of the user's adapter with another synchronous level (an attribute of the adapter, no capability)
+# and resolves the copy.
+RAW_READS_ALLOWED = {("chaos/hostfaults/power_faults.py", "synchronous")}
+BELOW_THE_DOOR = ("chaos/core", "chaos/histories", "chaos/hostfaults", "chaos/plans", "chaos/matrix")
+RESOLVING = ("chaos/core/target.py", "chaos/core/declared.py")  # the door itself, reading the adapter once
+
+
+def _raw_reads(path: pathlib.Path, relative: str) -> list[str]:
+    """Each ``getattr``/``hasattr`` of an optional capability on an adapter in ``path``: on a
+    name ``adapter`` or an attribute ``.adapter`` (``self.adapter``, ``run.adapter``)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+            continue
+        on = node.args[0]
+        named = on.id if isinstance(on, ast.Name) else on.attr if isinstance(on, ast.Attribute) else ""
+        if named == "adapter" and (relative, node.args[1].value) not in RAW_READS_ALLOWED:
+            found.append(f"{relative}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+    return found
+
+
+def test_below_the_door_no_module_asks_the_adapter_for_a_capability_again():
+    """Every optional capability is a field of the resolved target, read there; before, the
+    histories, the host's faults and the power runs still asked the adapter (conflict_errors,
+    poison_payload, copy_db, schema, release) with a getattr the contract could not show."""
+    found = []
+    for folder in BELOW_THE_DOOR:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            relative = str(path.relative_to(ROOT))
+            if relative not in RESOLVING:
+                found += _raw_reads(path, relative)
+    assert not found, "read these from the resolved target (chaos.core.target.Target) instead:\n" + "\n".join(found)
+
+
+def test_the_raw_read_rule_catches_a_getattr_on_the_adapter(tmp_path):
+    """The check above can fail: a getattr on ``run.adapter`` and on ``adapter`` are both found."""
+    module = tmp_path / "phase.py"
+    module.write_text("def f(run, adapter):\n    return getattr(run.adapter, 'schema', None), hasattr(adapter, 'release')\n")
+    assert [line.split(": ", 1)[1] for line in _raw_reads(module, "phase.py")] == ["getattr(..., 'schema')", "hasattr(..., 'release')"]

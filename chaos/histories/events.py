@@ -22,8 +22,9 @@ from typing import Any, Callable, Iterable, Union
 
 from hypothesis import strategies as st
 
-from chaos.adapter import default_job_ids, job_ids_for
+from chaos.adapter import default_job_ids
 from chaos.core.scenario import reference_poison
+from chaos.core.target import Target
 from chaos.core.world import FAULT_KINDS
 from chaos.matrix.families import STORM_JOBS
 
@@ -225,17 +226,18 @@ def positions() -> st.SearchStrategy[int]:
 SCRAMBLE = 2654435761  # odd: a bijection of [0, POSITIONS)
 
 
-def history_jobs(adapter: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def history_jobs(adapter: Target) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The pool a history's submits and a person's actions draw from, and a storm's herd: the
-    adapter's own job ids (``job_ids(n)``, ``doc-1`` .. by default), so that a history of an
+    target's own job ids (``job_ids(n)``, ``doc-1`` .. by default), so that a history of an
     orders project submits ``order-1001`` and its findings name it, as the matrix's do.
 
     >>> from chaos import ReferenceAdapter
-    >>> pool, herd = history_jobs(ReferenceAdapter())
+    >>> from chaos.core.target import resolve
+    >>> pool, herd = history_jobs(resolve(ReferenceAdapter()))
     >>> pool == JOB_IDS, herd[0], len(herd)
     (True, 'doc-6', 16)
     """
-    ids = job_ids_for(adapter, POOL_JOBS + len(STORM_JOBS))
+    ids = adapter.job_ids(POOL_JOBS + len(STORM_JOBS))
     return ids[:POOL_JOBS], ids[POOL_JOBS:]
 
 

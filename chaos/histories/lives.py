@@ -47,7 +47,7 @@ from chaos.core.kill import Abandon, Abandoning
 from chaos.core.world import Fault, World
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = [
     "Env", "record", "kill", "pause", "resume", "abandon_frozen", "Frozen", "SECOND", "live", "Raised", "HungStep", "CLIENT", "OPS",
@@ -74,7 +74,7 @@ class Env(RunContext):
     of an iteration and the iteration then killed make the same random choices.
     """
 
-    def __init__(self, adapter: Adapter, directory: str, clock: Any, world: World, tag: str, db: str | None = None,
+    def __init__(self, adapter: Target, directory: str, clock: Any, world: World, tag: str, db: str | None = None,
                  *, drop: bool = False) -> None:
         super().__init__(adapter, directory, clock, world, db, drop=drop)
         self.tag = tag
@@ -246,7 +246,7 @@ def _record(main: Env, worker: str, phase: str, tag: str) -> list[list[Point]]:
     directory = os.path.join(main.directory, "dry")
     os.makedirs(directory, exist_ok=True)
     # A database that is not a file (PostgreSQL): the adapter copies the live one onto its template.
-    copy_db = getattr(adapter, "copy_db", None) if main.template is not None else None
+    copy_db = adapter.copy_db if main.template is not None else None
     for name in ("world.db", "world.db-wal") if copy_db is not None else DATABASE_FILES:
         path = os.path.join(main.directory, name)
         if os.path.exists(path):

@@ -30,8 +30,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from engine import STORE_UNAVAILABLE
 
 from chaos.core.target import resolve
-from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter, payload_for
-from chaos.core.clock import SharedClock, time_source
+from chaos.adapter import REFERENCE_TARGET, Snapshot, load_adapter
+from chaos.core.clock import SharedClock
 from chaos.histories.lives import CLIENT, OPS, SECOND, SENDER, STORMER, Env, Frozen, HungStep, hung, kill, live, pause, record, resume
 from chaos.histories.events import (JOB_IDS, PAYLOADS, POSITIONS, STORM_JOB_IDS, Advance, Arm, Event, Heal, Human, Kill,
                       KillAfterDelivery, KillBeforeDelivery, Machine, Pause, Resume, Run, Send, Storm, Submit, events,
@@ -238,7 +238,7 @@ class Histories(AtRest, RuleBasedStateMachine):
             if self._inspect() != before:
                 self._fail([Violation("idempotent-submit", f"submitting {job!r} was refused ({exc}) but changed the database")])
             return f"refused, the database unavailable ({exc})"
-        except getattr(self.adapter, "conflict_errors", ()) as exc:
+        except self.adapter.conflict_errors as exc:  # none declared: the target resolved them to ()
             problems = []
             if known is None or known == body_json:
                 why = "it is new" if known is None else "it repeats the stored payload"
@@ -505,9 +505,9 @@ class Histories(AtRest, RuleBasedStateMachine):
         revised one conflicts with it; a poison one is what the first step refuses: the adapter's
         ``poison_payload(job_id)``, else the reference workflow's (an empty source)."""
         if kind == "poison":
-            hook = getattr(self.adapter, "poison_payload", None)
-            return hook(job) if callable(hook) else PAYLOADS["poison"](job)
-        base = payload_for(self.adapter, job)
+            hook = self.adapter.poison_payload
+            return hook(job) if hook is not None else PAYLOADS["poison"](job)
+        base = self.adapter.payload(job)
         if kind == "revised":
             return {**base, "revision": 2} if isinstance(base, dict) else {"revised": base}
         return base
@@ -526,11 +526,10 @@ def machine_for(adapter: Adapter, *, target: str | None = None, modes: Iterable[
     if isinstance(adapter, str):
         target = target or adapter
         adapter = load_adapter(adapter)
-    adapter = resolve(adapter)  # the door: every history below reads the resolved target
+    adapter = resolve(adapter)  # the door: every history below reads the resolved target (a wrong word is refused here)
     modes = tuple(modes)
     if not modes or set(modes) - set(MODES):
         raise ValueError(f"modes {modes!r} must be a non-empty selection of: {', '.join(MODES)}")
-    time_source(adapter)  # a wrong word is refused here, before any history runs
     stem = type(adapter.adapter).__name__
     stem = stem[: -len("Adapter")] if stem.endswith("Adapter") and stem != "Adapter" else stem
     # The adapter's own job ids, known now and built into the events drawn: a history of an

@@ -89,7 +89,7 @@ from chaos.core.scenario import (
 from chaos.core.world import Fault
 
 if TYPE_CHECKING:
-    from chaos.adapter import Adapter
+    from chaos.core.target import Target
 
 __all__ = [
     "CHECKS",
@@ -187,7 +187,7 @@ def refuse_on_a_server(faults: Any, db: str | None = None, target: Any = None) -
         )
 
 
-def refuse_without_schema(faults: Any, adapter: Adapter, name: str, db: str | None = None) -> None:
+def refuse_without_schema(faults: Any, adapter: Target, name: str, db: str | None = None) -> None:
     """Raise ValueError if ``faults`` (machine sub-kinds) include one that writes the engine's
     rows, or on PostgreSQL locks its tables, and ``adapter`` declares no ``schema`` to find them
     by (the harness reads no engine table itself). The message names the kinds and the fix.
@@ -246,7 +246,7 @@ def machine_points(family: Family, source: Callable[[str, int], str]) -> list[in
 
 
 # -- in the harness ---------------------------------------------------------------------------------
-def run_machine_fault(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool = True) -> Outcome:
+def run_machine_fault(adapter: Target, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool = True) -> Outcome:
     """Inject ``fault`` (a sub-kind, e.g. ``disk-full``) at ``point``, remove it, drain, check."""
     if fault not in KIND_OF:
         raise ValueError(f"machine fault {fault!r} is not one of: {', '.join(KIND_OF)}")
@@ -258,7 +258,7 @@ def run_machine_fault(adapter: Adapter, family: Family, point: Point, workdir: s
     return watched(adapter, family, point.id, fault, lambda: _machine_fault(adapter, family, point, workdir, seed=seed, fault=fault, deep=deep))
 
 
-def _machine_fault(adapter: Adapter, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool) -> Outcome:
+def _machine_fault(adapter: Target, family: Family, point: Point, workdir: str, *, seed: int, fault: str, deep: bool) -> Outcome:
     started = time.perf_counter()
     directory = os.path.join(workdir, "point")
     db = copy_template(family, directory, adapter)  # a PostgreSQL database of its own, dropped with the run
@@ -269,7 +269,7 @@ def _machine_fault(adapter: Adapter, family: Family, point: Point, workdir: str,
         run.close()  # the scenario's own database is dropped even when the harness fails
 
 
-def _run_machine_fault(adapter: Adapter, family: Family, point: Point, run: Run, *, fault: str, deep: bool, started: float) -> Outcome:
+def _run_machine_fault(adapter: Target, family: Family, point: Point, run: Run, *, fault: str, deep: bool, started: float) -> Outcome:
     only = run.only(deep)
     page = Page()
     child = fork(lambda: doomed_worker(run, point, only, fault, page))  # it ends by os._exit: its wait status says how
@@ -316,7 +316,7 @@ def _run_machine_fault(adapter: Adapter, family: Family, point: Point, run: Run,
     problems += worker_survives(status, died_of, lambda: _restart(run))
     after = adapter.inspect(run.db) if exit_kind != "not-reached" or damage is not None else None  # read once, for both checks
     if exit_kind != "not-reached":
-        problems += integrity(run.db, getattr(adapter, "schema", None))
+        problems += integrity(run.db, adapter.schema)
         state_damaged = damage.job_id if damage is not None and damage.kind == "damage-state" else None
         problems += acknowledged_kept(adapter, before, after, state_damaged)
     if damage is not None:
@@ -360,7 +360,7 @@ def _act(run: Run, fault: str, page: Page, problems: list[Violation]) -> tuple[A
     something to damage, and the steps the fault interrupted."""
     interruptions: Counter = Counter()
     if fault == "lock-held":
-        lock = HeldLock.take(run.db, getattr(run.adapter, "schema", None))  # held until the worker has run on against it a few times
+        lock = HeldLock.take(run.db, run.adapter.schema)  # held until the worker has run on against it a few times
         return lock, None, lock is not None, interruptions
     if KIND_OF[fault] == "damage":
         damage = _Damage.apply(run, fault)
@@ -478,7 +478,7 @@ class _Damage:
         """Damage a row of an unsettled job that the worker will read again, if there is one,
         through the adapter's schema (the jobs chosen from what its ``inspect`` shows)."""
         adapter = run.adapter
-        schema = getattr(adapter, "schema")  # refuse_without_schema checked it is there
+        schema = adapter.schema  # refuse_without_schema checked it is there
         snapshot = adapter.inspect(run.db)
         settled = adapter.settled_states()
         # The jobs the worker will read again, the one the frozen worker holds last (an unleased
@@ -513,7 +513,7 @@ class _Damage:
         if self.kind != "damage-payload":
             return
         with ScenarioDb(run.db, writer=HUMAN_WRITER) as conn:
-            getattr(run.adapter, "schema").overwrite(conn, self.job_id, "payload", self.original)
+            run.adapter.schema.overwrite(conn, self.job_id, "payload", self.original)
 
 
 # -- the io faults need libfiu's preload in the process that forks the worker ------------------------

@@ -125,9 +125,8 @@ def _working(adapter: Adapter) -> dict[str, str]:
 def _let_go(run: Run) -> None:
     """Close every file the harness holds on the image: the power cut must find them closed, so
     that the mount after it is a fresh one (a file still open keeps the dead file system alive)."""
-    release = getattr(run.adapter, "release", None)
-    if release is not None:
-        release(run.db)
+    if run.adapter.release is not None:
+        run.adapter.release(run.db)
     close_probe = getattr(run.world.probe, "close", None)
     if close_probe is not None:
         close_probe()

@@ -39,6 +39,7 @@ from chaos.fleet.fleet import FleetConfig
 from chaos.core.invariants import Violation
 from chaos.hostfaults.checks import integrity
 from chaos.adapters.postgres import adapter_for
+from chaos.core.target import resolve
 from chaos.hostfaults.power import PowerImage, PowerUnavailable, power_missing, sync_tree
 from chaos.hostfaults.power_checks import commits_lost, durable_commits, lost_commits, lost_interruptions, read_acknowledged
 from chaos.fleet.trial import Trial, TrialResult
@@ -123,7 +124,7 @@ class PowerCuts:
     started: float = field(default_factory=time.monotonic)
 
     def __call__(self) -> None:
-        adapter = adapter_for(self.db)
+        adapter = resolve(adapter_for(self.db))  # the bench's own door: the reference engine, on this database
         if self.server is not None:
             _wait_for_dead_clients(self.db)
         acknowledged = read_acknowledged(adapter, self.db)
@@ -145,9 +146,8 @@ class PowerCuts:
                     os.unlink(path)
             self.server.restart()
         survived = adapter.inspect(self.db)
-        release = getattr(adapter, "release", None)
-        if release is not None:
-            release(self.db)
+        if adapter.release is not None:
+            adapter.release(self.db)
         if self.server is None:
             self.violations += integrity(self.db)
         self.violations += durable_commits("FULL" if self.setting.durable else "NORMAL", acknowledged, survived)
