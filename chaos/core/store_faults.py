@@ -64,8 +64,11 @@ DISK_PAGES_LEFT = 0  # max_page_count is lowered to the current size plus this
 LOCK_TABLES_PG = "LOCK TABLE {tables} IN EXCLUSIVE MODE"  # the tables the adapter's schema names
 LOCK_TAKE_TIMEOUT_PG = "SET lock_timeout = '5s'"  # a frozen peer's row locks never hang the harness
 # How long a worker that meets the held lock waits for it (its session's set_busy_timeout): long
-# enough to be a real wait, short enough that a matrix of such points stays quick.
-BUSY_TIMEOUT_S = 0.05
+# enough to be a real wait (SQLite's busy handler sleeps and retries several times), short enough
+# that a matrix of such points stays quick. Nothing releases the lock while the iteration runs (it
+# is lifted once the iteration has ended), so every such wait ends busy, however long it is: at
+# 0.05 s, the waits were most of what the points after a heartbeat cost.
+BUSY_TIMEOUT_S = 0.01
 # The I/O errors a call brings on, as libfiu failure points (see chaos.core.libfiu): the process's
 # writes fail with EIO (a COMMIT cannot write its WAL frames), or its reads do (a page that is not
 # in SQLite's cache cannot be read). Only this process's calls fail: the recovery, in a fresh
