@@ -213,32 +213,53 @@ class Abandoning:
     """
 
     SIGNAL = signal.SIGUSR1
+    # A signal that reaches the worker's thread after it let go of the interpreter but before it
+    # blocks (in a lock or a queue's wait) is only taken once that wait ends: at a lost-lease point
+    # on the step thread, 10 s later (the worker's wait for its step is a quarter of a heartbeat's
+    # interval). So the signal is sent again, this often, until the thread has taken it.
+    RESEND_S = 0.001
+    RESEND_S_MAX = 5.0  # a thread in a wait no signal ends (a C call's own) takes it when the wait ends
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.thread = threading.get_ident()  # the thread that runs the iteration
         self._previous: Any = None
+        self._active = False  # while the handler is this one's
+        self._taken = False  # the worker's thread has taken the signal: it is abandoned
 
     def __enter__(self) -> "Abandoning":
         if not isinstance(threading.excepthook, _QuietAbandon):  # pytest sets a hook of its own per test
             threading.excepthook = _QuietAbandon(threading.excepthook)
         self._previous = signal.signal(self.SIGNAL, self._raise)
+        self._active = True
         self._switch_s = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self._active = False
         signal.signal(self.SIGNAL, self._previous)
         if exc_type is None:  # not abandoned: the threads may take turns as usual again
             sys.setswitchinterval(self._switch_s)
 
     def _raise(self, *_: Any) -> None:
+        if self._taken:  # a signal sent again before the first was taken: abandoned once is enough
+            return
+        self._taken = True
         raise Abandon(self.what)
 
     def __call__(self) -> None:
         if threading.get_ident() != self.thread:
-            signal.pthread_kill(self.thread, self.SIGNAL)
+            self._abandon_the_worker_thread()
         raise Abandon(self.what)
+
+    def _abandon_the_worker_thread(self) -> None:
+        """From another thread: signal the worker's thread until it has taken the signal (see
+        :data:`RESEND_S`). This thread only waits meanwhile, and ends at once after."""
+        deadline = time.monotonic() + self.RESEND_S_MAX
+        while self._active and not self._taken and time.monotonic() < deadline:
+            signal.pthread_kill(self.thread, self.SIGNAL)
+            time.sleep(self.RESEND_S)
 
 
 class _QuietAbandon:

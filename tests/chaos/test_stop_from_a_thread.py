@@ -100,3 +100,43 @@ def test_a_thread_abandoned_at_a_point_ends_without_a_traceback():
     assert out.returncode == 0, out.stderr
     assert "Abandon" not in out.stderr and "steps-w-doomed" not in out.stderr, out.stderr
     assert "ValueError: any other exception is still reported" in out.stderr
+
+
+SIGNAL_LOST_BEFORE_THE_WAIT = """
+import queue, signal, threading, time
+from chaos.core.kill import Abandon, Abandoning
+sent = []
+deliver = signal.pthread_kill
+def first_one_lost(thread, signum):
+    # The first signal reaches the worker's thread after it let go of the interpreter and before
+    # it blocks in its wait: it would be taken only when the wait ends. Here it is not delivered.
+    sent.append(signum)
+    if len(sent) > 1:
+        deliver(thread, signum)
+signal.pthread_kill = first_one_lost
+results = queue.SimpleQueue()
+started = time.monotonic()
+try:
+    with Abandoning("a point") as abandon:
+        threading.Thread(target=abandon, name="steps-w-doomed").start()  # a point on the step thread
+        results.get(timeout=60)  # the worker's thread, waiting for its step's result
+except Abandon:
+    print(f"abandoned after {time.monotonic() - started:.3f} s, {len(sent)} signals")
+except queue.Empty:
+    print(f"waited out its wait: {time.monotonic() - started:.3f} s")
+"""
+
+
+def test_a_worker_thread_that_misses_the_first_signal_is_abandoned_without_waiting_out_its_wait():
+    """In-process mode, at a point on the step thread: a signal that reached the worker's thread
+    just before it blocked was taken only when its wait for the step ended (10 s at a lost-lease
+    point, where the worker waits a quarter of a heartbeat's interval). The signal is sent again
+    until the thread takes it."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", SIGNAL_LOST_BEFORE_THE_WAIT], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("abandoned after "), out.stdout + out.stderr
+    seconds = float(out.stdout.split()[2])
+    assert seconds < 30, out.stdout  # the wait is 60 s: abandoned at once, not when it ends
