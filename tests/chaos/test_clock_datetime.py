@@ -9,7 +9,10 @@ import datetime as datetime_module
 import time
 from datetime import datetime  # bound by name at import, as an engine binds it
 
+from types import SimpleNamespace
+
 from chaos.core.clock import SharedClock, engine_reads
+from chaos.core.models import TimeSource
 from chaos.core.process import fork
 
 AT = 1_700_000_000.0  # 2023-11-14T22:13:20Z
@@ -17,13 +20,14 @@ HOUR_S = 3600.0
 UTC = datetime_module.timezone.utc
 
 
-class WallAdapter:
-    name = "wall-engine"
-    time_source = "wall"
+# What engine_reads is given: the target as resolved at the door, of which it reads the time source
+# (an adapter's ``time_source = "wall"``, or the default, the clock open() passes).
+def wall_target() -> SimpleNamespace:
+    return SimpleNamespace(name="wall-engine", time_source=TimeSource.WALL)
 
 
-class PassedAdapter:
-    name = "passed-engine"
+def passed_target() -> SimpleNamespace:
+    return SimpleNamespace(name="passed-engine", time_source=TimeSource.PASSED)
 
 
 def _in_worker(adapter) -> tuple:
@@ -44,14 +48,14 @@ def _in_worker(adapter) -> tuple:
 
 
 def test_datetime_now_and_utcnow_follow_the_harness_clock_in_a_wall_time_worker():
-    now_utc, utcnow, now_local, still_instance, same_type, real_sleep = _in_worker(WallAdapter())
+    now_utc, utcnow, now_local, still_instance, same_type, real_sleep = _in_worker(wall_target())
     assert (now_utc, utcnow, now_local) == (AT + HOUR_S, AT + HOUR_S, AT + HOUR_S)
     assert still_instance and same_type  # a datetime made before the swap is still one, and new ones are real datetimes
     assert real_sleep  # time.sleep is left alone: nothing waits for the harness's clock
 
 
 def test_the_tests_process_and_an_engine_on_the_passed_clock_keep_the_machines_time():
-    now_utc, *_ = _in_worker(PassedAdapter())
+    now_utc, *_ = _in_worker(passed_target())
     assert abs(now_utc - time.time()) < 600
     assert abs(datetime.now(UTC).timestamp() - time.time()) < 600  # this process was never swapped
     assert datetime_module.datetime is datetime
