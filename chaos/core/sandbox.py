@@ -56,6 +56,12 @@ class Sandbox(RunContext):
     :meth:`close`. ``seed`` seeds each worker's RNG (its backoff jitter), so a run replays exactly.
     """
 
+    @property
+    def adapter(self) -> Any:
+        """The adapter as the test gave it (``chaos_world.adapter``); the harness reads :attr:`target`,
+        the adapter resolved when the sandbox was made."""
+        return self.target.adapter
+
     def __init__(self, adapter: Target | Any, directory: str, *, seed: int = 0, clock_at: float = T0) -> None:
         from chaos.core.target import resolve  # the sandbox is a door too (chaos_world): an adapter is resolved here, once
 
@@ -146,11 +152,11 @@ class Sandbox(RunContext):
     def drain(self, *, worker: str = "w1") -> None:
         """Run until every job is settled, no lease is held and the outbox is empty, moving the
         clock to the next due lease, retry or outbox backoff whenever nothing is due now."""
-        settled = self.adapter.settled_states()
+        settled = self.target.settled_states()
         for _ in range(DRAIN_ROUNDS_MAX):
             self.run_until_idle(worker=worker)
             self.send(worker=worker)
-            snapshot = self.adapter.inspect(self.db)
+            snapshot = self.target.inspect(self.db)
             waiting = [j for j in snapshot.jobs.values() if j.state not in settled or j.lease_owner is not None]
             unsent = [row for row in snapshot.outbox if row.sent_at is None]
             if not waiting and not unsent:
@@ -186,7 +192,7 @@ class Sandbox(RunContext):
             self.interruptions[(job_id, rerun)] += 1
 
     def _step_after(self, state: str | None) -> str | None:
-        steps = list(self.adapter.step_states().items())
+        steps = list(self.target.step_states().items())
         if not steps or state is None:
             return None
         if state == "pending":
@@ -199,11 +205,11 @@ class Sandbox(RunContext):
     # -- what happened ---------------------------------------------------------------------------
     def states(self) -> dict[str, str]:
         """Each job's state in the engine's database, by job id."""
-        return {job_id: job.state for job_id, job in sorted(self.adapter.inspect(self.db).jobs.items())}
+        return {job_id: job.state for job_id, job in sorted(self.target.inspect(self.db).jobs.items())}
 
     def last_errors(self) -> dict[str, str | None]:
         """Each job's ``last_error``: what the engine says went wrong last (None if nothing)."""
-        return {job_id: job.last_error for job_id, job in sorted(self.adapter.inspect(self.db).jobs.items())}
+        return {job_id: job.last_error for job_id, job in sorted(self.target.inspect(self.db).jobs.items())}
 
     def calls(self, task: str | None = None) -> list[Call]:
         """Paid calls in the world's ledger (of ``task`` only, if given), in order."""
@@ -215,7 +221,7 @@ class Sandbox(RunContext):
 
     def evidence(self) -> Evidence:
         """What the invariants are checked against: the engine's database and the world's ledger, read now."""
-        return Evidence.gather(self.adapter, self.db, self.world, submitted=dict(self.submitted), interruptions=Counter(self.interruptions))
+        return Evidence.gather(self.target, self.db, self.world, submitted=dict(self.submitted), interruptions=Counter(self.interruptions))
 
     def wasted_calls(self) -> int:
         """Paid calls whose result was not memoised: what crashes, faults and retries cost so far."""
@@ -226,7 +232,7 @@ class Sandbox(RunContext):
         check, if ``at_rest``: call it after :meth:`drain`)."""
         violations = check(self.evidence(), at_rest=at_rest)
         if at_rest and self.submitted:
-            inspect = lambda: self.adapter.inspect(self.db)  # noqa: E731
+            inspect = lambda: self.target.inspect(self.db)  # noqa: E731
             violations += idempotent_submit(self.session("w-check"), inspect, self.submitted, self.target.conflict_errors,
                                             self.target.submit_conflict)
         return violations

@@ -48,12 +48,6 @@ def set_up(target: Any, *, mode: str, families: Iterable[str] | None, point: str
     machine = [sub for f in faults for sub in expand(f)]
     if isinstance(target, str):
         refuse_on_a_server(machine, db)  # disk and io act on SQLite files; lock, clock and damage run on PostgreSQL too
-    if any(KIND_OF[sub] == "io" for sub in machine) and libfiu.missing():
-        raise ValueError(libfiu.missing())
-    if any(KIND_OF[sub] == "power" for sub in machine) and power_missing():
-        raise ValueError(power_missing())
-    if "crash" in faults and mode not in ("fork", "inprocess"):
-        raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
     # The door: the target loaded and resolved once (its declared words, its submit_conflict, its
     # allowed_effects and its scenario_timeout_s checked); nothing below asks the adapter again.
     adapter = load_target(target) if isinstance(target, str) else resolve(target)
@@ -61,6 +55,13 @@ def set_up(target: Any, *, mode: str, families: Iterable[str] | None, point: str
     target_name = target if isinstance(target, str) else f"{type(raw).__module__}:{type(raw).__name__}"
     if not isinstance(target, str):
         refuse_on_a_server(machine, db, adapter)
+    # What the machine lacks comes after what the target cannot do: io on a server is refused as such, libfiu or not.
+    if any(KIND_OF[sub] == "io" for sub in machine) and libfiu.missing():
+        raise ValueError(libfiu.missing())
+    if any(KIND_OF[sub] == "power" for sub in machine) and power_missing():
+        raise ValueError(power_missing())
+    if "crash" in faults and mode not in ("fork", "inprocess"):
+        raise ValueError(f"mode {mode!r} is not one of: fork, inprocess")
     if db is not None:
         if adapter.use_database is None:
             raise ValueError(f"target {target_name!r} takes no --db: its scenario databases are files")

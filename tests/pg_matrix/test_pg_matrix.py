@@ -25,6 +25,7 @@ from chaos.adapters.postgres import PostgresReferenceAdapter
 from chaos.core.freeze import run_pause
 from chaos.core.prepare import prepare
 from chaos.core.kill import run_point
+from chaos.core.target import resolve
 from chaos.core.template import discard
 from chaos.core.world import World
 
@@ -55,7 +56,7 @@ def _family(adapter, name, workdir):
 def test_a_planted_bug_re_expressed_on_postgresql_is_caught_by_the_same_invariant(pg_server, variant, tmp_path):
     """Killed at each hit of the planted line (the window the bug opens), the variant violates
     the invariant its SQLite twin does."""
-    adapter = variant(pg_server.url())
+    adapter = resolve(variant(pg_server.url()))  # the phases below the door take the resolved target
     workdir = str(tmp_path)
     family = _family(adapter, variant.families[0], workdir)
     try:
@@ -81,6 +82,7 @@ def test_a_sampled_pause_run_holds_and_a_frozen_lock_holder_is_resumed(pg_server
     assert {r.fault for r in report.results} == {"pause-live", "pause-expired"}
 
     workdir = str(tmp_path)
+    adapter = resolve(adapter)  # the phases below the door take the resolved target
     family = _family(adapter, "clean", workdir)
     try:
         inside = [i for i, between in enumerate(family.between) if not between]
