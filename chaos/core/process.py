@@ -174,7 +174,7 @@ class Child:
                 return self._reap()
             self._buffer += chunk
             if self._consume():
-                _, status = os.waitpid(self.pid, os.WUNTRACED)
+                status = self._waitpid(os.WUNTRACED)
                 if os.WIFSTOPPED(status):
                     self.stopped = True
                     return Ended(Exit.STOPPED, notes=self._take_notes(), status=status)
@@ -240,10 +240,25 @@ class Child:
         self._consume()
         os.close(self._fd)
         try:
-            _, status = os.waitpid(self.pid, 0)
+            status = self._waitpid(0)
         except ChildProcessError:
             status = 0
         return self._finish(status)
+
+    def _waitpid(self, options: int) -> int:
+        """``os.waitpid`` on the child, its status. A child that leads a process group takes the
+        group along as it ends: whatever it started and left running is killed, while the ended
+        leader, not yet reaped, still holds the group's id. A worker killed at its point leaves the
+        worker it started meanwhile orphaned otherwise, still running on the scenario's files
+        (which the next scenario makes again at the same paths)."""
+        if self.group:
+            seen = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT | (os.WSTOPPED if options & os.WUNTRACED else 0))
+            if seen is not None and seen.si_code != os.CLD_STOPPED:
+                try:
+                    os.killpg(self.pid, signal.SIGKILL)
+                except ProcessLookupError:  # nothing else was left in the group
+                    pass
+        return os.waitpid(self.pid, options)[1]
 
     def _finish(self, status: int) -> Ended:
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:

@@ -217,25 +217,7 @@ def test_dbos_whole_matrix_sampled_finishes_with_only_findings_dbos_explains(tmp
     assert report.points == WHOLE_SAMPLE
     assert elapsed_s < WHOLE_BOUND_S, f"the sampled matrix took {elapsed_s:.0f} s"
     unexplained = _unexplained(report)
-    open_defect = [u for u in unexplained if _io_error_symptom(u)]
-    others = [u for u in unexplained if u not in open_defect]
-    assert others == [], "\n".join(others)
-    if open_defect:
-        pytest.xfail("the open defect: a process of the scenario met SQLite's 'disk I/O error' in a family that "
-                     "injects no I/O fault:\n" + "\n".join(open_defect))
-
-
-# An open defect, not DBOS's behaviour and not yet found: in a whole sampled matrix (never in the
-# families concerned run alone, as far as they were tried), a few recoveries meet SQLite's 'disk I/O error'
-# in a family that injects no I/O fault, the workflow whose step's write failed ending ERROR without
-# its effect. Only these symptoms are set apart; any other unexplained finding fails the test.
-IO_FAMILIES = ("commit-io-error", "claim-io-error", "disk-full")
-IO_SYMPTOMS = ("disk I/O error", "ended 'ERROR' after the fault", "was committed but never delivered",
-               "is still unsent after the system drained", "missing 'doc-1:delivery'")
-
-
-def _io_error_symptom(finding: str) -> bool:
-    return not finding.startswith(IO_FAMILIES) and not finding.startswith("baseline") and any(s in finding for s in IO_SYMPTOMS)
+    assert unexplained == [], "\n".join(unexplained)
 
 
 WHOLE_SAMPLE = 159  # three points a family on average, as the adapter how-to's command

@@ -1,6 +1,8 @@
 """The watchdog of chaos.core.process, on real forks: a child past the bound leaves its stack and
 is killed with what it started; a child a scenario leaves frozen or running is killed when the
-scenario ends; a child that finishes in time is not touched."""
+scenario ends; a child that finishes in time is not touched; a child that ends, killed at its point
+or finished, takes along what it started and left running (a worker killed at its point leaves the
+worker it started meanwhile behind otherwise, still writing the scenario's files)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import time
 
 import pytest
 
-from chaos.core.process import Exit, Hung, fork, stop_here, watchdog
+from chaos.core.process import Exit, Hung, die_here, fork, stop_here, watchdog
 
 BOUND_S = 1.0
 GONE_S_MAX = 10.0
@@ -78,3 +80,37 @@ def test_a_frozen_child_is_named_as_frozen_when_another_hangs():
     assert waiter.process == "the waiter" and "in <lambda>" in waiter.text
     assert frozen_stack.process == "the frozen one" and "froze it (SIGSTOP)" in frozen_stack.text
     assert _gone(frozen.pid)
+
+
+def _started_then(path: str, end: str) -> int:
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    with open(path, "w") as f:
+        f.write(str(grandchild.pid))
+    if end == "killed":
+        die_here()  # SIGKILL, as the doomed worker dies at its point
+    return 42
+
+
+@pytest.mark.parametrize("end, exit", [("killed", Exit.KILLED), ("finished", Exit.FINISHED)])
+def test_a_child_that_ends_takes_what_it_left_running_along(tmp_path, end, exit):
+    path = str(tmp_path / "grandchild")
+    with watchdog(30.0):
+        ended = fork(lambda: _started_then(path, end), "the doomed worker").wait()
+        assert ended.exit is exit  # the child's own end is reported as it was, not as the group's kill
+        assert _gone(int(open(path).read())), "what the ended child left running is killed as the child ends"
+
+
+def test_a_frozen_child_keeps_what_it_started_until_the_scenario_ends(tmp_path):
+    path = str(tmp_path / "grandchild")
+
+    def frozen() -> None:
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        with open(path, "w") as f:
+            f.write(str(grandchild.pid))
+        stop_here()
+
+    with watchdog(30.0):
+        child = fork(frozen, "the frozen one")
+        assert child.wait().exit is Exit.STOPPED
+        os.kill(int(open(path).read()), 0)  # frozen is not ended: what it started still runs
+    assert _gone(child.pid) and _gone(int(open(path).read()))
