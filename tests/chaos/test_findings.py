@@ -37,7 +37,11 @@ def chaos(*args: str, cwd: str, env: dict[str, str] | None = None) -> subprocess
 
 @pytest.fixture(scope="module")
 def unsafe_run() -> subprocess.CompletedProcess:
-    return chaos("matrix", "--target", "invoices.crash:unsafe_adapter", "-n", "2", cwd=EXAMPLES, env={"GITHUB_ACTIONS": "true"})
+    # A seeded sample of 400 points (about 8 a family, crashes and pauses): every family's baseline
+    # still runs, and each point of the 35 families that fail without a fault fails as its baseline
+    # does. The whole matrix (60,798 points, 60 CPU-seconds against 12) prints the same finding.
+    return chaos("matrix", "--target", "invoices.crash:unsafe_adapter", "-n", "2", "--sample", "400", cwd=EXAMPLES,
+                 env={"GITHUB_ACTIONS": "true"})
 
 
 def test_one_unsafe_step_is_one_finding_that_names_the_fix_and_the_users_line(unsafe_run):
