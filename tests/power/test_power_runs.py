@@ -14,22 +14,28 @@ import pytest
 from chaos.hostfaults.power_runs import SETTINGS, power_run
 
 JOBS = 200
+SEEDS = 3
 CUT_EVERY_S = 1.5  # longer than the runs' 1 s lease, so jobs claimed before a cut finish after it
 
 
 def test_normal_loses_acknowledged_commits_to_power_cuts_and_every_invariant_still_holds(power):
-    run = power_run(SETTINGS["sqlite-normal"], jobs=JOBS, cut_every_s=CUT_EVERY_S)
-    g = run.figures
-    assert g["invariants_held"], g["violations"]
-    assert run.result.ok
-    assert g["cuts"] >= 1
+    # A cut loses commits only where one came after the last checkpoint; on a busy machine a run
+    # can end after a single cut that came at a quiet moment: up to SEEDS runs, each judged whole.
+    for seed in range(SEEDS):
+        run = power_run(SETTINGS["sqlite-normal"], jobs=JOBS, cut_every_s=CUT_EVERY_S, seed=seed)
+        g = run.figures
+        assert g["invariants_held"], g["violations"]
+        assert run.result.ok
+        assert g["cuts"] >= 1
+        assert g["duplicates_applied"] == 0
+        assert g["effects_applied"] == JOBS
+        if g["commits_lost"] > 0:
+            break
     # Nothing was fsynced since the last checkpoint: the cuts roll back the last commits ...
-    assert g["commits_lost"] > 0, g
+    assert g["commits_lost"] > 0, f"no run of {SEEDS} lost a commit: {g}"
     assert any(what.startswith("memo row") for cut in run.cuts for what in cut.lost)
     # ... whose steps are paid again and whose effects are sent again, applied once each.
     assert g["wasted_calls"] > 0
-    assert g["duplicates_applied"] == 0
-    assert g["effects_applied"] == JOBS
 
 
 def test_full_loses_no_acknowledged_commit_to_power_cuts(power):
