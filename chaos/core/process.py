@@ -200,8 +200,15 @@ class Child:
         self._reap()
 
     def forget(self) -> None:
-        """Close the pipe of a child the caller reaped itself (``os.waitpid`` on :attr:`pid`)."""
+        """Close the pipe of a child the caller reaped itself (``os.waitpid`` on :attr:`pid`); what
+        it left running in its process group is killed, as when the harness reaps it (the group's
+        id stays taken while anything is left in it)."""
         if self.ended is None:
+            if self.group:
+                try:
+                    os.killpg(self.pid, signal.SIGKILL)
+                except ProcessLookupError:  # nothing else was left in the group
+                    pass
             os.close(self._fd)
             self.ended = Ended(Exit.DIED)
 

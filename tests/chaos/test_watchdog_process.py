@@ -114,3 +114,13 @@ def test_a_frozen_child_keeps_what_it_started_until_the_scenario_ends(tmp_path):
         assert child.wait().exit is Exit.STOPPED
         os.kill(int(open(path).read()), 0)  # frozen is not ended: what it started still runs
     assert _gone(child.pid) and _gone(int(open(path).read()))
+
+
+def test_a_child_its_caller_reaped_itself_takes_what_it_left_running_along_when_forgotten(tmp_path):
+    path = str(tmp_path / "grandchild")
+    with watchdog(30.0):
+        child = fork(lambda: _started_then(path, "killed"), "the doomed worker")
+        _, status = os.waitpid(child.pid, 0)  # as the host faults reap their worker
+        assert os.WIFSIGNALED(status)
+        child.forget()
+        assert _gone(int(open(path).read()))
