@@ -204,11 +204,7 @@ class Child:
         it left running in its process group is killed, as when the harness reaps it (the group's
         id stays taken while anything is left in it)."""
         if self.ended is None:
-            if self.group:
-                try:
-                    os.killpg(self.pid, signal.SIGKILL)
-                except ProcessLookupError:  # nothing else was left in the group
-                    pass
+            self._end_group()
             os.close(self._fd)
             self.ended = Ended(Exit.DIED)
 
@@ -260,12 +256,17 @@ class Child:
         (which the next scenario makes again at the same paths)."""
         if self.group:
             seen = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT | (os.WSTOPPED if options & os.WUNTRACED else 0))
-            if seen is not None and seen.si_code != os.CLD_STOPPED:
-                try:
-                    os.killpg(self.pid, signal.SIGKILL)
-                except ProcessLookupError:  # nothing else was left in the group
-                    pass
+            if seen.si_code != os.CLD_STOPPED:
+                self._end_group()
         return os.waitpid(self.pid, options)[1]
+
+    def _end_group(self) -> None:
+        """Kill what is left in the process group this child leads, if it leads one."""
+        if self.group:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:  # nothing else was left in the group
+                pass
 
     def _finish(self, status: int) -> Ended:
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:

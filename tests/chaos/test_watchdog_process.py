@@ -88,6 +88,8 @@ def _started_then(path: str, end: str) -> int:
         f.write(str(grandchild.pid))
     if end == "killed":
         die_here()  # SIGKILL, as the doomed worker dies at its point
+    elif end == "frozen":
+        stop_here()  # SIGSTOP, as a paused worker stops at its point
     return 42
 
 
@@ -102,15 +104,8 @@ def test_a_child_that_ends_takes_what_it_left_running_along(tmp_path, end, exit)
 
 def test_a_frozen_child_keeps_what_it_started_until_the_scenario_ends(tmp_path):
     path = str(tmp_path / "grandchild")
-
-    def frozen() -> None:
-        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-        with open(path, "w") as f:
-            f.write(str(grandchild.pid))
-        stop_here()
-
     with watchdog(30.0):
-        child = fork(frozen, "the frozen one")
+        child = fork(lambda: _started_then(path, "frozen"), "the frozen one")
         assert child.wait().exit is Exit.STOPPED
         os.kill(int(open(path).read()), 0)  # frozen is not ended: what it started still runs
     assert _gone(child.pid) and _gone(int(open(path).read()))
